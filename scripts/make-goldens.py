@@ -1,0 +1,449 @@
+#!/usr/bin/env python3
+"""Build the golden forward-pass references under tests/goldens/ with HF transformers.
+
+Each case is a tiny, seeded, random checkpoint saved exactly as a user would have it
+(`save_pretrained`: config.json + safetensors, optionally sharded, optionally rewritten to the
+transformers-4.x "legacy" config style), plus:
+
+  ids.txt     input token ids, whitespace separated
+  logits.npy  float32 little-endian C order [T, vocab]: model(input_ids).logits[0], computed in fp32
+              by the model reloaded from the folder with dtype=float32 (for BF16/F16 checkpoints the
+              reference is therefore the fp32 computation over the bf16/f16-rounded weights)
+  case.json   description, features, versions, verification results
+
+Usage:  python3 scripts/make-goldens.py [--out tests/goldens] [--only CASE ...]
+
+Every case is verified after any config rewrite: AutoModelForCausalLM.from_pretrained(folder,
+dtype=float32) must reproduce the saved logits to 1e-6. The script also checks the files on disk
+(dtypes, shard count, tied lm_head absent, legacy keys) and measures that each exercised feature
+(RoPE scaling, biases, q/k norms) changes the logits by far more than the 2e-3 test tolerance.
+See docs/goldens.md.
+"""
+
+import argparse
+import copy
+import hashlib
+import json
+import math
+import os
+import shutil
+import sys
+
+import numpy as np
+import torch
+import transformers
+from safetensors import safe_open
+from transformers import (AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM, Qwen2Config,
+                          Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
+
+TOL = 2e-3          # the ctest tolerance (max abs logit difference) for spindle vs these goldens
+RELOAD_TOL = 1e-6   # reload-from-disk must reproduce the reference this closely
+LEGACY_TRANSFORMERS_VERSION = "4.51.3"
+
+FAMILIES = {
+    "llama": (LlamaConfig, LlamaForCausalLM),
+    "qwen2": (Qwen2Config, Qwen2ForCausalLM),
+    "qwen3": (Qwen3Config, Qwen3ForCausalLM),
+}
+DTYPES = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16}
+
+# ----------------------------------------------------------------------------------------------
+# The cases. `config` goes to the transformers-5 config class; `legacy` (if set) rewrites the saved
+# config.json into the 4.x style: "scaling" gives the rope_scaling object (None -> null).
+# ----------------------------------------------------------------------------------------------
+CASES = [
+    dict(
+        name="llama_f32_default", family="llama", dtype="F32", T=48, seed=1001,
+        config=dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                    num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-5,
+                    max_position_embeddings=512, tie_word_embeddings=False,
+                    rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+        features=["llama", "F32 single model.safetensors", "GQA 4q/2kv (G=2)", "head_dim 16 (=hidden/heads)",
+                  "RoPE default, theta 1e4", "config style: transformers-5 rope_parameters",
+                  "untied lm_head", "rms_norm_eps 1e-5"],
+    ),
+    dict(
+        name="llama_bf16_sharded_llama3", family="llama", dtype="BF16", T=64, seed=1002,
+        max_shard_size="64KB",
+        config=dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                    num_attention_heads=8, num_key_value_heads=2, rms_norm_eps=1e-5,
+                    max_position_embeddings=2048, tie_word_embeddings=False,
+                    rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
+                                     "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                     "original_max_position_embeddings": 256}),
+        legacy=dict(),
+        features=["llama", "BF16 weights", "sharded safetensors + model.safetensors.index.json",
+                  "GQA 8q/2kv (G=4)", "head_dim 8", "RoPE llama3 (factor 8, low 1, high 4, orig 256; "
+                  "all three frequency bands present)", "theta 5e5",
+                  "config style: LEGACY top-level rope_theta + rope_scaling{rope_type: llama3}, torch_dtype",
+                  "untied lm_head", "rms_norm_eps 1e-5"],
+    ),
+    dict(
+        name="llama_yarn_long", family="llama", dtype="F32", T=1100, seed=1003,
+        config=dict(vocab_size=128, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                    num_attention_heads=2, num_key_value_heads=2, rms_norm_eps=1e-6,
+                    max_position_embeddings=1200, tie_word_embeddings=False,
+                    rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                                     "original_max_position_embeddings": 300}),
+        features=["llama", "F32", "MHA 2q/2kv (G=1)", "head_dim 32",
+                  "RoPE yarn (factor 4, orig 300, beta_fast/beta_slow defaults 32/1, truncate default true, "
+                  "attention_factor default 0.1*ln(4)+1)", "T=1100 > 1000",
+                  "config style: transformers-5 rope_parameters", "rms_norm_eps 1e-6"],
+    ),
+    dict(
+        name="llama_linear_tied_f16", family="llama", dtype="F16", T=40, seed=1004,
+        config=dict(vocab_size=192, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                    num_attention_heads=8, num_key_value_heads=1, rms_norm_eps=1e-5,
+                    max_position_embeddings=4096, tie_word_embeddings=True,
+                    rope_parameters={"rope_type": "linear", "rope_theta": 10000.0, "factor": 2.0}),
+        # the oldest legacy form, as in e.g. lmsys/vicuna-13b-v1.5-16k: {"type": "linear", "factor": 2.0}
+        legacy=dict(scaling_type_key="type"),
+        features=["llama", "F16 weights", "GQA 8q/1kv (G=8)", "head_dim 8", "RoPE linear (factor 2)",
+                  "tied embeddings: tie_word_embeddings true, no lm_head.weight in the file",
+                  "config style: LEGACY rope_theta + rope_scaling {\"type\": \"linear\", \"factor\": 2.0} "
+                  "(old 'type' key, no 'rope_type')", "rms_norm_eps 1e-5"],
+    ),
+    dict(
+        name="qwen2_bias_legacy", family="qwen2", dtype="F32", T=50, seed=1005,
+        config=dict(vocab_size=256, hidden_size=64, intermediate_size=160, num_hidden_layers=2,
+                    num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-6,
+                    max_position_embeddings=4096, tie_word_embeddings=False,
+                    use_sliding_window=False, sliding_window=32, max_window_layers=2,
+                    rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
+        # Qwen2.5 4.x configs carry "sliding_window": <n> with "use_sliding_window": false; here n=32 < T so
+        # a reader that wrongly applied it would fail this case.
+        legacy=dict(sliding_window=32),
+        features=["qwen2", "F32", "q/k/v biases (o_proj no bias)", "GQA 4q/2kv", "head_dim 16",
+                  "RoPE default theta 1e6", "config style: LEGACY rope_theta, rope_scaling null, torch_dtype, "
+                  "no layer_types", "sliding_window 32 present but use_sliding_window false: must be IGNORED",
+                  "rms_norm_eps 1e-6"],
+    ),
+    dict(
+        name="qwen2_bf16_yarn", family="qwen2", dtype="BF16", T=70, seed=1006,
+        config=dict(vocab_size=160, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                    num_attention_heads=4, num_key_value_heads=1, rms_norm_eps=1e-5,
+                    max_position_embeddings=256, tie_word_embeddings=False,
+                    rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                                     "original_max_position_embeddings": 64,
+                                     "beta_fast": 8.0, "beta_slow": 1.0, "truncate": False}),
+        features=["qwen2", "BF16 weights", "q/k/v biases", "GQA 4q/1kv", "head_dim 16",
+                  "RoPE yarn (factor 4, orig 64, beta_fast 8, beta_slow 1 explicit, truncate FALSE: ramp [0.21, 2.02] instead of [0, 3])",
+                  "config style: transformers-5 rope_parameters (with layer_types)", "rms_norm_eps 1e-5"],
+    ),
+    dict(
+        name="qwen3_qknorm", family="qwen3", dtype="F32", T=60, seed=1007,
+        config=dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                    num_attention_heads=4, num_key_value_heads=2, head_dim=32, rms_norm_eps=1e-6,
+                    attention_bias=False, max_position_embeddings=4096, tie_word_embeddings=True,
+                    rope_parameters={"rope_type": "default", "rope_theta": 1000000.0}),
+        features=["qwen3", "F32", "q_norm/k_norm (per-head RMSNorm over head_dim, before RoPE)",
+                  "head_dim 32 != hidden/heads (16)", "GQA 4q/2kv", "tied embeddings",
+                  "RoPE default theta 1e6", "config style: transformers-5 rope_parameters", "rms_norm_eps 1e-6"],
+    ),
+    dict(
+        name="qwen3_bf16_legacy_llama3", family="qwen3", dtype="BF16", T=64, seed=1008,
+        config=dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                    num_attention_heads=4, num_key_value_heads=2, head_dim=16, rms_norm_eps=1e-5,
+                    attention_bias=False, max_position_embeddings=2048, tie_word_embeddings=False,
+                    rope_parameters={"rope_type": "llama3", "rope_theta": 1000000, "factor": 8.0,
+                                     "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                     "original_max_position_embeddings": 256}),
+        legacy=dict(sliding_window=None),
+        features=["qwen3", "BF16 weights", "q_norm/k_norm", "attention_bias false", "GQA 4q/2kv",
+                  "head_dim 16 (explicit)", "RoPE llama3 (factor 8, low 1, high 4, orig 256), integer rope_theta 1000000",
+                  "config style: LEGACY as Qwen3-8B (top-level rope_theta, rope_scaling, torch_dtype, "
+                  "no layer_types)", "rms_norm_eps 1e-5"],
+    ),
+    dict(
+        name="llama_mha_partial", family="llama", dtype="F32", T=32, seed=1009,
+        config=dict(vocab_size=128, hidden_size=48, intermediate_size=96, num_hidden_layers=2,
+                    num_attention_heads=4, num_key_value_heads=4, head_dim=16, rms_norm_eps=1e-5,
+                    attention_bias=True, mlp_bias=True, max_position_embeddings=512,
+                    tie_word_embeddings=False,
+                    rope_parameters={"rope_type": "default", "rope_theta": 10000.0}),
+        features=["llama", "F32", "MHA 4q/4kv", "head_dim 16 explicit != hidden/heads (12): q/k/v are 64 wide, "
+                  "o_proj 64->48", "attention_bias true (q,k,v AND o_proj biases)",
+                  "mlp_bias true (gate/up/down biases)", "RoPE default", "rms_norm_eps 1e-5"],
+    ),
+]
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def randomize(model, seed, family):
+    """Deterministic non-trivial weights: O(1) activations, sharp-ish attention, norms ~ 1+0.1N, biases 0.1N."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in sorted(model.named_parameters(), key=lambda kv: kv[0]):
+            shape = tuple(p.shape)
+            if name.endswith("norm.weight"):
+                v = 1.0 + 0.1 * torch.randn(shape, generator=g)
+            elif name.endswith(".bias"):
+                v = 0.1 * torch.randn(shape, generator=g)
+                if family == "qwen2" and (".k_proj." in name or ".q_proj." in name):
+                    v = 0.5 * torch.randn(shape, generator=g)   # make q/k biases clearly visible
+            elif name == "model.embed_tokens.weight":
+                # tied: this is also the lm_head, so scale like one (logits O(1) rather than O(sqrt(hidden)))
+                v = torch.randn(shape, generator=g)
+                if model.config.tie_word_embeddings:
+                    v = v / math.sqrt(shape[1])
+            elif name == "lm_head.weight":
+                v = torch.randn(shape, generator=g) / math.sqrt(shape[1])
+            elif name.endswith("q_proj.weight") or name.endswith("k_proj.weight"):
+                v = 1.5 * torch.randn(shape, generator=g) / math.sqrt(shape[1])
+            else:
+                v = torch.randn(shape, generator=g) / math.sqrt(shape[1])
+            p.copy_(v.to(p.dtype))
+
+
+def load_f32(folder):
+    m = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager")
+    m.eval()
+    return m
+
+
+def run_logits(model, ids):
+    with torch.no_grad():
+        out = model(torch.tensor([ids], dtype=torch.long)).logits[0]
+    return out.to(torch.float32).contiguous().numpy()
+
+
+def to_legacy(cfg, case):
+    """Rewrite a transformers-5 config.json dict into the transformers-4.x style."""
+    leg = case["legacy"]
+    rp = cfg.pop("rope_parameters")
+    out = {}
+    for k, v in cfg.items():
+        if k == "dtype":
+            out["torch_dtype"] = v
+        elif k == "layer_types":
+            continue        # 4.x qwen2/qwen3 configs have no layer_types
+        else:
+            out[k] = v
+    out["rope_theta"] = rp["rope_theta"]
+    if rp["rope_type"] == "default":
+        out["rope_scaling"] = None
+    else:
+        sc = {k: v for k, v in rp.items() if k not in ("rope_theta", "rope_type", "partial_rotary_factor")}
+        sc[leg.get("scaling_type_key", "rope_type")] = rp["rope_type"]
+        out["rope_scaling"] = sc
+    if "sliding_window" in leg:
+        out["sliding_window"] = leg["sliding_window"]
+    out["transformers_version"] = LEGACY_TRANSFORMERS_VERSION
+    return dict(sorted(out.items()))
+
+
+def safetensors_summary(folder):
+    files = sorted(f for f in os.listdir(folder) if f.endswith(".safetensors"))
+    names, dtypes = {}, set()
+    for f in files:
+        with safe_open(os.path.join(folder, f), "pt") as sf:
+            for k in sf.keys():
+                t = sf.get_slice(k)
+                names[k] = f
+                dtypes.add(t.get_dtype())
+    return files, names, dtypes
+
+
+def sensitivity(folder, ids, ref, mutate):
+    """max|logits(mutated model) - ref| for a config/weight mutation; proves a feature matters."""
+    m = load_f32(folder)
+    mutate(m)
+    return float(np.abs(run_logits(m, ids) - ref).max())
+
+
+def rebuild_rope(m, new_params):
+    cfg = copy.deepcopy(m.config)
+    cfg.rope_parameters = new_params
+    rot = type(m.model.rotary_emb)(cfg)
+    m.model.rotary_emb = rot
+
+
+def build_case(case, outdir):
+    name, family, T = case["name"], case["family"], case["T"]
+    folder = os.path.join(outdir, name)
+    if os.path.exists(folder):
+        shutil.rmtree(folder)
+    cfg_cls, model_cls = FAMILIES[family]
+    torch.manual_seed(case["seed"])
+    config = cfg_cls(**copy.deepcopy(case["config"]))
+    model = model_cls(config)
+    model.eval()
+    randomize(model, case["seed"], family)
+    dtype = DTYPES[case["dtype"]]
+    model = model.to(dtype)
+    kw = {}
+    if "max_shard_size" in case:
+        kw["max_shard_size"] = case["max_shard_size"]
+    model.save_pretrained(folder, **kw)
+    # the reference: reload the files (bf16/f16 weights upcast) and compute in fp32
+    vocab = config.vocab_size
+    g = torch.Generator().manual_seed(case["seed"] + 7)
+    ids = torch.randint(0, vocab, (T,), generator=g).tolist()
+    ref_model = load_f32(folder)
+    ref = run_logits(ref_model, ids)
+    assert ref.shape == (T, vocab) and ref.dtype == np.float32
+    assert np.isfinite(ref).all()
+
+    cfg_path = os.path.join(folder, "config.json")
+    with open(cfg_path) as f:
+        v5cfg = json.load(f)
+    style = "transformers-5 (rope_parameters)"
+    if "legacy" in case:
+        legacy = to_legacy(copy.deepcopy(v5cfg), case)
+        with open(cfg_path, "w") as f:
+            json.dump(legacy, f, indent=2)
+            f.write("\n")
+        style = "legacy transformers-4.x (top-level rope_theta / rope_scaling, torch_dtype)"
+
+    # --- verification -------------------------------------------------------------------------
+    checks = {}
+    reloaded = load_f32(folder)
+    d = float(np.abs(run_logits(reloaded, ids) - ref).max())
+    checks["reload_max_abs_diff"] = d
+    assert d <= RELOAD_TOL, f"{name}: reload diff {d}"
+    # the reloaded config means the same RoPE as the one that built the reference
+    rp_now = dict(reloaded.config.rope_parameters)
+    rp_want = dict(case["config"]["rope_parameters"])
+    for k, v in rp_want.items():
+        assert rp_now.get(k) == v, f"{name}: rope param {k}: {rp_now.get(k)} != {v}"
+    checks["reloaded_rope_parameters"] = rp_now
+    files, names, dtypes = safetensors_summary(folder)
+    checks["safetensors_files"] = files
+    checks["tensor_dtypes"] = sorted(dtypes)
+    want_dt = {"F32": "float32", "BF16": "bfloat16", "F16": "float16"}[case["dtype"]]
+    assert dtypes == {{"F32": "F32", "BF16": "BF16", "F16": "F16"}[case["dtype"]]}, dtypes
+    with open(cfg_path) as f:
+        disk = json.load(f)
+    assert disk.get("dtype", disk.get("torch_dtype")) == want_dt
+    if "max_shard_size" in case:
+        assert len(files) >= 2, files
+        with open(os.path.join(folder, "model.safetensors.index.json")) as f:
+            idx = json.load(f)
+        assert idx["weight_map"] == names, "index weight_map disagrees with the shards"
+        checks["shards"] = len(files)
+    else:
+        assert files == ["model.safetensors"], files
+    tied = case["config"]["tie_word_embeddings"]
+    assert ("lm_head.weight" in names) == (not tied), f"{name}: lm_head presence vs tied={tied}"
+    checks["lm_head_in_file"] = "lm_head.weight" in names
+    if "legacy" in case:
+        assert "rope_parameters" not in disk and "rope_theta" in disk and "rope_scaling" in disk
+        assert "dtype" not in disk and "torch_dtype" in disk and "layer_types" not in disk
+
+    # --- feature sensitivity: each feature moves logits far beyond the test tolerance ------------
+    sens = {}
+    rp = dict(reloaded.config.rope_parameters)
+    if rp["rope_type"] != "default":
+        sens["rope_scaling_vs_default_rope"] = sensitivity(
+            folder, ids, ref, lambda m: rebuild_rope(m, {"rope_type": "default", "rope_theta": rp["rope_theta"]}))
+    if rp["rope_type"] == "yarn":
+        def no_mscale(m):
+            m.model.rotary_emb.attention_scaling = 1.0
+        sens["yarn_attention_factor_vs_1"] = sensitivity(folder, ids, ref, no_mscale)
+        alt = dict(rp)
+        alt["truncate"] = not rp.get("truncate", True)
+        sens["yarn_truncate_flipped"] = sensitivity(folder, ids, ref, lambda m: rebuild_rope(m, alt))
+    if rp["rope_type"] == "llama3":
+        alt = dict(rp)
+        alt["rope_type"] = "linear"
+        sens["llama3_vs_plain_linear_same_factor"] = sensitivity(folder, ids, ref, lambda m: rebuild_rope(m, alt))
+    sens["rope_theta_x2"] = sensitivity(
+        folder, ids, ref, lambda m: rebuild_rope(m, dict(rp, rope_theta=rp["rope_theta"] * 2)))
+
+    def zero_params(pred):
+        def f(m):
+            with torch.no_grad():
+                for n, p in m.named_parameters():
+                    if pred(n):
+                        p.zero_()
+        return f
+
+    def ones_params(pred):
+        def f(m):
+            with torch.no_grad():
+                for n, p in m.named_parameters():
+                    if pred(n):
+                        p.fill_(1.0)
+        return f
+    if any(n.endswith("proj.bias") and "self_attn" in n for n in names):
+        sens["attention_biases_zeroed"] = sensitivity(
+            folder, ids, ref, zero_params(lambda n: "self_attn" in n and n.endswith(".bias")))
+    if any("mlp" in n and n.endswith(".bias") for n in names):
+        sens["mlp_biases_zeroed"] = sensitivity(folder, ids, ref, zero_params(lambda n: "mlp" in n and n.endswith(".bias")))
+    if any("q_norm" in n for n in names):
+        sens["qk_norm_weights_to_1"] = sensitivity(folder, ids, ref, ones_params(lambda n: "q_norm" in n or "k_norm" in n))
+    sens["layer_norm_weights_to_1"] = sensitivity(
+        folder, ids, ref, ones_params(lambda n: n.endswith("layernorm.weight") or n == "model.norm.weight"))
+    for k, v in sens.items():
+        assert v > 50 * TOL, f"{name}: feature {k} moves logits by only {v}"
+    checks["feature_sensitivity_max_abs"] = sens
+
+    # --- write the rest ---------------------------------------------------------------------------
+    np.save(os.path.join(folder, "logits.npy"), np.ascontiguousarray(ref.astype("<f4")))
+    with open(os.path.join(folder, "ids.txt"), "w") as f:
+        for i in range(0, T, 16):
+            f.write(" ".join(str(x) for x in ids[i:i + 16]) + "\n")
+    desc = {
+        "case": name,
+        "family": family,
+        "architecture": disk["architectures"][0],
+        "weights_dtype": case["dtype"],
+        "config_style": style,
+        "features": case["features"],
+        "T": T,
+        "vocab": vocab,
+        "hidden_size": config.hidden_size,
+        "num_layers": config.num_hidden_layers,
+        "num_attention_heads": config.num_attention_heads,
+        "num_key_value_heads": config.num_key_value_heads,
+        "head_dim": reloaded.model.layers[0].self_attn.head_dim,
+        "rope": rp_now,
+        "tolerance_max_abs": TOL,
+        "reference": "AutoModelForCausalLM.from_pretrained(folder, dtype=float32, attn_implementation='eager')"
+                     "(input_ids).logits[0]; fp32 compute over the weights as stored",
+        "logits": {"file": "logits.npy", "dtype": "float32 little-endian, C order", "shape": [T, vocab],
+                   "max_abs": float(np.abs(ref).max()), "std": float(ref.std()),
+                   "sha256": hashlib.sha256(np.ascontiguousarray(ref.astype("<f4")).tobytes()).hexdigest()},
+        "seed": case["seed"],
+        "verification": checks,
+        "generator": "scripts/make-goldens.py",
+        "transformers_version": transformers.__version__,
+        "torch_version": torch.__version__,
+    }
+    with open(os.path.join(folder, "case.json"), "w") as f:
+        json.dump(desc, f, indent=2)
+        f.write("\n")
+    size = sum(os.path.getsize(os.path.join(folder, x)) for x in os.listdir(folder))
+    log(f"{name}: T={T} vocab={vocab} files={files} size={size/1024:.1f} KiB reload_diff={d:.3g} "
+        f"sens={ {k: round(v, 3) for k, v in sens.items()} }")
+    return size
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    here = os.path.dirname(os.path.abspath(__file__))
+    ap.add_argument("--out", default=os.path.join(here, "..", "tests", "goldens"))
+    ap.add_argument("--only", nargs="*", help="case names to (re)build")
+    a = ap.parse_args()
+    torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(1)
+    transformers.logging.set_verbosity_error()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    names = [c["name"] for c in CASES]
+    if a.only:
+        bad = [n for n in a.only if n not in names]
+        if bad:
+            ap.error(f"unknown case(s) {bad}; known: {names}")
+    total = 0
+    for c in CASES:
+        if a.only and c["name"] not in a.only:
+            continue
+        total += build_case(c, os.path.abspath(a.out))
+    log(f"total {total/1024:.1f} KiB; transformers {transformers.__version__}, torch {torch.__version__}")
+
+
+if __name__ == "__main__":
+    main()
