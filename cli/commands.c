@@ -1,0 +1,203 @@
+// commands.c: the subcommands behind `spindle CMD`. Each parses its flags,
+// loads what it needs through the status-returning loaders, runs, and maps
+// failures to exit codes (1 bad input/runtime, 2 bad usage).
+#include "commands.h"
+
+#include <omp.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "args.h"
+#include "fileio.h"
+#include "forward.h"
+#include "ids.h"
+#include "model.h"
+#include "npy.h"
+#include "rope.h"
+#include "tokenizer.h"
+
+#define N_FLAGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+static int fail(const char *cmd, const Status *st) {
+    fprintf(stderr, "spindle %s: %s\n", cmd, st->msg);
+    return 1;
+}
+
+// Parses and checks flags; returns 0, or the exit code 2 after a message.
+static int parse(int argc, char **argv, Flag *flags, int n, const char *cmd, const char **required) {
+    if (args_parse(argc, argv, 2, flags, n, cmd)) return 2;
+    for (; *required; required++)
+        if (!args_get(flags, n, *required)) {
+            fprintf(stderr, "spindle %s: %s is required\n", cmd, *required);
+            args_usage(cmd, flags, n);
+            return 2;
+        }
+    return 0;
+}
+
+// --threads N: sets OpenMP's thread count. Returns 0, or 2 after a message.
+static int set_threads(const char *cmd, const char *value) {
+    if (!value) return 0;
+    char *end;
+    long n = strtol(value, &end, 10);
+    if (*end || n < 1 || n > 1024) {
+        fprintf(stderr, "spindle %s: --threads must be an integer in [1, 1024] (got \"%s\")\n", cmd, value);
+        return 2;
+    }
+    omp_set_num_threads((int)n);
+    return 0;
+}
+
+int cmd_info(int argc, char **argv) {
+    Flag flags[] = {{"--model", 1, "model folder (config.json + safetensors)", NULL}};
+    int rc = parse(argc, argv, flags, N_FLAGS(flags), "info", (const char *[]){"--model", NULL});
+    if (rc) return rc;
+    Status st;
+    Model m;
+    if (model_load(&m, flags[0].value, &st)) return fail("info", &st);
+    const ModelConfig *c = &m.cfg;
+    const RopeConfig *r = &c->rope;
+    printf("model          %s\n", flags[0].value);
+    printf("family         %s\n", config_family_name(c->family));
+    printf("hidden         %d\n", c->hidden);
+    printf("layers         %d\n", c->n_layers);
+    printf("heads          %d query, %d key/value (group %d), head_dim %d\n", c->n_heads,
+           c->n_kv_heads, c->n_heads / c->n_kv_heads, c->head_dim);
+    printf("intermediate   %d (SwiGLU)\n", c->intermediate);
+    printf("vocab          %d\n", c->vocab);
+    printf("context        %d (max_position_embeddings)\n", c->max_pos);
+    printf("rope           %s, theta %g, rotated dims %d", config_rope_name(r->type), r->theta,
+           rope_rot_dims(c));
+    if (r->type != ROPE_DEFAULT) printf(", factor %g", r->factor);
+    if (r->original_max_pos > 0 && r->type != ROPE_LINEAR) printf(", original context %g", r->original_max_pos);
+    printf("\n");
+    printf("norms          RMSNorm eps %g%s\n", c->rms_eps, c->qk_norm ? ", q/k RMSNorm per head" : "");
+    printf("biases         q/k/v %s, o %s, mlp %s\n", c->attention_bias ? "yes" : "no",
+           c->o_bias ? "yes" : "no", c->mlp_bias ? "yes" : "no");
+    printf("embeddings     %s\n", c->tie_embeddings ? "tied" : "untied");
+    printf("layer kinds    %d x full_attention (GQA)\n", c->n_layers);
+    printf("parameters     %lld (%.1fM)\n", (long long)m.n_params, m.n_params / 1e6);
+    printf("weights        %d file(s), %d tensors, dtype %s\n", m.st.n_files, m.st.n_tensors,
+           m.st.n_tensors ? m.st.tensors[0].dtype_name : "-");
+    model_free(&m);
+    return 0;
+}
+
+int cmd_tokenize(int argc, char **argv) {
+    Flag flags[] = {
+        {"--model", 1, "model folder holding tokenizer.json", NULL},
+        {"--text", 1, "UTF-8 text file to encode", NULL},
+        {"--out", 1, "write ids here (comma-separated) instead of stdout", NULL},
+    };
+    int rc = parse(argc, argv, flags, N_FLAGS(flags), "tokenize", (const char *[]){"--model", "--text", NULL});
+    if (rc) return rc;
+    Status st;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tokenizer.json", flags[0].value);
+    Tokenizer *tok = NULL;
+    char *text = NULL;
+    int32_t *ids = NULL;
+    size_t len, n = 0;
+    rc = 1;
+    if (!path_is_dir(flags[0].value)) {
+        status_fail(&st, "%s: no such model folder", flags[0].value);
+        goto done;
+    }
+    if (tok_load(&tok, path, &st) || file_read_all(flags[1].value, &text, &len, &st)) goto done;
+    if (tok_encode(tok, text, len, &ids, &n, &st)) {
+        fprintf(stderr, "spindle tokenize: %s: %s\n", flags[1].value, st.msg);
+        tok_free(tok);
+        free(text);
+        return 1;
+    }
+    if (flags[2].value) {
+        if (ids_write(flags[2].value, ids, n, &st)) goto done;
+        fprintf(stderr, "spindle tokenize: %zu tokens -> %s\n", n, flags[2].value);
+    } else {
+        for (size_t i = 0; i < n; i++) printf("%s%d", i ? " " : "", ids[i]);
+        printf("\n");
+    }
+    rc = 0;
+done:
+    if (rc) fail("tokenize", &st);
+    tok_free(tok);
+    free(text);
+    free(ids);
+    return rc;
+}
+
+int cmd_logits(int argc, char **argv) {
+    Flag flags[] = {
+        {"--model", 1, "model folder (config.json + safetensors)", NULL},
+        {"--ids", 1, "token ids file (integers separated by commas/whitespace)", NULL},
+        {"--out", 1, "output .npy, float32 [T, vocab]", NULL},
+        {"--device", 1, "cpu (default) or cuda", NULL},
+        {"--threads", 1, "OpenMP threads (default: all cores)", NULL},
+        {"--profile", 0, "print time in GEMMs, attention and the rest", NULL},
+    };
+    int rc = parse(argc, argv, flags, N_FLAGS(flags), "logits",
+                   (const char *[]){"--model", "--ids", "--out", NULL});
+    if (rc) return rc;
+    const char *device = args_get(flags, N_FLAGS(flags), "--device");
+    if (device && strcmp(device, "cpu") && strcmp(device, "cuda")) {
+        fprintf(stderr, "spindle logits: --device must be cpu or cuda (got \"%s\")\n", device);
+        return 2;
+    }
+    if (device && !strcmp(device, "cuda")) {
+        fprintf(stderr, "spindle logits: --device cuda: the CUDA forward pass is not implemented yet\n");
+        return 1;
+    }
+    if ((rc = set_threads("logits", args_get(flags, N_FLAGS(flags), "--threads")))) return rc;
+    const char *out = flags[2].value;
+
+    Status st;
+    Model m;
+    if (model_load(&m, flags[0].value, &st)) return fail("logits", &st);
+    int32_t *ids = NULL;
+    size_t n;
+    if (ids_read(flags[1].value, m.cfg.vocab, &ids, &n, &st)) {
+        model_free(&m);
+        return fail("logits", &st);
+    }
+    const int T = (int)n, H = m.cfg.hidden, V = m.cfg.vocab;
+    if (T > m.cfg.max_pos)
+        fprintf(stderr, "spindle logits: warning: %d tokens exceed max_position_embeddings (%d)\n", T, m.cfg.max_pos);
+
+    NpyWriter w;
+    rc = 1;
+    float *hidden = NULL, *logits = NULL;
+    if (npy_writer_open(&w, out, T, V, &st)) goto done;
+    hidden = xmalloc(sizeof(float) * (size_t)T * H);
+    ForwardProfile prof;
+    double t0 = omp_get_wtime();
+    forward_hidden(&m, ids, T, hidden, &prof);
+    // The logits go out in row chunks: [T, vocab] never sits in memory at once.
+    const int chunk = 256;
+    logits = xmalloc(sizeof(float) * (size_t)chunk * V);
+    double t_head = omp_get_wtime();
+    for (int r = 0; r < T; r += chunk) {
+        int rows = T - r < chunk ? T - r : chunk;
+        forward_lm_head(&m, hidden + (size_t)r * H, rows, logits);
+        if (npy_writer_rows(&w, logits, rows, &st)) {
+            npy_writer_abort(&w);
+            goto done;
+        }
+    }
+    prof.lm_head = omp_get_wtime() - t_head;
+    if (npy_writer_close(&w, &st)) goto done;
+    double secs = omp_get_wtime() - t0;
+    fprintf(stderr, "spindle logits: %d tokens -> %s [%d, %d] in %.2f s (%.1f tokens/s)\n", T, out, T, V,
+            secs, T / secs);
+    if (flags[5].value)
+        fprintf(stderr, "profile: gemm %.3f s, attention %.3f s, lm_head+write %.3f s, other %.3f s\n",
+                prof.gemm, prof.attention, prof.lm_head, prof.other);
+    rc = 0;
+done:
+    if (rc) fail("logits", &st);
+    free(hidden);
+    free(logits);
+    free(ids);
+    model_free(&m);
+    return rc;
+}

@@ -1,0 +1,7 @@
+// commands.h: one function per subcommand. Each returns the process exit code:
+// 0 success, 1 bad input or runtime failure, 2 bad usage.
+#pragma once
+
+int cmd_info(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_logits(int argc, char **argv);

@@ -1,0 +1,51 @@
+// ops_cpu.c: the element-wise and GEMM ops of the backbone, CPU twin.
+#include <cblas.h>
+#include <math.h>
+
+#include "ops.h"
+
+void matmul_forward_cpu(float *out, const float *in, const float *w, const float *bias, int T,
+                        int C_in, int C_out) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, C_out, C_in, 1.0f, in, C_in, w, C_in,
+                0.0f, out, C_out);
+    if (!bias) return;
+#pragma omp parallel for
+    for (int t = 0; t < T; t++)
+        for (int c = 0; c < C_out; c++) out[(int64_t)t * C_out + c] += bias[c];
+}
+
+void rmsnorm_forward_cpu(float *out, const float *in, const float *w, int R, int C, float eps) {
+#pragma omp parallel for
+    for (int r = 0; r < R; r++) {
+        const float *x = in + (int64_t)r * C;
+        float *y = out + (int64_t)r * C;
+        float ss = 0.0f;
+        for (int c = 0; c < C; c++) ss += x[c] * x[c];
+        float rstd = 1.0f / sqrtf(ss / C + eps);
+        for (int c = 0; c < C; c++) y[c] = x[c] * rstd * w[c];
+    }
+}
+
+void rope_forward_cpu(float *x, const float *cos, const float *sin, int T, int H, int dh, int rot) {
+    const int half = rot / 2;
+#pragma omp parallel for
+    for (int t = 0; t < T; t++) {
+        const float *c = cos + (int64_t)t * half, *s = sin + (int64_t)t * half;
+        for (int h = 0; h < H; h++) {
+            float *v = x + ((int64_t)t * H + h) * dh;
+            for (int i = 0; i < half; i++) {
+                float a = v[i], b = v[i + half];
+                v[i] = a * c[i] - b * s[i];
+                v[i + half] = b * c[i] + a * s[i];
+            }
+        }
+    }
+}
+
+void swiglu_forward_cpu(float *out, const float *gate, const float *up, int64_t n) {
+#pragma omp parallel for
+    for (int64_t i = 0; i < n; i++) {
+        float g = gate[i];
+        out[i] = g / (1.0f + expf(-g)) * up[i];
+    }
+}

@@ -1,0 +1,28 @@
+// ops.h: the twin API. Each op has a readable CPU twin (fp32, OpenMP, GEMMs
+// through OpenBLAS's cblas) named *_cpu; CUDA twins keep the same names with
+// _cuda. Arguments go outputs → inputs → dimensions. Row-major throughout:
+// activations are [T, C] with T tokens of C channels.
+#pragma once
+#include <stdint.h>
+
+// out[T, C_out] = in[T, C_in] · w[C_out, C_in]ᵀ (+ bias[C_out] if not NULL).
+void matmul_forward_cpu(float *out, const float *in, const float *w, const float *bias, int T,
+                        int C_in, int C_out);
+
+// out[r, :] = in[r, :] / sqrt(mean(in[r, :]²) + eps) · w, for rows r < R. out may alias in.
+void rmsnorm_forward_cpu(float *out, const float *in, const float *w, int R, int C, float eps);
+
+// Rotates x[T, H, dh] in place with the HF "rotate half" layout: for i < rot/2 the
+// pair (i, i + rot/2) turns by angle t·inv_freq[i]; cos/sin are [T, rot/2] tables
+// (already multiplied by the RoPE attention factor). Dims ≥ rot pass through.
+void rope_forward_cpu(float *x, const float *cos, const float *sin, int T, int H, int dh, int rot);
+
+// out[i] = silu(gate[i]) · up[i]. out may alias gate.
+void swiglu_forward_cpu(float *out, const float *gate, const float *up, int64_t n);
+
+// Causal GQA attention, tiled (flash style: online softmax over key tiles, no
+// T×T buffer). q [T, Hq·dh], k/v [T, Hkv·dh], out [T, Hq·dh]; query head h reads
+// key/value head h / (Hq/Hkv). lse [Hq, T] (may be NULL) receives each row's
+// log-sum-exp of scale·q·k, the teacher statistic.
+void attention_forward_cpu(float *out, float *lse, const float *q, const float *k, const float *v,
+                           int T, int Hq, int Hkv, int dh, float scale);

@@ -1,0 +1,75 @@
+// forward.c: see forward.h. One decoder layer, as transformers runs it:
+//   xn = RMSNorm(x);  q, k, v = xn·Wqᵀ (+b), xn·Wkᵀ (+b), xn·Wvᵀ (+b)
+//   [qwen3] q, k = per-head RMSNorm(q), RMSNorm(k);  q, k = RoPE(q), RoPE(k)
+//   x += Attention(q, k, v)·Woᵀ (+b)
+//   x += Wdown·(silu(xn2·Wgateᵀ) ⊙ xn2·Wupᵀ), xn2 = RMSNorm(x)
+#include "forward.h"
+
+#include <omp.h>
+#include <string.h>
+
+#include "ops.h"
+#include "rope.h"
+
+#define TIMED(slot, stmt)                         \
+    do {                                          \
+        double t0_ = omp_get_wtime();             \
+        stmt;                                     \
+        if (prof) prof->slot += omp_get_wtime() - t0_; \
+    } while (0)
+
+void forward_hidden(const Model *m, const int32_t *ids, int T, float *hidden, ForwardProfile *prof) {
+    const ModelConfig *c = &m->cfg;
+    const int H = c->hidden, I = c->intermediate, dh = c->head_dim;
+    const int Hq = c->n_heads, Hkv = c->n_kv_heads, nq = Hq * dh, nkv = Hkv * dh;
+    const int rot = rope_rot_dims(c);
+    const float eps = (float)c->rms_eps;
+    if (prof) memset(prof, 0, sizeof *prof);
+
+    float *x = hidden;  // the residual stream lives in the output buffer
+    float *xn = xmalloc(sizeof(float) * (size_t)T * H);
+    float *q = xmalloc(sizeof(float) * (size_t)T * nq);
+    float *k = xmalloc(sizeof(float) * (size_t)T * nkv);
+    float *v = xmalloc(sizeof(float) * (size_t)T * nkv);
+    float *att = xmalloc(sizeof(float) * (size_t)T * nq);
+    float *gate = xmalloc(sizeof(float) * (size_t)T * I);
+    float *up = xmalloc(sizeof(float) * (size_t)T * I);
+    float *cos_t = xmalloc(sizeof(float) * (size_t)T * (rot / 2));
+    float *sin_t = xmalloc(sizeof(float) * (size_t)T * (rot / 2));
+
+    double t_start = omp_get_wtime();
+    rope_tables(c, T, cos_t, sin_t);
+    for (int t = 0; t < T; t++) memcpy(x + (size_t)t * H, m->embed + (size_t)ids[t] * H, sizeof(float) * H);
+
+    for (int l = 0; l < c->n_layers; l++) {
+        const LayerWeights *w = &m->layers[l];
+        rmsnorm_forward_cpu(xn, x, w->attn_norm, T, H, eps);
+        TIMED(gemm, matmul_forward_cpu(q, xn, w->wq, w->bq, T, H, nq));
+        TIMED(gemm, matmul_forward_cpu(k, xn, w->wk, w->bk, T, H, nkv));
+        TIMED(gemm, matmul_forward_cpu(v, xn, w->wv, w->bv, T, H, nkv));
+        if (c->qk_norm) {
+            rmsnorm_forward_cpu(q, q, w->q_norm, T * Hq, dh, eps);
+            rmsnorm_forward_cpu(k, k, w->k_norm, T * Hkv, dh, eps);
+        }
+        rope_forward_cpu(q, cos_t, sin_t, T, Hq, dh, rot);
+        rope_forward_cpu(k, cos_t, sin_t, T, Hkv, dh, rot);
+        TIMED(attention, attention_forward_cpu(att, NULL, q, k, v, T, Hq, Hkv, dh, (float)c->attn_scale));
+        TIMED(gemm, matmul_forward_cpu(xn, att, w->wo, w->bo, T, nq, H));
+        for (size_t i = 0; i < (size_t)T * H; i++) x[i] += xn[i];
+
+        rmsnorm_forward_cpu(xn, x, w->mlp_norm, T, H, eps);
+        TIMED(gemm, matmul_forward_cpu(gate, xn, w->w_gate, w->b_gate, T, H, I));
+        TIMED(gemm, matmul_forward_cpu(up, xn, w->w_up, w->b_up, T, H, I));
+        swiglu_forward_cpu(gate, gate, up, (int64_t)T * I);
+        TIMED(gemm, matmul_forward_cpu(xn, gate, w->w_down, w->b_down, T, I, H));
+        for (size_t i = 0; i < (size_t)T * H; i++) x[i] += xn[i];
+    }
+    rmsnorm_forward_cpu(x, x, m->final_norm, T, H, eps);
+    if (prof) prof->other = omp_get_wtime() - t_start - prof->gemm - prof->attention;
+
+    free(xn), free(q), free(k), free(v), free(att), free(gate), free(up), free(cos_t), free(sin_t);
+}
+
+void forward_lm_head(const Model *m, const float *hidden, int rows, float *logits) {
+    matmul_forward_cpu(logits, hidden, m->lm_head, NULL, rows, m->cfg.hidden, m->cfg.vocab);
+}

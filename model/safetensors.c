@@ -1,0 +1,220 @@
+// safetensors.c: see safetensors.h. File layout: an 8-byte little-endian
+// header length N, N bytes of JSON {name: {dtype, shape, data_offsets}}, then
+// the data region that the offsets index.
+#include "safetensors.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fileio.h"
+
+#define ST_MAX_HEADER (100u << 20)  // 100 MiB: far beyond any real header
+
+static size_t dtype_size(const char *d, StDType *kind) {
+    *kind = ST_OTHER;
+    if (!strcmp(d, "F32")) return *kind = ST_F32, 4;
+    if (!strcmp(d, "F16")) return *kind = ST_F16, 2;
+    if (!strcmp(d, "BF16")) return *kind = ST_BF16, 2;
+    if (!strcmp(d, "F64") || !strcmp(d, "I64") || !strcmp(d, "U64")) return 8;
+    if (!strcmp(d, "I32") || !strcmp(d, "U32")) return 4;
+    if (!strcmp(d, "I16") || !strcmp(d, "U16")) return 2;
+    if (!strcmp(d, "I8") || !strcmp(d, "U8") || !strcmp(d, "BOOL") || !strcmp(d, "F8_E4M3") ||
+        !strcmp(d, "F8_E5M2"))
+        return 1;
+    return 0;
+}
+
+static int parse_entry(SafeTensors *s, int file, const cJSON *e, const unsigned char *data,
+                       size_t data_size, const char *path, Status *st) {
+    const char *name = e->string;
+    const cJSON *dt = cJSON_GetObjectItemCaseSensitive(e, "dtype");
+    const cJSON *sh = cJSON_GetObjectItemCaseSensitive(e, "shape");
+    const cJSON *off = cJSON_GetObjectItemCaseSensitive(e, "data_offsets");
+    if (!cJSON_IsObject(e) || !cJSON_IsString(dt) || !cJSON_IsArray(sh) || !cJSON_IsArray(off) ||
+        cJSON_GetArraySize(off) != 2)
+        return status_fail(st, "%s: header entry \"%s\" lacks dtype, shape or data_offsets", path, name);
+    StTensor t = {0};
+    size_t esize = dtype_size(dt->valuestring, &t.dtype);
+    if (!esize) return status_fail(st, "%s: tensor \"%s\" has unknown dtype \"%s\"", path, name, dt->valuestring);
+    snprintf(t.dtype_name, sizeof t.dtype_name, "%s", dt->valuestring);
+    t.ndim = cJSON_GetArraySize(sh);
+    if (t.ndim > 8) return status_fail(st, "%s: tensor \"%s\" has %d dims (max 8)", path, name, t.ndim);
+    t.numel = 1;
+    for (int i = 0; i < t.ndim; i++) {
+        const cJSON *d = cJSON_GetArrayItem(sh, i);
+        if (!cJSON_IsNumber(d) || d->valuedouble < 0 || d->valuedouble > 1e12)
+            return status_fail(st, "%s: tensor \"%s\" has a bad shape", path, name);
+        t.shape[i] = (int64_t)d->valuedouble;
+        if (t.shape[i] && t.numel > INT64_MAX / 16 / t.shape[i])
+            return status_fail(st, "%s: tensor \"%s\" is absurdly large", path, name);
+        t.numel *= t.shape[i];
+    }
+    double b = cJSON_GetArrayItem(off, 0)->valuedouble, en = cJSON_GetArrayItem(off, 1)->valuedouble;
+    if (!cJSON_IsNumber(cJSON_GetArrayItem(off, 0)) || !cJSON_IsNumber(cJSON_GetArrayItem(off, 1)) ||
+        b < 0 || en < b || en > (double)data_size)
+        return status_fail(st, "%s: tensor \"%s\" has data_offsets [%.0f, %.0f] outside the %zu-byte data region (truncated file?)",
+                           path, name, b, en, data_size);
+    t.nbytes = (size_t)en - (size_t)b;
+    if ((uint64_t)t.numel * esize != t.nbytes)
+        return status_fail(st, "%s: tensor \"%s\": shape and dtype need %llu bytes but data_offsets span %zu",
+                           path, name, (unsigned long long)t.numel * esize, t.nbytes);
+    t.data = data + (size_t)b;
+    t.file = file;
+    t.name = strdup(name);
+    if (st_find(s, name)) {
+        free(t.name);
+        return status_fail(st, "%s: tensor \"%s\" appears in more than one file", path, name);
+    }
+    s->tensors = realloc(s->tensors, (size_t)(s->n_tensors + 1) * sizeof *s->tensors);
+    SPINDLE_CHECK(s->tensors);
+    s->tensors[s->n_tensors++] = t;
+    return 0;
+}
+
+int st_add_file(SafeTensors *s, const char *path, Status *st) {
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return status_fail(st, "%s: cannot open (%s)", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return status_fail(st, "%s: not a regular file", path);
+    }
+    size_t size = (size_t)sb.st_size;
+    if (size < 8) {
+        close(fd);
+        return status_fail(st, "%s: too short to be safetensors (%zu bytes)", path, size);
+    }
+    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED) return status_fail(st, "%s: mmap failed (%s)", path, strerror(errno));
+    s->files = realloc(s->files, (size_t)(s->n_files + 1) * sizeof *s->files);
+    SPINDLE_CHECK(s->files);
+    int file = s->n_files++;
+    s->files[file] = (StFile){strdup(path), map, size};
+
+    const unsigned char *p = map;
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; i--) n = n << 8 | p[i];
+    if (n > ST_MAX_HEADER || n > size - 8)
+        return status_fail(st, "%s: header length %llu is absurd for a %zu-byte file (truncated or not safetensors)",
+                           path, (unsigned long long)n, size);
+    cJSON *h = cJSON_ParseWithLength((const char *)p + 8, (size_t)n);
+    if (!h || !cJSON_IsObject(h)) {
+        cJSON_Delete(h);
+        return status_fail(st, "%s: header is not valid JSON (garbage or truncated file)", path);
+    }
+    int rc = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, h) {
+        if (!strcmp(e->string, "__metadata__")) continue;
+        if ((rc = parse_entry(s, file, e, p + 8 + n, size - 8 - (size_t)n, path, st))) break;
+    }
+    cJSON_Delete(h);
+    return rc;
+}
+
+int st_open(SafeTensors *s, const char *dir, Status *st) {
+    memset(s, 0, sizeof *s);
+    if (!path_is_dir(dir)) return status_fail(st, "%s: no such model folder", dir);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", dir);
+    if (access(path, F_OK) != 0) {
+        snprintf(path, sizeof path, "%s/model.safetensors", dir);
+        return st_add_file(s, path, st);
+    }
+    char *text;
+    size_t len;
+    if (file_read_all(path, &text, &len, st)) return -1;
+    cJSON *idx = cJSON_ParseWithLength(text, len);
+    free(text);
+    const cJSON *wm = idx ? cJSON_GetObjectItemCaseSensitive(idx, "weight_map") : NULL;
+    if (!cJSON_IsObject(wm)) {
+        cJSON_Delete(idx);
+        return status_fail(st, "%s: not valid JSON with a \"weight_map\" object", path);
+    }
+    int rc = 0;
+    const cJSON *e;
+    // Open each shard once, in order of first mention.
+    cJSON_ArrayForEach(e, wm) {
+        if (!cJSON_IsString(e) || strchr(e->valuestring, '/')) {
+            rc = status_fail(st, "%s: weight_map entry \"%s\" is not a plain file name", path, e->string);
+            break;
+        }
+        char shard[4096];
+        snprintf(shard, sizeof shard, "%s/%s", dir, e->valuestring);
+        int seen = 0;
+        for (int i = 0; i < s->n_files && !seen; i++) seen = !strcmp(s->files[i].path, shard);
+        if (!seen && (rc = st_add_file(s, shard, st))) break;
+    }
+    if (!rc) {
+        cJSON_ArrayForEach(e, wm) {
+            if (!st_find(s, e->string)) {
+                rc = status_fail(st, "%s: tensor \"%s\" is listed for %s but that file lacks it", path,
+                                 e->string, e->valuestring);
+                break;
+            }
+        }
+    }
+    cJSON_Delete(idx);
+    return rc;
+}
+
+const StTensor *st_find(const SafeTensors *s, const char *name) {
+    for (int i = 0; i < s->n_tensors; i++)
+        if (!strcmp(s->tensors[i].name, name)) return &s->tensors[i];
+    return NULL;
+}
+
+const char *st_path(const SafeTensors *s, const StTensor *t) { return s->files[t->file].path; }
+
+float st_bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+float st_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff, u;
+    if (exp == 0x1f) u = sign | 0x7f800000u | man << 13;  // inf / nan
+    else if (exp) u = sign | (exp + 112) << 23 | man << 13;
+    else if (!man) u = sign;
+    else {  // subnormal: man × 2^-24
+        float v = ldexpf((float)man, -24);
+        return sign ? -v : v;
+    }
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+void st_to_f32(const StTensor *t, float *dst) {
+    const unsigned char *p = t->data;
+    switch (t->dtype) {
+    case ST_F32: memcpy(dst, p, (size_t)t->numel * 4); break;
+    case ST_BF16:
+        for (int64_t i = 0; i < t->numel; i++) dst[i] = st_bf16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
+        break;
+    case ST_F16:
+        for (int64_t i = 0; i < t->numel; i++) dst[i] = st_f16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
+        break;
+    default: SPINDLE_CHECK(!"st_to_f32: unsupported dtype");
+    }
+}
+
+void st_close(SafeTensors *s) {
+    for (int i = 0; i < s->n_files; i++) {
+        munmap(s->files[i].map, s->files[i].size);
+        free(s->files[i].path);
+    }
+    for (int i = 0; i < s->n_tensors; i++) free(s->tensors[i].name);
+    free(s->files);
+    free(s->tensors);
+    memset(s, 0, sizeof *s);
+}

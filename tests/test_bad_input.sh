@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# test_bad_input.sh SPINDLE GOLDENS WORK: every bad input gets exit code 1 (2
+# for bad usage), a message naming the file and the problem, and no output.
+set -u
+bin=$1 goldens=$2 work=$3
+rm -rf "$work" && mkdir -p "$work"
+good=$goldens/llama_f32_default
+fails=0 n=0
+
+# expect CODE PATTERN CMD...: runs CMD, checks its exit code, that stderr
+# matches PATTERN (grep -E), and that neither $work/out.npy nor its .tmp exist.
+expect() {
+  local code=$1 pattern=$2; shift 2
+  n=$((n + 1))
+  rm -f "$work/out.npy" "$work/out.npy.tmp"
+  "$@" >"$work/stdout" 2>"$work/stderr"
+  local rc=$?
+  local msg; msg=$(head -c 600 "$work/stderr")
+  if [ "$rc" != "$code" ] || ! grep -qE -- "$pattern" "$work/stderr" || [ -e "$work/out.npy" ] || [ -e "$work/out.npy.tmp" ]; then
+    echo "FAIL: $* -> exit $rc (want $code), stderr: $msg (want /$pattern/)"
+    fails=$((fails + 1))
+  else
+    echo "ok: exit $rc: $msg"
+  fi
+}
+
+# mkcase NAME: a fresh copy of the good checkpoint to break.
+mkcase() { rm -rf "$work/$1"; cp -r "$good" "$work/$1"; echo "$work/$1"; }
+logits() { "$bin" logits --model "$1" --ids "${2:-$good/ids.txt}" --out "$work/out.npy"; }
+
+d=$(mkcase truncated); truncate -s 20000 "$d/model.safetensors"
+expect 1 "$d/model.safetensors: .*(outside|truncated)" logits "$d"
+
+d=$(mkcase garbage); head -c 5000 /dev/urandom >"$d/model.safetensors"
+expect 1 "$d/model.safetensors: .*(absurd|not valid JSON)" logits "$d"
+
+d=$(mkcase hugeheader); printf '\xff\xff\xff\xff\xff\xff\xff\x7f' | dd of="$d/model.safetensors" conv=notrunc status=none
+expect 1 "$d/model.safetensors: header length [0-9]+ is absurd" logits "$d"
+
+d=$(mkcase tiny); printf 'abc' >"$d/model.safetensors"
+expect 1 "$d/model.safetensors: too short" logits "$d"
+
+d=$(mkcase badjson); printf '{"model_type": "llama", "hidden_size": 64,, }' >"$d/config.json"
+expect 1 "$d/config.json: not valid JSON" logits "$d"
+
+d=$(mkcase truncjson); head -c 100 "$good/config.json" >"$d/config.json"
+expect 1 "$d/config.json: not valid JSON" logits "$d"
+
+d=$(mkcase noconfig); rm "$d/config.json"
+expect 1 "$d/config.json: cannot open" logits "$d"
+
+d=$(mkcase heads); sed -i 's/"num_key_value_heads": 2/"num_key_value_heads": 4/' "$d/config.json"
+expect 1 "$d/model.safetensors: \"model.layers.0.self_attn.k_proj.weight\" has shape \[32, 64\] but config.json implies \[64, 64\]" logits "$d"
+
+d=$(mkcase family); sed -i 's/"model_type": "llama"/"model_type": "mamba2"/' "$d/config.json"
+expect 1 "$d/config.json: unsupported model_type \"mamba2\"" logits "$d"
+
+d=$(mkcase noweight); sed -i 's/"num_hidden_layers": 2/"num_hidden_layers": 3/' "$d/config.json"
+expect 1 "missing weight \"model.layers.2.input_layernorm.weight\"" logits "$d"
+
+d=$(mkcase noshard); cp -r "$goldens/llama_bf16_sharded_llama3/." "$d/"; rm "$d/model.safetensors" "$d/model-00002-of-00004.safetensors"
+expect 1 "$d/model-00002-of-00004.safetensors: cannot open" logits "$d"
+
+expect 1 "$work/nope: no such model folder" logits "$work/nope"
+
+printf '1 2 300\n' >"$work/oov.txt"
+expect 1 "$work/oov.txt: line 1: id 300 .* out of the vocabulary \[0, 256\)" logits "$good" "$work/oov.txt"
+printf '1 2\n3 four\n' >"$work/nan.txt"
+expect 1 "$work/nan.txt: line 2: entry 4 \"four\" is not a non-negative integer" logits "$good" "$work/nan.txt"
+: >"$work/empty.txt"
+expect 1 "$work/empty.txt: no token ids" logits "$good" "$work/empty.txt"
+expect 1 "$work/missing.txt: cannot open" logits "$good" "$work/missing.txt"
+expect 1 "$work/nodir/out.npy.tmp: cannot create" "$bin" logits --model "$good" --ids "$good/ids.txt" --out "$work/nodir/out.npy"
+
+# Bad usage: exit 2.
+expect 2 "--out is required" "$bin" logits --model "$good" --ids "$good/ids.txt"
+expect 2 "unknown argument \"--bogus\"" "$bin" logits --model "$good" --ids "$good/ids.txt" --out "$work/out.npy" --bogus
+expect 2 "unknown command \"frobnicate\"" "$bin" frobnicate
+expect 2 "--threads must be" "$bin" logits --model "$good" --ids "$good/ids.txt" --out "$work/out.npy" --threads 0
+expect 1 "$work/nope: no such model folder" "$bin" info --model "$work/nope"
+
+# And the good path writes the file (so the checks above can tell the difference).
+rm -f "$work/out.npy"
+if "$bin" logits --model "$good" --ids "$good/ids.txt" --out "$work/out.npy" 2>/dev/null && [ -s "$work/out.npy" ] && [ ! -e "$work/out.npy.tmp" ]; then
+  echo "ok: good input writes $work/out.npy"
+else
+  echo "FAIL: good input did not write $work/out.npy"; fails=$((fails + 1))
+fi
+echo "$((n - fails))/$n bad-input checks passed"
+[ "$fails" = 0 ]

@@ -1,0 +1,190 @@
+// test_units: the small pieces, each against an independent reference.
+//   test_units TMP_DIR
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "ids.h"
+#include "npy.h"
+#include "ops.h"
+#include "safetensors.h"
+
+static int failures = 0;
+#define EXPECT(cond, ...)                                     \
+    do {                                                      \
+        if (!(cond)) {                                        \
+            failures++;                                       \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                     \
+            fprintf(stderr, "\n");                            \
+        }                                                     \
+    } while (0)
+
+static const char *tmp;
+
+static void write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "wb");
+    fputs(text, f);
+    fclose(f);
+}
+
+static void test_half_floats(void) {
+    EXPECT(st_f16_to_f32(0x3C00) == 1.0f, "f16 1.0");
+    EXPECT(st_f16_to_f32(0xC000) == -2.0f, "f16 -2.0");
+    EXPECT(st_f16_to_f32(0x7BFF) == 65504.0f, "f16 max");
+    EXPECT(st_f16_to_f32(0x0001) == ldexpf(1.0f, -24), "f16 smallest subnormal");
+    EXPECT(st_f16_to_f32(0x83FF) == -1023.0f * ldexpf(1.0f, -24), "f16 largest negative subnormal");
+    EXPECT(isinf(st_f16_to_f32(0x7C00)) && isnan(st_f16_to_f32(0x7E00)), "f16 inf/nan");
+    EXPECT(st_bf16_to_f32(0x3F80) == 1.0f && st_bf16_to_f32(0xC0A0) == -5.0f, "bf16");
+}
+
+// Naive causal GQA attention with a full score row per query: the reference.
+static void attention_naive(float *out, float *lse, const float *q, const float *k, const float *v,
+                            int T, int Hq, int Hkv, int dh, float scale) {
+    double *p = malloc(sizeof(double) * T);
+    for (int h = 0; h < Hq; h++) {
+        int kh = h / (Hq / Hkv);
+        for (int t = 0; t < T; t++) {
+            double mx = -INFINITY, sum = 0;
+            for (int j = 0; j <= t; j++) {
+                double s = 0;
+                for (int d = 0; d < dh; d++) s += (double)q[(t * Hq + h) * dh + d] * k[(j * Hkv + kh) * dh + d];
+                p[j] = s * scale;
+                mx = p[j] > mx ? p[j] : mx;
+            }
+            for (int j = 0; j <= t; j++) sum += (p[j] = exp(p[j] - mx));
+            for (int d = 0; d < dh; d++) {
+                double a = 0;
+                for (int j = 0; j <= t; j++) a += p[j] * v[(j * Hkv + kh) * dh + d];
+                out[(t * Hq + h) * dh + d] = (float)(a / sum);
+            }
+            lse[h * T + t] = (float)(mx + log(sum));
+        }
+    }
+    free(p);
+}
+
+static void test_attention(void) {
+    const int cases[][4] = {{1, 4, 4, 16}, {5, 8, 2, 16}, {64, 3, 3, 64}, {130, 8, 1, 32}, {300, 4, 2, 64}};
+    unsigned seed = 7;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int T = cases[c][0], Hq = cases[c][1], Hkv = cases[c][2], dh = cases[c][3];
+        size_t nq = (size_t)T * Hq * dh, nkv = (size_t)T * Hkv * dh;
+        float *q = malloc(4 * nq), *k = malloc(4 * nkv), *v = malloc(4 * nkv);
+        float *o1 = malloc(4 * nq), *o2 = malloc(4 * nq), *l1 = malloc(4 * Hq * T), *l2 = malloc(4 * Hq * T);
+        for (size_t i = 0; i < nq; i++) q[i] = (float)(rand_r(&seed) % 2001 - 1000) / 250.0f;
+        for (size_t i = 0; i < nkv; i++) k[i] = (float)(rand_r(&seed) % 2001 - 1000) / 250.0f;
+        for (size_t i = 0; i < nkv; i++) v[i] = (float)(rand_r(&seed) % 2001 - 1000) / 1000.0f;
+        float scale = 1.0f / sqrtf((float)dh);
+        attention_forward_cpu(o1, l1, q, k, v, T, Hq, Hkv, dh, scale);
+        attention_naive(o2, l2, q, k, v, T, Hq, Hkv, dh, scale);
+        double eo = 0, el = 0;
+        for (size_t i = 0; i < nq; i++) eo = fmax(eo, fabs(o1[i] - o2[i]));
+        for (int i = 0; i < Hq * T; i++) el = fmax(el, fabs(l1[i] - l2[i]) / fmax(1.0, fabs(l2[i])));
+        EXPECT(eo < 2e-5 && el < 2e-6, "attention T=%d Hq=%d Hkv=%d dh=%d: max out err %.3g, lse err %.3g",
+               T, Hq, Hkv, dh, eo, el);
+        free(q), free(k), free(v), free(o1), free(o2), free(l1), free(l2);
+    }
+}
+
+static void test_ids(void) {
+    char path[4096];
+    Status st;
+    int32_t *ids;
+    size_t n;
+    snprintf(path, sizeof path, "%s/ids_ok.txt", tmp);
+    write_text(path, "1, 2\n3\t4,,5\n");
+    EXPECT(ids_read(path, 10, &ids, &n, &st) == 0 && n == 5 && ids[0] == 1 && ids[4] == 5, "ids parse");
+    if (n == 5) free(ids);
+    const char *bad[][2] = {{"", "empty"}, {"  \n, ", "empty"}, {"1 x 3", "\"x\""}, {"1 10", "out of the vocabulary"},
+                            {"-1", "not a non-negative integer"}, {"99999999999", "not a non-negative integer"},
+                            {"1.5", "not a non-negative integer"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(path, sizeof path, "%s/ids_bad%zu.txt", tmp, i);
+        write_text(path, bad[i][0]);
+        st.msg[0] = 0;
+        int rc = ids_read(path, 10, &ids, &n, &st);
+        EXPECT(rc == -1 && strstr(st.msg, path) && strstr(st.msg, bad[i][1]), "ids \"%s\" -> rc %d msg \"%s\"",
+               bad[i][0], rc, st.msg);
+    }
+    snprintf(path, sizeof path, "%s/missing.txt", tmp);
+    EXPECT(ids_read(path, 10, &ids, &n, &st) == -1 && strstr(st.msg, "missing.txt"), "missing ids file");
+}
+
+static void test_npy(void) {
+    char path[4096];
+    Status st;
+    snprintf(path, sizeof path, "%s/rt.npy", tmp);
+    float a[6] = {1, -2, 3.5f, 4, 5, 6e-9f};
+    NpyWriter w;
+    EXPECT(npy_writer_open(&w, path, 3, 2, &st) == 0, "npy open");
+    npy_writer_rows(&w, a, 1, &st);
+    npy_writer_rows(&w, a + 2, 2, &st);
+    EXPECT(npy_writer_close(&w, &st) == 0, "npy close");
+    float *b;
+    int64_t shape[4];
+    int nd;
+    EXPECT(npy_read_f32(path, &b, shape, &nd, &st) == 0 && nd == 2 && shape[0] == 3 && shape[1] == 2 &&
+               !memcmp(a, b, sizeof a),
+           "npy round trip");
+    free(b);
+}
+
+// The same RoPE written in the legacy and the transformers-5 key styles must
+// parse to the same configuration.
+static void test_config_styles(void) {
+    char d1[4096], d2[4096], p[4200];
+    snprintf(d1, sizeof d1, "%s/cfg_legacy", tmp);
+    snprintf(d2, sizeof d2, "%s/cfg_new", tmp);
+    char cmd[9000];
+    snprintf(cmd, sizeof cmd, "mkdir -p '%s' '%s'", d1, d2);
+    EXPECT(system(cmd) == 0, "mkdir");
+    const char *common = "\"model_type\":\"qwen3\",\"hidden_size\":64,\"num_hidden_layers\":2,"
+                         "\"num_attention_heads\":4,\"num_key_value_heads\":2,\"intermediate_size\":96,"
+                         "\"vocab_size\":100,\"max_position_embeddings\":4096";
+    char text[2048];
+    snprintf(p, sizeof p, "%s/config.json", d1);
+    snprintf(text, sizeof text, "{%s,\"rope_theta\":500000.0,\"rope_scaling\":{\"type\":\"yarn\",\"factor\":4.0,"
+             "\"original_max_position_embeddings\":1024}}", common);
+    write_text(p, text);
+    snprintf(p, sizeof p, "%s/config.json", d2);
+    snprintf(text, sizeof text, "{%s,\"rope_parameters\":{\"rope_type\":\"yarn\",\"rope_theta\":500000.0,"
+             "\"factor\":4.0,\"original_max_position_embeddings\":1024}}", common);
+    write_text(p, text);
+    ModelConfig a, b;
+    Status st;
+    int ra = config_load(&a, d1, &st), rb = config_load(&b, d2, &st);
+    EXPECT(ra == 0 && rb == 0, "config load: %s", st.msg);
+    if (ra || rb) return;
+    EXPECT(a.rope.type == ROPE_YARN && b.rope.type == ROPE_YARN && a.rope.theta == 500000 &&
+               b.rope.theta == 500000 && a.rope.factor == 4 && b.rope.factor == 4 &&
+               a.rope.original_max_pos == 1024 && b.rope.original_max_pos == 1024 && a.rope.beta_fast == 32 &&
+               b.rope.beta_slow == 1,
+           "legacy and rope_parameters styles differ");
+    EXPECT(a.head_dim == 128 && a.qk_norm, "qwen3 head_dim defaults to 128 and has q/k norm");
+    config_free(&a);
+    config_free(&b);
+    // Broken JSON and an unknown family name the file.
+    snprintf(p, sizeof p, "%s/config.json", d1);
+    write_text(p, "{\"model_type\": \"llama\", \"hidden_size\": 6");
+    EXPECT(config_load(&a, d1, &st) == -1 && strstr(st.msg, p) && strstr(st.msg, "not valid JSON"), "%s", st.msg);
+    write_text(p, "{\"model_type\": \"mamba\"}");
+    EXPECT(config_load(&a, d1, &st) == -1 && strstr(st.msg, "unsupported model_type \"mamba\""), "%s", st.msg);
+    write_text(p, "{\"model_type\":\"llama\",\"hidden_size\":64,\"num_hidden_layers\":2,\"num_attention_heads\":4,"
+                  "\"num_key_value_heads\":3,\"intermediate_size\":8,\"vocab_size\":10}");
+    EXPECT(config_load(&a, d1, &st) == -1 && strstr(st.msg, "not a multiple"), "%s", st.msg);
+}
+
+int main(int argc, char **argv) {
+    tmp = argc > 1 ? argv[1] : "/tmp";
+    test_half_floats();
+    test_attention();
+    test_ids();
+    test_npy();
+    test_config_styles();
+    if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
+    else printf("all unit checks passed\n");
+    return failures ? 1 : 0;
+}

@@ -1,0 +1,24 @@
+# tests.cmake: every ctest. Goldens come from scripts/make-goldens.py
+# (HF transformers); each test asserts values, so each can fail.
+set(GOLDENS ${CMAKE_SOURCE_DIR}/tests/goldens)
+set(TEST_TMP ${CMAKE_BINARY_DIR}/test-tmp)
+file(MAKE_DIRECTORY ${TEST_TMP})
+
+add_executable(test_goldens tests/test_goldens.c)
+target_link_libraries(test_goldens PRIVATE spindle_core)
+file(GLOB golden_cases RELATIVE ${GOLDENS} ${GOLDENS}/*/logits.npy)
+foreach(case_file ${golden_cases})
+  get_filename_component(case ${case_file} DIRECTORY)
+  add_test(NAME golden_${case} COMMAND test_goldens $<TARGET_FILE:spindle> ${GOLDENS}/${case} ${TEST_TMP})
+endforeach()
+
+add_executable(test_units tests/test_units.c)
+target_link_libraries(test_units PRIVATE spindle_core)
+add_test(NAME units COMMAND test_units ${TEST_TMP})
+
+add_executable(test_tokenizer tests/test_tokenizer.c)
+target_link_libraries(test_tokenizer PRIVATE spindle_core)
+add_test(NAME tokenizer COMMAND test_tokenizer ${CMAKE_SOURCE_DIR}/tests/tokenizer)
+
+add_test(NAME bad_input COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_bad_input.sh
+         $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/bad)
