@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "commands.h"
+#include "ops.h"
 
 static const struct {
     const char *name;
@@ -21,6 +22,7 @@ static void usage(void) {
 }
 
 int main(int argc, char **argv) {
+    blas_ensure_core(argv);
     if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
         usage();
         return argc < 2 ? 2 : 0;

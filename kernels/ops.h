@@ -26,3 +26,8 @@ void swiglu_forward_cpu(float *out, const float *gate, const float *up, int64_t 
 // log-sum-exp of scale·q·k, the teacher statistic.
 void attention_forward_cpu(float *out, float *lse, const float *q, const float *k, const float *v,
                            int T, int Hq, int Hkv, int dh, float scale);
+
+// Re-executes the process once with OPENBLAS_CORETYPE / OMP_WAIT_POLICY set when
+// they are missing and would make it slow (see blas_init.c). Call
+// first thing in main.
+void blas_ensure_core(char **argv);
