@@ -30,3 +30,19 @@ int tok_encode(const Tokenizer *tok, const char *text, size_t len, int32_t **ids
 int tok_vocab_size(const Tokenizer *tok);
 // The token's string as stored in tokenizer.json (byte-level form), or NULL.
 const char *tok_token(const Tokenizer *tok, int32_t id);
+
+// Decodes ids back to bytes as HF's ByteLevel decoder does: each token's
+// characters map back to bytes through the GPT-2 byte table; a token with a
+// character outside that table (e.g. an added token with spaces or non-Latin
+// text) is copied as its UTF-8. The result may be invalid UTF-8 when the ids
+// split a character (HF would show U+FFFD there). *text is malloc'ed, NUL
+// terminated, *len excludes the NUL; the caller frees it. Unknown ids are an error.
+int tok_decode(const Tokenizer *tok, const int32_t *ids, size_t n_ids, char **text, size_t *len,
+               Status *st);
+
+// The id of a token given in its tokenizer.json form (added tokens first, then
+// the vocab), or -1.
+int32_t tok_find(const Tokenizer *tok, const char *token);
+
+// 1 when id is an added token marked "special" (e.g. <|endoftext|>), else 0.
+int tok_is_special(const Tokenizer *tok, int32_t id);
