@@ -16,6 +16,9 @@
 #include "npy.h"
 #include "rope.h"
 #include "tokenizer.h"
+#ifdef SPINDLE_HAVE_CUDA
+#include "cuda_device.h"
+#endif
 
 #define N_FLAGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
@@ -80,6 +83,13 @@ int cmd_info(int argc, char **argv) {
     printf("parameters     %lld (%.1fM)\n", (long long)m.n_params, m.n_params / 1e6);
     printf("weights        %d file(s), %d tensors, dtype %s\n", m.st.n_files, m.st.n_tensors,
            m.st.n_tensors ? m.st.tensors[0].dtype_name : "-");
+#ifdef SPINDLE_HAVE_CUDA
+    char gpu[256];
+    cuda_device_describe(gpu, sizeof gpu);
+    printf("cuda           %s\n", gpu);
+#else
+    printf("cuda           not built (configure with -DSPINDLE_CUDA=ON)\n");
+#endif
     model_free(&m);
     return 0;
 }

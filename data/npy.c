@@ -47,7 +47,9 @@ int npy_writer_close(NpyWriter *w, Status *st) {
 
 void npy_writer_abort(NpyWriter *w) { atomic_abort(&w->af); }
 
-int npy_read_f32(const char *path, float **data, int64_t shape[4], int *ndim, Status *st) {
+// Reads a C-order array whose dtype descriptor is descr ("<f4", "<i4").
+static int npy_read(const char *path, const char *descr, void **data, int64_t shape[4], int *ndim,
+                    Status *st) {
     *data = NULL;
     *ndim = 0;
     char *buf;
@@ -71,7 +73,9 @@ int npy_read_f32(const char *path, float **data, int64_t shape[4], int *ndim, St
     char *h = buf + off;
     char save = h[hlen - 1];
     h[hlen - 1] = 0;
-    int ok = strstr(h, "'<f4'") && strstr(h, "'fortran_order': False");
+    char want[16];
+    snprintf(want, sizeof want, "'%s'", descr);
+    int ok = strstr(h, want) && strstr(h, "'fortran_order': False");
     char *sp = strstr(h, "'shape': (");
     int64_t n = 1;
     if (ok && sp) {
@@ -90,11 +94,19 @@ int npy_read_f32(const char *path, float **data, int64_t shape[4], int *ndim, St
     size_t need = (size_t)n * sizeof(float);
     if (!ok || off + hlen + need != len) {
         free(buf);
-        return status_fail(st, "%s: expected a C-order float32 array whose size matches its header", path);
+        return status_fail(st, "%s: expected a C-order %s array whose size matches its header", path, descr);
     }
-    float *out = xmalloc(need);
+    void *out = xmalloc(need);
     memcpy(out, buf + off + hlen, need);
     free(buf);
     *data = out;
     return 0;
+}
+
+int npy_read_f32(const char *path, float **data, int64_t shape[4], int *ndim, Status *st) {
+    return npy_read(path, "<f4", (void **)data, shape, ndim, st);
+}
+
+int npy_read_i32(const char *path, int32_t **data, int64_t shape[4], int *ndim, Status *st) {
+    return npy_read(path, "<i4", (void **)data, shape, ndim, st);
 }

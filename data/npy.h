@@ -20,3 +20,4 @@ void npy_writer_abort(NpyWriter *w);
 // Reads a float32 array of up to 4 dims: *data is malloc'ed (caller frees),
 // shape[0..*ndim) filled.
 int npy_read_f32(const char *path, float **data, int64_t shape[4], int *ndim, Status *st);
+int npy_read_i32(const char *path, int32_t **data, int64_t shape[4], int *ndim, Status *st);

@@ -111,14 +111,12 @@ static int parse_rope(RopeConfig *r, const cJSON *root, const cJSON *rope, const
     if (read_float(rope, path, "partial_rotary_factor", r->partial_rotary_factor,
                    &r->partial_rotary_factor, st))
         return -1;
-    if (read_float(rope, path, "factor", 1.0, &r->factor, st)) return -1;
+    if (read_float(rope, path, "factor", 0, &r->factor, st)) return -1;
     if (read_float(rope, path, "original_max_position_embeddings", 0, &r->original_max_pos, st))
         return -1;
     if (r->type == ROPE_LLAMA3) {
         if (read_float(rope, path, "low_freq_factor", 1.0, &r->low_freq_factor, st)) return -1;
         if (read_float(rope, path, "high_freq_factor", 4.0, &r->high_freq_factor, st)) return -1;
-        if (r->original_max_pos <= 0)
-            return status_fail(st, "%s: llama3 RoPE needs original_max_position_embeddings", path);
         if (r->high_freq_factor <= r->low_freq_factor)
             return status_fail(st, "%s: llama3 RoPE needs high_freq_factor > low_freq_factor", path);
     }
@@ -130,8 +128,10 @@ static int parse_rope(RopeConfig *r, const cJSON *root, const cJSON *rope, const
         if (read_float(rope, path, "mscale_all_dim", 0, &r->mscale_all_dim, st)) return -1;
         if (read_bool(rope, path, "truncate", 1, &r->truncate, st)) return -1;
     }
-    if ((r->type == ROPE_LINEAR || r->type == ROPE_LLAMA3 || r->type == ROPE_YARN) && !(r->factor > 0))
-        return status_fail(st, "%s: RoPE \"factor\" must be positive", path);
+    if ((r->type == ROPE_LINEAR || r->type == ROPE_LLAMA3) && !(r->factor > 0))
+        return status_fail(st, "%s: %s RoPE needs a positive \"factor\"", path, name);
+    if (r->type == ROPE_YARN && r->factor < 0)
+        return status_fail(st, "%s: yarn RoPE \"factor\" must be positive", path);
     if (!(r->theta > 0)) return status_fail(st, "%s: rope_theta must be positive", path);
     if (!(r->partial_rotary_factor > 0 && r->partial_rotary_factor <= 1))
         return status_fail(st, "%s: partial_rotary_factor must be in (0, 1]", path);
@@ -171,7 +171,11 @@ int config_load(ModelConfig *cfg, const char *dir, Status *st) {
     if (read_int(root, path, "hidden_size", 1, 0, &cfg->hidden, st)) goto done;
     if (read_int(root, path, "num_hidden_layers", 1, 0, &cfg->n_layers, st)) goto done;
     if (read_int(root, path, "num_attention_heads", 1, 0, &cfg->n_heads, st)) goto done;
-    if (read_int(root, path, "num_key_value_heads", 0, cfg->n_heads, &cfg->n_kv_heads, st)) goto done;
+    // num_key_value_heads: null means MHA; absent means the class default
+    // (MHA for llama, 32 for qwen2/qwen3), as transformers reads it.
+    const cJSON *kvh = cJSON_GetObjectItemCaseSensitive(root, "num_key_value_heads");
+    int dflt_kv = (!kvh && cfg->family != FAMILY_LLAMA) ? 32 : cfg->n_heads;
+    if (read_int(root, path, "num_key_value_heads", 0, dflt_kv, &cfg->n_kv_heads, st)) goto done;
     if (read_int(root, path, "intermediate_size", 1, 0, &cfg->intermediate, st)) goto done;
     if (read_int(root, path, "vocab_size", 1, 0, &cfg->vocab, st)) goto done;
     if (read_int(root, path, "max_position_embeddings", 0, 2048, &cfg->max_pos, st)) goto done;
@@ -224,35 +228,40 @@ int config_load(ModelConfig *cfg, const char *dir, Status *st) {
         status_fail(st, "%s: use_sliding_window is true; sliding-window layers are not supported yet", path);
         goto done;
     }
+    // layer_types is not consulted: llama ignores it, and qwen2/qwen3 only use
+    // sliding windows when use_sliding_window is true (refused above).
     cfg->layer_kinds = xcalloc((size_t)cfg->n_layers, sizeof *cfg->layer_kinds);
-    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
-    if (lt && !cJSON_IsNull(lt)) {
-        if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != cfg->n_layers) {
-            status_fail(st, "%s: \"layer_types\" must list %d layers", path, cfg->n_layers);
+    for (int i = 0; i < cfg->n_layers; i++) cfg->layer_kinds[i] = LAYER_FULL_ATTENTION;
+
+    // RoPE, resolved as transformers does: a non-null legacy rope_scaling wins,
+    // else transformers-5 rope_parameters (per-layer-kind form: its full_attention entry).
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
+    if (!rp || cJSON_IsNull(rp) || (cJSON_IsObject(rp) && !rp->child)) {
+        rp = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
+        if (rp && cJSON_IsObject(rp) && cJSON_GetObjectItemCaseSensitive(rp, "full_attention"))
+            rp = cJSON_GetObjectItemCaseSensitive(rp, "full_attention");
+    }
+    if (parse_rope(&cfg->rope, root, rp, path, st)) goto done;
+    RopeConfig *r = &cfg->rope;
+    if (r->type == ROPE_LLAMA3 || r->type == ROPE_YARN) {
+        // A top-level original_max_position_embeddings overrides the dict's;
+        // yarn falls back to max_position_embeddings.
+        double omp = 0;
+        if (read_float(root, path, "original_max_position_embeddings", 0, &omp, st)) goto done;
+        if (omp > 0) r->original_max_pos = omp;
+        if (r->original_max_pos <= 0 && r->type == ROPE_YARN) r->original_max_pos = cfg->max_pos;
+        if (r->original_max_pos <= 0) {
+            status_fail(st, "%s: llama3 RoPE needs original_max_position_embeddings", path);
             goto done;
         }
-        for (int i = 0; i < cfg->n_layers; i++) {
-            const cJSON *e = cJSON_GetArrayItem(lt, i);
-            if (!cJSON_IsString(e) || strcmp(e->valuestring, "full_attention")) {
-                status_fail(st, "%s: layer %d has type %s; only full_attention layers are supported yet",
-                            path, i, cJSON_IsString(e) ? e->valuestring : "(not a string)");
-                goto done;
-            }
-            cfg->layer_kinds[i] = LAYER_FULL_ATTENTION;
-        }
+        if (r->type == ROPE_YARN && r->factor <= 0) r->factor = cfg->max_pos / r->original_max_pos;
     }
-
-    // RoPE: prefer transformers-5 rope_parameters, else the legacy keys.
-    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
-    if (rp && cJSON_IsObject(rp) && cJSON_GetObjectItemCaseSensitive(rp, "full_attention"))
-        rp = cJSON_GetObjectItemCaseSensitive(rp, "full_attention");  // per-layer-kind form
-    if (!rp || cJSON_IsNull(rp)) rp = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
-    if (parse_rope(&cfg->rope, root, rp, path, st)) goto done;
-    if (cfg->rope.type == ROPE_YARN && cfg->rope.original_max_pos <= 0)
-        cfg->rope.original_max_pos = cfg->max_pos;
-    int rot = (int)(cfg->head_dim * cfg->rope.partial_rotary_factor);
-    if (rot < 2 || rot % 2) {
-        status_fail(st, "%s: head_dim × partial_rotary_factor must be an even number ≥ 2", path);
+    // Llama/Qwen rotate the whole head: default RoPE ignores partial_rotary_factor
+    // and the scaled types cannot apply it (transformers raises a shape error).
+    if (r->type == ROPE_DEFAULT) r->partial_rotary_factor = 1.0;
+    else if (r->partial_rotary_factor != 1.0) {
+        status_fail(st, "%s: partial_rotary_factor %g is not supported for %s RoPE in %s models", path,
+                    r->partial_rotary_factor, config_rope_name(r->type), cfg->model_type);
         goto done;
     }
 

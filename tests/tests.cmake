@@ -22,3 +22,9 @@ add_test(NAME tokenizer COMMAND test_tokenizer ${CMAKE_SOURCE_DIR}/tests/tokeniz
 
 add_test(NAME bad_input COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_bad_input.sh
          $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/bad)
+
+add_executable(test_smollm2 tests/test_smollm2.c)
+target_link_libraries(test_smollm2 PRIVATE spindle_core)
+add_test(NAME smollm2_vs_transformers COMMAND test_smollm2 $<TARGET_FILE:spindle>
+         ${CMAKE_SOURCE_DIR}/models/smollm2 ${GOLDENS}/smollm2 ${TEST_TMP})
+set_tests_properties(smollm2_vs_transformers PROPERTIES SKIP_RETURN_CODE 77)
