@@ -307,10 +307,10 @@ def convert(gguf_path, out_dir):
     with open(os.path.join(out_dir, "tokenizer_config.json"), "w", encoding="utf-8") as f:
         json.dump(tcfg, f, ensure_ascii=False, indent=2)
         f.write("\n")
-    # sorted names: deterministic file
+    # One metadata key only: safetensors keeps metadata in a hash map, so with several keys their
+    # order in the header (and the file's sha256) would change from run to run.
     save_file({k: tensors[k] for k in sorted(tensors)}, os.path.join(out_dir, "model.safetensors"),
-              metadata={"format": "pt", "source": os.path.basename(gguf_path),
-                        "note": "dequantized to float32 from GGUF by scripts/gguf_to_hf.py"})
+              metadata={"format": "pt"})
     print(f"gguf_to_hf: wrote {out_dir} ({len(tensors)} tensors)")
 
 
