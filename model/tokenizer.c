@@ -128,15 +128,20 @@ static bool is_unicode_space(uint32_t c) {
            c == 0x205F || c == 0x3000;
 }
 
-// Approximates Rust's `c.is_alphanumeric() || c == '_'` (used by single_word):
-// letters and numbers by general category. (Rust's Alphabetic also takes some
-// combining marks, Other_Alphabetic; those count as non-word here.)
+// HF decides "single_word" with the Rust regex \w: Alphabetic, marks, decimal
+// digits, connector punctuation and the joiners U+200C/U+200D. Alphabetic is
+// taken as letters, letter numbers, marks and the few symbol blocks that are
+// Other_Alphabetic (circled and squared Latin letters).
 static bool is_word_char(uint32_t c) {
-    if (c == '_') return true;
+    if (c == 0x200C || c == 0x200D || (c >= 0x24B6 && c <= 0x24E9) ||
+        (c >= 0x1F130 && c <= 0x1F149) || (c >= 0x1F150 && c <= 0x1F169) ||
+        (c >= 0x1F170 && c <= 0x1F189))
+        return true;
     switch (utf8proc_category((utf8proc_int32_t)c)) {
     case UTF8PROC_CATEGORY_LU: case UTF8PROC_CATEGORY_LL: case UTF8PROC_CATEGORY_LT:
-    case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_LO: case UTF8PROC_CATEGORY_ND:
-    case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_NO:
+    case UTF8PROC_CATEGORY_LM: case UTF8PROC_CATEGORY_LO: case UTF8PROC_CATEGORY_MN:
+    case UTF8PROC_CATEGORY_MC: case UTF8PROC_CATEGORY_ME: case UTF8PROC_CATEGORY_ND:
+    case UTF8PROC_CATEGORY_NL: case UTF8PROC_CATEGORY_PC:
         return true;
     default:
         return false;
@@ -375,19 +380,23 @@ struct Tokenizer {
 // differs on a few escapes, so they are spelled out:
 //   \s  Onig: \t \n \v \f \r, U+0085 and general categories Zs/Zl/Zp.
 //       PCRE2 UCP also matches U+180E (through \h).
-//   \w  Onig: letters, marks, numbers, connector punctuation.
+//   \w  Onig: Alphabetic (letters, letter numbers, circled/squared letters),
+//       marks, numbers, connector punctuation; inside a class (as measured
+//       against HF) numbers narrow to Nd and Nl, so '½' and '²' drop out.
 //       PCRE2 10.42 UCP: letters, numbers, '_' only.
 //   \h  Onig: a hexadecimal digit. PCRE2: horizontal space.
 // \S/\W/\H are negated the same way outside a class; inside a class they are left
 // to PCRE2 (no such pattern is known in released tokenizers).
 
 #define ONIG_SPACE "\\t\\n\\x{0B}\\f\\r\\x{85}\\p{Z}"
-#define ONIG_WORD "\\p{L}\\p{M}\\p{N}\\p{Pc}"
+#define ONIG_ALPHA_SYMBOLS "\\x{24B6}-\\x{24E9}\\x{1F130}-\\x{1F149}\\x{1F150}-\\x{1F169}\\x{1F170}-\\x{1F189}"
+#define ONIG_WORD "\\p{L}\\p{M}\\p{N}\\p{Pc}" ONIG_ALPHA_SYMBOLS
+#define ONIG_WORD_IN_CLASS "\\p{L}\\p{M}\\p{Nd}\\p{Nl}\\p{Pc}" ONIG_ALPHA_SYMBOLS
 #define ONIG_HEX "0-9a-fA-F"
 
 static char *translate_pattern(const char *pat) {
     size_t n = strlen(pat);
-    size_t cap = 20 * n + 64;  // an escape (2 bytes) grows to at most 34
+    size_t cap = 64 * n + 64;  // an escape (2 bytes) grows to at most ~110
     char *out = xmalloc(cap);
     size_t o = 0;
     bool in_class = false;
@@ -396,7 +405,7 @@ static char *translate_pattern(const char *pat) {
         if (c == '\\' && i + 1 < n) {
             char e = pat[i + 1];
             const char *set = e == 's' || e == 'S' ? ONIG_SPACE
-                              : e == 'w' || e == 'W' ? ONIG_WORD
+                              : e == 'w' || e == 'W' ? (in_class ? ONIG_WORD_IN_CLASS : ONIG_WORD)
                               : e == 'h' || e == 'H' ? ONIG_HEX
                                                      : NULL;
             bool negated = e == 'S' || e == 'W' || e == 'H';
@@ -452,7 +461,10 @@ static int compile_regex(pcre2_code **out, const char *pat, bool literal, const 
         return status_fail(st, "%s: cannot compile pre-tokenizer pattern \"%s\": %s (at offset %zu)",
                            path, pat, (const char *)msg, (size_t)err_off);
     }
-    pcre2_jit_compile(re, PCRE2_JIT_COMPLETE);  // falls back to the interpreter on failure
+    // JIT when available (the interpreter is the fallback). Valgrind reports the
+    // JIT's wide reads as errors; SPINDLE_PCRE2_NO_JIT=1 turns it off for such runs.
+    const char *no_jit = getenv("SPINDLE_PCRE2_NO_JIT");
+    if (!no_jit || strcmp(no_jit, "1") != 0) pcre2_jit_compile(re, PCRE2_JIT_COMPLETE);
     *out = re;
     return 0;
 }
