@@ -71,7 +71,7 @@ static void write_file(const char *path, const char *data, size_t len) {
 
 // One golden: header lines then one id per line.
 typedef struct {
-    char tokenizer[512], text[512], decoded[512];
+    char tokenizer[1024], text[1024], decoded[1024];
     int32_t *ids;
     size_t n_ids;
 } Golden;
@@ -134,7 +134,7 @@ static bool compare_ids(const Tokenizer *tok, const char *name, const int32_t *w
 
 // The tokenizer of the previous case, reused while consecutive cases share it.
 static Tokenizer *g_tok = NULL;
-static char g_tok_path[1024];
+static char g_tok_path[4096];
 
 static Tokenizer *load_cached(const char *path, Status *st) {
     if (g_tok && strcmp(path, g_tok_path) == 0) return g_tok;
@@ -147,7 +147,7 @@ static Tokenizer *load_cached(const char *path, Status *st) {
 
 // Runs one golden. Returns 1 passed, 0 failed, -1 skipped.
 static int run_case(const char *dir, const char *file, size_t *n_tokens) {
-    char path[1024], tok_path[1024], text_path[1024];
+    char path[4096], tok_path[4096], text_path[4096];
     char name[256];
     snprintf(name, sizeof name, "%.*s", (int)(strlen(file) - strlen(".expected")), file);
     snprintf(path, sizeof path, "%s/%s", dir, file);
@@ -182,7 +182,7 @@ static int run_case(const char *dir, const char *file, size_t *n_tokens) {
         *n_tokens = n;
         // Decoding the expected ids must give HF's decode.
         if (g.decoded[0]) {
-            char dec_path[1024];
+            char dec_path[4096];
             snprintf(dec_path, sizeof dec_path, "%s/%s", dir, g.decoded);
             size_t want_len = 0;
             char *want = slurp(dec_path, &want_len);
