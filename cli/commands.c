@@ -3,6 +3,7 @@
 // failures to exit codes (1 bad input/runtime, 2 bad usage).
 #include "commands.h"
 
+#include <errno.h>
 #include <omp.h>
 #include <stdio.h>
 #include <string.h>
@@ -39,16 +40,25 @@ static int parse(int argc, char **argv, Flag *flags, int n, const char *cmd, con
     return 0;
 }
 
+// Parses a positive integer flag value; prints the problem and returns -1 if it is not one.
+static int parse_positive(const char *cmd, const char *flag, const char *value, int *out) {
+    char *end;
+    errno = 0;
+    long n = strtol(value, &end, 10);
+    if (!*value || *end || errno || n < 1 || n > 1 << 30) {
+        fprintf(stderr, "spindle %s: %s must be a positive integer (got \"%s\")\n", cmd, flag, value);
+        return -1;
+    }
+    *out = (int)n;
+    return 0;
+}
+
 // --threads N: sets OpenMP's thread count. Returns 0, or 2 after a message.
 static int set_threads(const char *cmd, const char *value) {
+    int n;
     if (!value) return 0;
-    char *end;
-    long n = strtol(value, &end, 10);
-    if (*end || n < 1 || n > 1024) {
-        fprintf(stderr, "spindle %s: --threads must be an integer in [1, 1024] (got \"%s\")\n", cmd, value);
-        return 2;
-    }
-    omp_set_num_threads((int)n);
+    if (parse_positive(cmd, "--threads", value, &n)) return 2;
+    omp_set_num_threads(n);
     return 0;
 }
 
@@ -145,10 +155,22 @@ int cmd_logits(int argc, char **argv) {
         {"--device", 1, "cpu (default) or cuda", NULL},
         {"--threads", 1, "OpenMP threads (default: all cores)", NULL},
         {"--profile", 0, "print time in GEMMs, attention and the rest", NULL},
+        {"--oracle-k", 1, "attention-mass oracle: keep the top K keys (K >= 1)", NULL},
+        {"--bsel", 1, "queries sharing one oracle support (default 1: per query)", NULL},
     };
     int rc = parse(argc, argv, flags, N_FLAGS(flags), "logits",
                    (const char *[]){"--model", "--ids", "--out", NULL});
     if (rc) return rc;
+    const char *ok_s = args_get(flags, N_FLAGS(flags), "--oracle-k"), *bs_s = args_get(flags, N_FLAGS(flags), "--bsel");
+    Sparsity sp = {0, 1};
+    int sparse = ok_s != NULL;
+    if ((ok_s && parse_positive("logits", "--oracle-k", ok_s, &sp.topk)) ||
+        (bs_s && parse_positive("logits", "--bsel", bs_s, &sp.bsel)))
+        return 2;
+    if (bs_s && !ok_s) {
+        fprintf(stderr, "spindle logits: --bsel needs --oracle-k\n");
+        return 2;
+    }
     const char *device = args_get(flags, N_FLAGS(flags), "--device");
     if (device && strcmp(device, "cpu") && strcmp(device, "cuda")) {
         fprintf(stderr, "spindle logits: --device must be cpu or cuda (got \"%s\")\n", device);
@@ -181,7 +203,7 @@ int cmd_logits(int argc, char **argv) {
     hidden = xmalloc(sizeof(float) * (size_t)T * H);
     ForwardProfile prof;
     double t0 = omp_get_wtime();
-    forward_hidden(&m, ids, T, hidden, &prof);
+    forward_hidden(&m, ids, T, sparse ? &sp : NULL, hidden, NULL, &prof);
     // The logits go out in row chunks: [T, vocab] never sits in memory at once.
     const int chunk = 256;
     logits = xmalloc(sizeof(float) * (size_t)chunk * V);

@@ -31,3 +31,12 @@ void attention_forward_cpu(float *out, float *lse, const float *q, const float *
 // they are missing and would make it slow (see blas_init.c). Call
 // first thing in main.
 void blas_ensure_core(char **argv);
+
+// Attention over the attention-mass oracle's support (DESIGN.md): per query
+// (bsel = 1) or shared by blocks of bsel queries, top-k keys of the
+// head-averaged attention mass P. Shapes as attention_forward_cpu. When
+// recall/support [T] are not NULL, recall[t] += Σ_{j∈S_t} P_t(j) and
+// support[t] += |S_t| (accumulated, so callers can sum over layers).
+// With topk ≥ T this is attention_forward_cpu exactly.
+void oracle_attention_cpu(float *out, float *recall, float *support, const float *q, const float *k,
+                          const float *v, int T, int Hq, int Hkv, int dh, float scale, int topk, int bsel);

@@ -1,7 +1,7 @@
 // forward.c: see forward.h. One decoder layer, as transformers runs it:
 //   xn = RMSNorm(x);  q, k, v = xn·Wqᵀ (+b), xn·Wkᵀ (+b), xn·Wvᵀ (+b)
 //   [qwen3] q, k = per-head RMSNorm(q), RMSNorm(k);  q, k = RoPE(q), RoPE(k)
-//   x += Attention(q, k, v)·Woᵀ (+b)
+//   x += Attention(q, k, v)·Woᵀ (+b)      (dense, or over the oracle's support)
 //   x += Wdown·(silu(xn2·Wgateᵀ) ⊙ xn2·Wupᵀ), xn2 = RMSNorm(x)
 #include "forward.h"
 
@@ -18,7 +18,8 @@
         if (prof) prof->slot += omp_get_wtime() - t0_; \
     } while (0)
 
-void forward_hidden(const Model *m, const int32_t *ids, int T, float *hidden, ForwardProfile *prof) {
+void forward_hidden(const Model *m, const int32_t *ids, int T, const Sparsity *sp, float *hidden,
+                    SparseStats *stats, ForwardProfile *prof) {
     const ModelConfig *c = &m->cfg;
     const int H = c->hidden, I = c->intermediate, dh = c->head_dim;
     const int Hq = c->n_heads, Hkv = c->n_kv_heads, nq = Hq * dh, nkv = Hkv * dh;
@@ -53,7 +54,11 @@ void forward_hidden(const Model *m, const int32_t *ids, int T, float *hidden, Fo
         }
         rope_forward_cpu(q, cos_t, sin_t, T, Hq, dh, rot);
         rope_forward_cpu(k, cos_t, sin_t, T, Hkv, dh, rot);
-        TIMED(attention, attention_forward_cpu(att, NULL, q, k, v, T, Hq, Hkv, dh, (float)c->attn_scale));
+        if (sp)
+            TIMED(attention, oracle_attention_cpu(att, stats ? stats->recall : NULL, stats ? stats->support : NULL,
+                                                  q, k, v, T, Hq, Hkv, dh, (float)c->attn_scale, sp->topk, sp->bsel));
+        else
+            TIMED(attention, attention_forward_cpu(att, NULL, q, k, v, T, Hq, Hkv, dh, (float)c->attn_scale));
         TIMED(gemm, matmul_forward_cpu(xn, att, w->wo, w->bo, T, nq, H));
         for (size_t i = 0; i < (size_t)T * H; i++) x[i] += xn[i];
 

@@ -17,7 +17,7 @@ cat /usr/share/common-licenses/GPL-3 /usr/share/common-licenses/Apache-2.0 /usr/
 echo "| tokens | total s | tokens/s | backbone GEMMs s | attention s | LM head + .npy write s | other s | GEMM share | attention share |"
 echo "|---|---|---|---|---|---|---|---|---|"
 for n in "${lengths[@]}"; do
-  tr ',' '\n' <"$work/all.ids" | head -n "$n" >"$work/ids.txt"
+  tr "," "\n" <"$work/all.ids" | awk -v n="$n" "NR <= n" >"$work/ids.txt"
   got=$(wc -l <"$work/ids.txt")
   [ "$got" = "$n" ] || { echo "bench-cpu: only $got tokens of text" >&2; exit 1; }
   "$bin" logits --model "$model" --ids "$work/ids.txt" --out "$work/out.npy" --profile 2>"$work/log"

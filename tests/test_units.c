@@ -89,6 +89,96 @@ static void test_attention(void) {
     }
 }
 
+// Naive oracle with full P rows (fine at test sizes): the reference for
+// oracle_attention_cpu. Support chosen by sorting all candidates.
+static void oracle_naive(float *out, float *recall, float *support, const float *q, const float *k,
+                         const float *v, int T, int Hq, int Hkv, int dh, float scale, int topk, int bsel) {
+    int G = Hq / Hkv;
+    double *P = calloc((size_t)T * T, sizeof(double)), *A = malloc(sizeof(double) * T);
+    int *order = malloc(sizeof(int) * T), *in = malloc(sizeof(int) * T);
+    for (int h = 0; h < Hq; h++)
+        for (int t = 0; t < T; t++) {
+            double mx = -INFINITY, sum = 0, *s = malloc(sizeof(double) * (t + 1));
+            for (int j = 0; j <= t; j++) {
+                double d = 0;
+                for (int c = 0; c < dh; c++) d += (double)q[(t * Hq + h) * dh + c] * k[(j * Hkv + h / G) * dh + c];
+                s[j] = d * scale, mx = fmax(mx, s[j]);
+            }
+            for (int j = 0; j <= t; j++) sum += (s[j] = exp(s[j] - mx));
+            for (int j = 0; j <= t; j++) P[(size_t)t * T + j] += s[j] / sum / Hq;
+            free(s);
+        }
+    for (int b0 = 0; b0 < T; b0 += bsel) {
+        int b1 = b0 + bsel < T ? b0 + bsel : T;
+        for (int j = 0; j < b1; j++) {
+            A[j] = 0;
+            for (int t = b0; t < b1; t++) A[j] += P[(size_t)t * T + j];
+        }
+        // rank candidates 0..b1-1 by A descending (selection sort: tiny sizes)
+        for (int j = 0; j < b1; j++) order[j] = j, in[j] = 0;
+        int n = b1 <= topk ? b1 : topk;
+        for (int r = 0; r < n; r++) {
+            int best = r;
+            for (int j = r + 1; j < b1; j++)
+                if (A[order[j]] > A[order[best]]) best = j;
+            int tmp = order[r]; order[r] = order[best]; order[best] = tmp;
+            in[order[r]] = 1;
+        }
+        for (int t = b0; t < b1; t++) {
+            int cnt = 0;
+            for (int j = 0; j <= t; j++) cnt += in[j];
+            double mass = 0;
+            for (int j = 0; j <= t; j++) mass += (cnt ? in[j] : j == t) * P[(size_t)t * T + j];
+            recall[t] = (float)mass, support[t] = (float)(cnt ? cnt : 1);
+            for (int h = 0; h < Hq; h++) {
+                double mx = -INFINITY, sum = 0, acc[256] = {0}, *w = malloc(sizeof(double) * (t + 1));
+                for (int j = 0; j <= t; j++) {
+                    if (cnt ? !in[j] : j != t) { w[j] = -INFINITY; continue; }
+                    double d = 0;
+                    for (int c = 0; c < dh; c++) d += (double)q[(t * Hq + h) * dh + c] * k[(j * Hkv + h / G) * dh + c];
+                    w[j] = d * scale, mx = fmax(mx, w[j]);
+                }
+                for (int j = 0; j <= t; j++) sum += (w[j] = exp(w[j] - mx));
+                for (int j = 0; j <= t; j++)
+                    for (int c = 0; c < dh; c++) acc[c] += w[j] / sum * v[(j * Hkv + h / G) * dh + c];
+                for (int c = 0; c < dh; c++) out[(t * Hq + h) * dh + c] = (float)acc[c];
+                free(w);
+            }
+        }
+    }
+    free(P), free(A), free(order), free(in);
+}
+
+static void test_oracle(void) {
+    const int cases[][6] = {  // T, Hq, Hkv, dh, k, bsel
+        {1, 2, 1, 16, 1, 1},   {37, 4, 2, 16, 5, 1},  {37, 4, 2, 16, 5, 4},   {37, 4, 2, 16, 5, 37},
+        {130, 6, 2, 32, 17, 1}, {130, 6, 2, 32, 17, 16}, {130, 3, 3, 16, 40, 64}, {130, 8, 1, 16, 1, 7},
+        {200, 4, 1, 32, 64, 128}};
+    unsigned seed = 11;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int T = cases[c][0], Hq = cases[c][1], Hkv = cases[c][2], dh = cases[c][3], K = cases[c][4], B = cases[c][5];
+        size_t nq = (size_t)T * Hq * dh, nkv = (size_t)T * Hkv * dh;
+        float *q = malloc(4 * nq), *k = malloc(4 * nkv), *v = malloc(4 * nkv), *o1 = malloc(4 * nq), *o2 = malloc(4 * nq);
+        float *r1 = calloc(T, 4), *r2 = calloc(T, 4), *s1 = calloc(T, 4), *s2 = calloc(T, 4);
+        for (size_t i = 0; i < nq; i++) q[i] = (float)(rand_r(&seed) % 2001 - 1000) / 300.0f;
+        for (size_t i = 0; i < nkv; i++) k[i] = (float)(rand_r(&seed) % 2001 - 1000) / 300.0f;
+        for (size_t i = 0; i < nkv; i++) v[i] = (float)(rand_r(&seed) % 2001 - 1000) / 1000.0f;
+        float scale = 1.0f / sqrtf((float)dh);
+        oracle_attention_cpu(o1, r1, s1, q, k, v, T, Hq, Hkv, dh, scale, K, B);
+        oracle_naive(o2, r2, s2, q, k, v, T, Hq, Hkv, dh, scale, K, B);
+        double eo = 0, er = 0, es = 0;
+        for (size_t i = 0; i < nq; i++) eo = fmax(eo, fabs(o1[i] - o2[i]));
+        for (int t = 0; t < T; t++) er = fmax(er, fabs(r1[t] - r2[t])), es = fmax(es, fabs(s1[t] - s2[t]));
+        EXPECT(eo < 2e-5 && er < 1e-5 && es == 0, "oracle T=%d Hq=%d Hkv=%d k=%d bsel=%d: out err %.3g recall err %.3g support err %.3g",
+               T, Hq, Hkv, K, B, eo, er, es);
+        // k >= T: exactly the dense kernel.
+        oracle_attention_cpu(o1, NULL, NULL, q, k, v, T, Hq, Hkv, dh, scale, T, B);
+        attention_forward_cpu(o2, NULL, q, k, v, T, Hq, Hkv, dh, scale);
+        EXPECT(!memcmp(o1, o2, 4 * nq), "oracle with k >= T is not bit-identical to dense (T=%d)", T);
+        free(q), free(k), free(v), free(o1), free(o2), free(r1), free(r2), free(s1), free(s2);
+    }
+}
+
 static void test_ids(void) {
     char path[4096];
     Status st;
@@ -181,6 +271,7 @@ int main(int argc, char **argv) {
     tmp = argc > 1 ? argv[1] : "/tmp";
     test_half_floats();
     test_attention();
+    test_oracle();
     test_ids();
     test_npy();
     test_config_styles();

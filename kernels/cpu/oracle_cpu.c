@@ -1,0 +1,155 @@
+// oracle_cpu.c: attention restricted to the attention-mass oracle's support,
+// CPU twin. Definitions (DESIGN.md, normative):
+//   a_{h,t}(j) = softmax_{j≤t}(s·q_{h,t}·k_{h/G,j}),  P_t(j) = (1/Hq) Σ_h a_{h,t}(j)
+//   per query (bsel = 1): S_t = top-k of P_t over j ≤ t (all when t+1 ≤ k)
+//   block-shared (bsel = s): B = [b·s, min((b+1)·s, T)), A_B(j) = Σ_{t∈B, t≥j} P_t(j),
+//     S_B = top-k of A_B over j < end(B) (all when end(B) ≤ k);
+//     query t attends to S_B ∩ [0, t], or to {t} alone if that is empty.
+// Every head then attends with the softmax restricted to the support.
+//
+// Work is split into tasks of whole blocks (about 64 queries each). A task
+// holds the P rows of its queries over keys [0, end): O(64·T) floats per
+// thread, never T×T.
+#include <cblas.h>
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "ops.h"
+#include "status.h"
+
+// Orders candidates by value descending, then index ascending (the tie rule).
+static inline int ranks_before(const float *val, int a, int b) {
+    return val[a] > val[b] || (val[a] == val[b] && a < b);
+}
+
+// Rearranges idx[0..n) so that its first k entries are the k best by
+// ranks_before (quickselect; Hoare partition around a median-of-three pivot).
+static void select_top(int *idx, int n, int k, const float *val) {
+    int lo = 0, hi = n - 1;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2, a = idx[lo], b = idx[mid], c = idx[hi];
+        int pivot = ranks_before(val, a, b) ? (ranks_before(val, b, c) ? b : ranks_before(val, a, c) ? c : a)
+                                            : (ranks_before(val, a, c) ? a : ranks_before(val, b, c) ? c : b);
+        int i = lo, j = hi;
+        while (i <= j) {
+            while (ranks_before(val, idx[i], pivot)) i++;
+            while (ranks_before(val, pivot, idx[j])) j--;
+            if (i <= j) {
+                int tmp = idx[i];
+                idx[i++] = idx[j];
+                idx[j--] = tmp;
+            }
+        }
+        if (k - 1 <= j) hi = j;
+        else if (k - 1 >= i) lo = i;
+        else break;
+    }
+}
+
+static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+
+// Chooses the support among candidates 0..n_cand-1 with scores val: all of
+// them when n_cand ≤ k, else the top k. Writes sorted indices to sel; returns
+// the count.
+static int choose_support(int *sel, const float *val, int n_cand, int k) {
+    for (int j = 0; j < n_cand; j++) sel[j] = j;
+    if (n_cand <= k) return n_cand;
+    select_top(sel, n_cand, k, val);
+    qsort(sel, (size_t)k, sizeof *sel, cmp_int);
+    return k;
+}
+
+void oracle_attention_cpu(float *out, float *recall, float *support, const float *q, const float *k,
+                          const float *v, int T, int Hq, int Hkv, int dh, float scale, int topk, int bsel) {
+    if (topk >= T) {  // every support is the full causal set: dense, bit for bit
+        attention_forward_cpu(out, NULL, q, k, v, T, Hq, Hkv, dh, scale);
+        for (int t = 0; t < T; t++) {
+            if (recall) recall[t] += 1.0f;
+            if (support) support[t] += (float)(t + 1);
+        }
+        return;
+    }
+    const int G = Hq / Hkv;
+    const int64_t nq = (int64_t)Hq * dh, nkv = (int64_t)Hkv * dh;
+    const int per_task = bsel >= 64 ? bsel : (64 / bsel) * bsel;  // whole blocks, ~64 queries
+    const int n_tasks = (T + per_task - 1) / per_task;
+    int blas_threads = openblas_get_num_threads();
+    openblas_set_num_threads(1);
+#pragma omp parallel
+    {
+        float *P = xmalloc(sizeof(float) * (size_t)per_task * T);  // P rows of the task's queries
+        float *S = xmalloc(sizeof(float) * (size_t)per_task * T);  // one head's scores
+        float *A = xmalloc(sizeof(float) * (size_t)T);             // block aggregate
+        float *w = xmalloc(sizeof(float) * (size_t)T);             // softmax weights over the support
+        int *sel = xmalloc(sizeof(int) * (size_t)T);
+#pragma omp for schedule(dynamic, 1)
+        for (int task = n_tasks - 1; task >= 0; task--) {  // long rows first
+            const int q0 = task * per_task, q1 = q0 + per_task < T ? q0 + per_task : T, nt = q1 - q0;
+            // P rows for queries q0..q1-1 over keys 0..q1-1 (zero above the diagonal).
+            memset(P, 0, sizeof(float) * (size_t)nt * q1);
+            for (int h = 0; h < Hq; h++) {
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nt, q1, dh, scale, q + q0 * nq + (int64_t)h * dh,
+                            (int)nq, k + (int64_t)(h / G) * dh, (int)nkv, 0.0f, S, q1);
+                for (int i = 0; i < nt; i++) {
+                    const int t = q0 + i;
+                    float *s = S + (int64_t)i * q1, *p = P + (int64_t)i * q1;
+                    float mx = -INFINITY, sum = 0.0f;
+                    for (int j = 0; j <= t; j++) mx = s[j] > mx ? s[j] : mx;
+                    for (int j = 0; j <= t; j++) sum += (s[j] = expf(s[j] - mx));
+                    const float inv = 1.0f / (sum * Hq);
+                    for (int j = 0; j <= t; j++) p[j] += s[j] * inv;
+                }
+            }
+            for (int b0 = q0; b0 < q1; b0 += bsel) {
+                const int b1 = b0 + bsel < q1 ? b0 + bsel : q1;
+                int n_sel;
+                if (bsel == 1) {
+                    n_sel = choose_support(sel, P + (int64_t)(b0 - q0) * q1, b0 + 1, topk);
+                } else {
+                    memset(A, 0, sizeof(float) * (size_t)b1);
+                    for (int t = b0; t < b1; t++) {
+                        const float *p = P + (int64_t)(t - q0) * q1;
+                        for (int j = 0; j <= t; j++) A[j] += p[j];
+                    }
+                    n_sel = choose_support(sel, A, b1, topk);
+                }
+                for (int t = b0; t < b1; t++) {
+                    const float *p = P + (int64_t)(t - q0) * q1;
+                    // Support of query t: the block's keys that are ≤ t (sel is sorted).
+                    int n = 0;
+                    while (n < n_sel && sel[n] <= t) n++;
+                    const int *keys = sel, self[1] = {t};
+                    if (n == 0) keys = self, n = 1;
+                    if (recall) {
+                        float mass = 0.0f;
+                        for (int i = 0; i < n; i++) mass += p[keys[i]];
+                        recall[t] += mass;
+                    }
+                    if (support) support[t] += (float)n;
+                    for (int h = 0; h < Hq; h++) {
+                        const float *qv = q + t * nq + (int64_t)h * dh;
+                        const float *kb = k + (int64_t)(h / G) * dh, *vb = v + (int64_t)(h / G) * dh;
+                        float mx = -INFINITY, sum = 0.0f;
+                        for (int i = 0; i < n; i++) {
+                            const float *kv = kb + keys[i] * nkv;
+                            float d = 0.0f;
+                            for (int c = 0; c < dh; c++) d += qv[c] * kv[c];
+                            w[i] = d * scale;
+                            mx = w[i] > mx ? w[i] : mx;
+                        }
+                        for (int i = 0; i < n; i++) sum += (w[i] = expf(w[i] - mx));
+                        float *o = out + t * nq + (int64_t)h * dh;
+                        for (int c = 0; c < dh; c++) o[c] = 0.0f;
+                        for (int i = 0; i < n; i++) {
+                            const float *vv = vb + keys[i] * nkv, wi = w[i] / sum;
+                            for (int c = 0; c < dh; c++) o[c] += wi * vv[c];
+                        }
+                    }
+                }
+            }
+        }
+        free(P), free(S), free(A), free(w), free(sel);
+    }
+    openblas_set_num_threads(blas_threads);
+}
