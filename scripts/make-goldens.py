@@ -11,7 +11,12 @@ transformers-4.x "legacy" config style), plus:
               reference is therefore the fp32 computation over the bf16/f16-rounded weights)
   case.json   description, features, versions, verification results
 
-Usage:  python3 scripts/make-goldens.py [--out tests/goldens] [--only CASE ...]
+Usage:  python3 scripts/make-goldens.py [--out tests/goldens] [--only CASE ...] [--oracle | --no-oracle]
+
+Oracle stage (default: after the build; --oracle: only this stage, on the existing folders): for the
+cases in ORACLE_CASES, oracle_k{K}_bsel{S}.npy = float32 [T, vocab] logits of one forward with the
+DESIGN.md oracle attention (per query for S = 1, block-shared otherwise) at every layer, plugged in via
+transformers.AttentionInterface.register("spindle_oracle", ...); recorded in case.json under "oracle".
 
 Every case is verified after any config rewrite: AutoModelForCausalLM.from_pretrained(folder,
 dtype=float32) must reproduce the saved logits to 1e-6. The script also checks the files on disk
@@ -526,7 +531,7 @@ def doc_rope(cfg, head_dim):
     return inv, attn
 
 
-def numpy_forward(folder, ids, window=None):
+def numpy_forward(folder, ids, window=None, oracle=None):
     with open(os.path.join(folder, "config.json")) as f:
         cfg = json.load(f)
     W = read_safetensors_raw(folder)
@@ -570,8 +575,17 @@ def numpy_forward(folder, ids, window=None):
         q, k = rope(q), rope(k)
         G = nh // nkv
         o = np.empty((T, nh, hd))
+        lmask = mask
+        if oracle is not None:   # oracle goldens: teacher P from this layer's q/k, then restricted softmax
+            P = np.zeros((T, T))
+            for hh in range(nh):
+                s = (q[:, hh] @ k[:, hh // G].T) * hd ** -0.5 + mask
+                s = np.exp(s - s.max(-1, keepdims=True))
+                P += s / s.sum(-1, keepdims=True)
+            P /= nh
+            lmask = np.where(_np_oracle_mask(P, *oracle), 0.0, -np.inf)
         for hh in range(nh):
-            s = (q[:, hh] @ k[:, hh // G].T) * hd ** -0.5 + mask
+            s = (q[:, hh] @ k[:, hh // G].T) * hd ** -0.5 + lmask
             s = np.exp(s - s.max(-1, keepdims=True))
             o[:, hh] = (s / s.sum(-1, keepdims=True)) @ v[:, hh // G]
         x = x + lin(o.reshape(T, nh * hd), p + "self_attn.o_proj")
@@ -585,11 +599,248 @@ def numpy_forward(folder, ids, window=None):
     return x @ lm.T
 
 
+# ----------------------------------------------------------------------------------------------
+# Oracle goldens (docs/goldens.md "Oracle goldens"; /work/shared/DESIGN.md "Oracle, per query" and
+# "Oracle, block-shared"). The oracle replaces the attention of EVERY layer of one forward pass (all
+# layers of these families are full attention), so layer l's teacher distribution P is computed from
+# layer l's inputs along the sparse trajectory. It is plugged into transformers through
+# AttentionInterface.register("spindle_oracle", oracle_attention) + attn_implementation="spindle_oracle":
+# the attention function receives q [B,Hq,T,d], k/v [B,Hkv,T,d] exactly as the layer's attention uses
+# them (after q/k norm and RoPE) and returns ([B,T,Hq,d], weights-or-None) like eager_attention_forward.
+# Inside: float64 (P, aggregation, top-k, restricted softmax, @v), output cast back to float32.
+# Top-k: torch.topk(values_f64, k+1, largest=True, sorted=True); the selection is its first k indices.
+# Every selection is asserted to be tie-free: (v_k - v_{k+1}) / v_k >= ORACLE_MIN_MARGIN for every
+# query / block of every layer, so any correct implementation selects the same sets.
+# ----------------------------------------------------------------------------------------------
+ORACLE_CASES = {
+    # case: [(k, bsel), ...]. Chosen for clean tie margins (a scan of k x bsel; e.g. llama_f32_default
+    # (8, 4) has margin 1.2e-5 and llama_yarn_long (64, 1) 3.0e-6, so they were replaced by (8, 8), (32, 1)).
+    "llama_f32_default": [(8, 1), (8, 8), (16, 16), (48, 1), (4, 5)],   # (48, 1): k >= T -> dense
+    "qwen3_qknorm": [(12, 1), (12, 8), (1, 6)],                        # (1, 6): empty-block fallback
+    "llama_yarn_long": [(32, 1), (64, 64)],
+}
+# pairs that must exercise the "S_B ∩ [0, t] empty -> attend to {t}" rule at least once
+ORACLE_EXPECT_FALLBACK = {("qwen3_qknorm", 1, 6)}
+ORACLE_MIN_MARGIN = 1e-5     # relative gap (v_k - v_{k+1}) / v_k, every selection (10x the 1e-6 brief:
+                             # room for an fp32 implementation along the sparse trajectory)
+ORACLE_DENSE_TOL = 1e-5      # k >= T: oracle logits == dense logits.npy within this
+ORACLE_MIN_EFFECT = 1e-2     # k < T: the oracle must move the logits by more than this vs dense
+ORACLE_IMPL = "spindle_oracle"
+_ORACLE = {}                 # parameters and statistics of the forward in progress (see oracle_logits)
+
+
+def oracle_teacher_P(q, k, scaling):
+    """P_t(j) = (1/Hq) sum_h softmax_{j<=t}(s q_{h,t}.k_{h/G,j}), float64 [T, T], exactly 0 for j > t."""
+    Hq, T, _ = q.shape
+    G = Hq // k.shape[0]
+    kk = k.repeat_interleave(G, dim=0)                    # head h -> kv head h // G (as repeat_kv)
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    sc = (q @ kk.transpose(1, 2)) * scaling
+    a = torch.softmax(sc.masked_fill(~causal, float("-inf")), dim=-1)
+    return a.sum(0) / Hq
+
+
+def _topk_margin(vals, k):
+    """Selection = first k of torch.topk(vals, k+1); returns (indices, relative margin, k-th value)."""
+    v, i = torch.topk(vals, k + 1, largest=True, sorted=True)
+    return i[:k], float((v[k - 1] - v[k]) / v[k - 1]), float(v[k - 1])
+
+
+def oracle_select_per_query(P, k, stats):
+    """Per-query oracle (b_sel = 1): S_t = top-k of P_t(j) over j <= t (all when t+1 <= k)."""
+    T = P.shape[0]
+    M = torch.zeros(T, T, dtype=torch.bool)
+    for t in range(T):
+        if t + 1 <= k:
+            M[t, :t + 1] = True
+            continue
+        idx, marg, kth = _topk_margin(P[t, :t + 1], k)
+        M[t, idx] = True
+        stats["margins"].append(marg)
+        stats["kth"].append(kth)
+    return M
+
+
+def oracle_select_block(P, k, bsel, stats):
+    """Block-shared oracle: A_B(j) = sum_{t in B, t >= j} P_t(j); S_B = top-k of A_B over j < end(B)
+    (all when end(B) <= k); query t attends to S_B ∩ [0, t], or to {t} alone when that is empty."""
+    T = P.shape[0]
+    M = torch.zeros(T, T, dtype=torch.bool)
+    for lo in range(0, T, bsel):
+        hi = min(lo + bsel, T)
+        A = P[lo:hi, :hi].sum(0)             # P_t(j) = 0 for j > t, so this is the sum over t >= j
+        S = torch.zeros(hi, dtype=torch.bool)
+        if hi <= k:
+            S[:] = True
+        else:
+            idx, marg, kth = _topk_margin(A, k)
+            S[idx] = True
+            stats["margins"].append(marg)
+            stats["kth"].append(kth)
+        for t in range(lo, hi):
+            row = S[:t + 1]
+            if row.any():
+                M[t, :t + 1] = row
+            else:
+                M[t, t] = True
+                stats["empty_fallbacks"] += 1
+    return M
+
+
+def oracle_attention(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
+    """transformers attention-function signature (see eager_attention_forward in modeling_llama.py)."""
+    st = _ORACLE
+    B, Hq, T, d = query.shape
+    assert B == 1 and key.shape[0] == 1 and value.shape[0] == 1
+    assert abs(scaling - d ** -0.5) < 1e-12, (scaling, d)
+    causal = torch.ones(T, T, dtype=torch.bool).tril()
+    if attention_mask is not None:           # eager-style additive mask: must be plain causal here
+        am = attention_mask[0, 0, :, -T:]
+        assert torch.equal(am == 0, causal), "unexpected attention mask"
+    q = query[0].to(torch.float64)
+    k = key[0].to(torch.float64)
+    v = value[0].to(torch.float64)
+    P = oracle_teacher_P(q, k, scaling)
+    if st["mode"] == "query":
+        M = oracle_select_per_query(P, st["k"], st)
+    else:
+        M = oracle_select_block(P, st["k"], st["bsel"], st)
+    assert not (M & ~causal).any()
+    st["selected"] += int(M.sum())
+    st["causal"] += int(causal.sum())
+    G = Hq // k.shape[0]
+    kk = k.repeat_interleave(G, dim=0)
+    vv = v.repeat_interleave(G, dim=0)
+    sc = (q @ kk.transpose(1, 2)) * scaling
+    a = torch.softmax(sc.masked_fill(~M, float("-inf")), dim=-1)
+    out = (a @ vv).to(query.dtype)           # [Hq, T, d]
+    st["calls"] += 1
+    return out.transpose(0, 1).unsqueeze(0).contiguous(), None
+
+
+def register_oracle():
+    from transformers import AttentionInterface
+    from transformers.masking_utils import ALL_MASK_ATTENTION_FUNCTIONS, eager_mask
+    AttentionInterface.register(ORACLE_IMPL, oracle_attention)
+    ALL_MASK_ATTENTION_FUNCTIONS.register(ORACLE_IMPL, eager_mask)   # additive causal mask, checked above
+
+
+def oracle_logits(model, ids, k, bsel, mode):
+    """One forward with the oracle at every layer; returns (logits f32 [T,V], stats)."""
+    _ORACLE.clear()
+    _ORACLE.update(k=k, bsel=bsel, mode=mode, calls=0, margins=[], kth=[], empty_fallbacks=0,
+                   selected=0, causal=0)
+    out = run_logits(model, ids)
+    st = dict(_ORACLE)
+    assert st["calls"] == model.config.num_hidden_layers, f"oracle hook ran {st['calls']} times"
+    return out, st
+
+
+def numpy_oracle_forward(folder, ids, k, bsel):
+    """Independent check: the fp64 numpy forward with the oracle, selection by np.argsort (stable)."""
+    return numpy_forward(folder, ids, oracle=(k, bsel))
+
+
+def _np_oracle_mask(P, k, bsel):
+    T = P.shape[0]
+    M = np.zeros((T, T), dtype=bool)
+    for lo in range(0, T, bsel):
+        hi = min(lo + bsel, T)
+        A = P[lo:hi, :hi].sum(0)
+        S = np.zeros(hi, dtype=bool)
+        S[np.argsort(-A, kind="stable")[:min(k, hi)]] = True
+        for t in range(lo, hi):
+            if S[:t + 1].any():
+                M[t, :t + 1] = S[:t + 1]
+            else:
+                M[t, t] = True
+    return M
+
+
+def build_oracle(case, outdir):
+    name, T = case["name"], case["T"]
+    pairs = ORACLE_CASES.get(name)
+    if not pairs:
+        return 0
+    folder = os.path.join(outdir, name)
+    for f in os.listdir(folder):
+        if f.startswith("oracle_") and f.endswith(".npy"):
+            os.remove(os.path.join(folder, f))
+    with open(os.path.join(folder, "ids.txt")) as f:
+        ids = [int(x) for x in f.read().split()]
+    assert len(ids) == T
+    dense = np.load(os.path.join(folder, "logits.npy"))
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation=ORACLE_IMPL)
+    model.eval()
+    assert model.config._attn_implementation == ORACLE_IMPL
+    entries, size = [], 0
+    for k, bsel in pairs:
+        out, st = oracle_logits(model, ids, k, bsel, "query" if bsel == 1 else "block")
+        assert out.shape == dense.shape and np.isfinite(out).all()
+        if bsel == 1:
+            # the block-shared code path with s = 1 must give the per-query oracle bit for bit
+            out_b, st_b = oracle_logits(model, ids, k, 1, "block")
+            assert np.array_equal(out, out_b), f"{name} k={k}: block(s=1) != per-query"
+            assert st_b["margins"] == st["margins"]
+        dd = float(np.abs(out - dense).max())
+        if k >= T:
+            assert dd < ORACLE_DENSE_TOL, f"{name} k={k} >= T: oracle differs from dense by {dd}"
+            assert not st["margins"]
+        else:
+            assert dd > ORACLE_MIN_EFFECT, f"{name} k={k} bsel={bsel}: oracle ~ dense ({dd})"
+        if (name, k, bsel) in ORACLE_EXPECT_FALLBACK:
+            assert st["empty_fallbacks"] > 0, f"{name} k={k} bsel={bsel}: no empty-block fallback"
+        mm = min(st["margins"]) if st["margins"] else None
+        assert mm is None or mm >= ORACLE_MIN_MARGIN, f"{name} k={k} bsel={bsel}: tie margin {mm}"
+        dn = float(np.abs(numpy_oracle_forward(folder, ids, k, bsel) - out).max())
+        assert dn <= TOL / 4, f"{name} k={k} bsel={bsel}: numpy fp64 oracle differs by {dn}"
+        fn = f"oracle_k{k}_bsel{bsel}.npy"
+        arr = np.ascontiguousarray(out.astype("<f4"))
+        np.save(os.path.join(folder, fn), arr)
+        size += os.path.getsize(os.path.join(folder, fn))
+        e = {"k": k, "bsel": bsel, "file": fn, "max_abs_vs_dense": dd,
+             "min_tie_margin_rel": mm,
+             "min_kth_value": min(st["kth"]) if st["kth"] else None,
+             "selections_checked": len(st["margins"]),
+             "empty_block_fallbacks": st["empty_fallbacks"],
+             "sparsity": 1.0 - st["selected"] / st["causal"],
+             "independent_numpy_fp64_max_abs_diff": dn,
+             "shape": list(arr.shape),
+             "sha256": hashlib.sha256(arr.tobytes()).hexdigest()}
+        if bsel == 1:
+            e["block_path_s1_identical"] = True
+        entries.append(e)
+        log(f"{name}: oracle k={k} bsel={bsel}: max|oracle-dense|={dd:.4g} min_margin={mm} "
+            f"sparsity={e['sparsity']:.3f} fallbacks={st['empty_fallbacks']} numpy_diff={dn:.3g}")
+    cj = os.path.join(folder, "case.json")
+    with open(cj) as f:
+        desc = json.load(f)
+    desc["oracle"] = entries
+    margins = [e["min_tie_margin_rel"] for e in entries if e["min_tie_margin_rel"] is not None]
+    desc["oracle_min_tie_margin_rel"] = min(margins) if margins else None
+    desc["oracle_reference"] = (
+        "oracle_k{K}_bsel{S}.npy: float32 little-endian C order [T, vocab], logits of ONE forward of "
+        "AutoModelForCausalLM.from_pretrained(folder, dtype=float32, attn_implementation='spindle_oracle') "
+        "with the oracle attention (DESIGN.md 'Oracle, per query' for bsel=1, 'Oracle, block-shared' "
+        "otherwise) at every layer, computed in float64 inside the attention function; top-k = first k of "
+        "torch.topk(float64, k+1); every selection has relative margin (v_k - v_{k+1})/v_k >= "
+        f"{ORACLE_MIN_MARGIN} (min_tie_margin_rel). See docs/goldens.md 'Oracle goldens'.")
+    with open(cj, "w") as f:
+        json.dump(desc, f, indent=2)
+        f.write("\n")
+    return size
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     here = os.path.dirname(os.path.abspath(__file__))
     ap.add_argument("--out", default=os.path.join(here, "..", "tests", "goldens"))
     ap.add_argument("--only", nargs="*", help="case names to (re)build")
+    st = ap.add_mutually_exclusive_group()
+    st.add_argument("--oracle", action="store_true",
+                    help="run only the oracle stage (oracle_k*_bsel*.npy + case.json 'oracle') on the "
+                         "existing case folders; by default every case is rebuilt and then the oracle stage runs")
+    st.add_argument("--no-oracle", action="store_true", help="skip the oracle stage")
     a = ap.parse_args()
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)
@@ -601,10 +852,15 @@ def main():
         if bad:
             ap.error(f"unknown case(s) {bad}; known: {names}")
     total = 0
+    if not a.no_oracle:
+        register_oracle()
     for c in CASES:
         if a.only and c["name"] not in a.only:
             continue
-        total += build_case(c, os.path.abspath(a.out))
+        if not a.oracle:
+            total += build_case(c, os.path.abspath(a.out))
+        if not a.no_oracle:
+            total += build_oracle(c, os.path.abspath(a.out))
     log(f"total {total/1024:.1f} KiB; transformers {transformers.__version__}, torch {torch.__version__}")
 
 
