@@ -7,7 +7,7 @@
 void args_usage(const char *cmd, const Flag *flags, int n_flags) {
     fprintf(stderr, "usage: spindle %s [flags]\n", cmd);
     for (int i = 0; i < n_flags; i++)
-        fprintf(stderr, "  %-14s %-6s %s\n", flags[i].name, flags[i].takes_value ? "VALUE" : "",
+        fprintf(stderr, "  %-14s %-6s %s\n", flags[i].name, flags[i].takes_value == 2 ? "V..." : flags[i].takes_value ? "VALUE" : "",
                 flags[i].help);
 }
 
@@ -29,11 +29,16 @@ int args_parse(int argc, char **argv, int first, Flag *flags, int n_flags, const
             f->value = "1";
             continue;
         }
-        if (i + 1 >= argc) {
+        if (i + 1 >= argc || (f->takes_value == 2 && !strncmp(argv[i + 1], "--", 2))) {
             fprintf(stderr, "spindle %s: %s needs a value\n", cmd, f->name);
             return -1;
         }
         f->value = argv[++i];
+        if (f->takes_value == 2) {
+            f->values = &argv[i];
+            f->n_values = 1;
+            while (i + 1 < argc && strncmp(argv[i + 1], "--", 2)) i++, f->n_values++;
+        }
     }
     return 0;
 }

@@ -3,9 +3,11 @@
 
 typedef struct {
     const char *name;   // "--model"
-    int takes_value;    // 0 for switches
+    int takes_value;    // 0 switch, 1 one value, 2 one or more values (up to the next --flag)
     const char *help;
     const char *value;  // filled by args_parse ("1" for a switch that is present)
+    char **values;      // takes_value 2: the values (pointers into argv)
+    int n_values;
 } Flag;
 
 // Fills flags[].value from argv[first..argc). Unknown flags, a missing value,

@@ -12,6 +12,7 @@
 #include "args.h"
 #include "fileio.h"
 #include "forward.h"
+#include "eval.h"
 #include "ids.h"
 #include "model.h"
 #include "npy.h"
@@ -229,6 +230,135 @@ done:
     if (rc) fail("logits", &st);
     free(hidden);
     free(logits);
+    free(ids);
+    model_free(&m);
+    return rc;
+}
+
+// Parses "32,64,128" into positive integers (at most 64). Returns -1 after a message.
+static int parse_list(const char *cmd, const char *flag, const char *value, int *out, int *n) {
+    *n = 0;
+    const char *p = value;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno || v < 1 || v > 1 << 30 || (*end && *end != ',') || *n == 64) {
+            fprintf(stderr, "spindle %s: %s must be a comma-separated list of positive integers (got \"%s\")\n",
+                    cmd, flag, value);
+            return -1;
+        }
+        out[(*n)++] = (int)v;
+        p = *end ? end + 1 : end;
+    }
+    if (*n == 0) {
+        fprintf(stderr, "spindle %s: %s is empty\n", cmd, flag);
+        return -1;
+    }
+    return 0;
+}
+
+// Tokenizes each text file with DIR/tokenizer.json and concatenates the ids.
+static int load_text_ids(const char *model_dir, char **files, int n_files, int32_t **ids, size_t *n, Status *st) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tokenizer.json", model_dir);
+    Tokenizer *tok;
+    if (tok_load(&tok, path, st)) return -1;
+    size_t cap = 0, len = 0;
+    int32_t *all = NULL;
+    int rc = 0;
+    for (int f = 0; f < n_files && !rc; f++) {
+        char *text;
+        size_t tl, nt;
+        int32_t *t;
+        if ((rc = file_read_all(files[f], &text, &tl, st))) break;
+        if (tok_encode(tok, text, tl, &t, &nt, st)) {
+            char msg[sizeof st->msg];
+            snprintf(msg, sizeof msg, "%s", st->msg);
+            rc = status_fail(st, "%s: %s", files[f], msg);
+        } else {
+            if (len + nt > cap) {
+                all = realloc(all, sizeof *all * (cap = (len + nt) * 2));
+                SPINDLE_CHECK(all);
+            }
+            memcpy(all + len, t, sizeof *t * nt);
+            len += nt;
+            free(t);
+        }
+        free(text);
+    }
+    tok_free(tok);
+    if (!rc && len == 0) rc = status_fail(st, "%s%s: no text to evaluate (empty corpus)", files[0], n_files > 1 ? " ..." : "");
+    if (rc) free(all), all = NULL, len = 0;
+    *ids = all;
+    *n = len;
+    return rc;
+}
+
+int cmd_eval(int argc, char **argv) {
+    Flag flags[] = {
+        {"--model", 1, "model folder", NULL},
+        {"--text", 2, "held-out text file(s), tokenized and concatenated", NULL},
+        {"--ids", 1, "token ids file instead of --text", NULL},
+        {"--ctx", 1, "context length of each evaluated sequence", NULL},
+        {"--k", 1, "oracle budgets, comma-separated (e.g. 32,64,128)", NULL},
+        {"--bsel", 1, "block sizes for shared selection, comma-separated (1 = per query)", NULL},
+        {"--json", 1, "results as JSON", NULL},
+        {"--csv", 1, "results as CSV (default: the --json path with .csv)", NULL},
+        {"--md", 1, "results as a Markdown table (default: the --json path with .md)", NULL},
+        {"--n-seq", 1, "evaluate at most this many sequences (default: all that fit)", NULL},
+        {"--threads", 1, "OpenMP threads (default: all cores)", NULL},
+    };
+    const int nf = N_FLAGS(flags);
+    int rc = parse(argc, argv, flags, nf, "eval", (const char *[]){"--model", "--ctx", "--k", "--bsel", "--json", NULL});
+    if (rc) return rc;
+    const Flag *text = &flags[1];
+    const char *ids_path = args_get(flags, nf, "--ids");
+    if (!text->value == !ids_path) {
+        fprintf(stderr, "spindle eval: give exactly one of --text or --ids\n");
+        return 2;
+    }
+    if ((rc = set_threads("eval", args_get(flags, nf, "--threads")))) return rc;
+    int ks[64], bsels[64], n_k, n_b, ctx, n_seq = 0;
+    if (parse_positive("eval", "--ctx", args_get(flags, nf, "--ctx"), &ctx) ||
+        parse_list("eval", "--k", args_get(flags, nf, "--k"), ks, &n_k) ||
+        parse_list("eval", "--bsel", args_get(flags, nf, "--bsel"), bsels, &n_b) ||
+        (args_get(flags, nf, "--n-seq") && parse_positive("eval", "--n-seq", args_get(flags, nf, "--n-seq"), &n_seq)))
+        return 1;
+    const char *json = args_get(flags, nf, "--json");
+    char csv[4096], md[4096];
+    const char *dot = strrchr(json, '.');
+    int stem = dot && !strchr(dot, '/') ? (int)(dot - json) : (int)strlen(json);
+    snprintf(csv, sizeof csv, "%s", args_get(flags, nf, "--csv") ? args_get(flags, nf, "--csv") : "");
+    snprintf(md, sizeof md, "%s", args_get(flags, nf, "--md") ? args_get(flags, nf, "--md") : "");
+    if (!csv[0]) snprintf(csv, sizeof csv, "%.*s.csv", stem, json);
+    if (!md[0]) snprintf(md, sizeof md, "%.*s.md", stem, json);
+
+    Status st;
+    Model m;
+    if (model_load(&m, flags[0].value, &st)) return fail("eval", &st);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    EvalResult *res = NULL;
+    int n_res = 0;
+    rc = 1;
+    if (ctx > m.cfg.max_pos) {
+        status_fail(&st, "--ctx %d is longer than the model supports (%s/config.json: max_position_embeddings %d)", ctx,
+                    flags[0].value, m.cfg.max_pos);
+        goto done;
+    }
+    if (ids_path ? ids_read(ids_path, m.cfg.vocab, &ids, &n, &st)
+                 : load_text_ids(flags[0].value, text->values, text->n_values, &ids, &n, &st))
+        goto done;
+    EvalOpts o = {ctx, ks, n_k, bsels, n_b, n_seq, isatty(2)};
+    if (eval_run(&m, ids, n, &o, &res, &n_res, &st)) goto done;
+    if (eval_write(res, n_res, json, csv, md, &st)) goto done;
+    fprintf(stderr, "spindle eval: %d configurations on %d sequence(s) of %d tokens -> %s, %s, %s\n", n_res,
+            res[0].n_seq, ctx, json, csv, md);
+    rc = 0;
+done:
+    if (rc) fail("eval", &st);
+    free(res);
     free(ids);
     model_free(&m);
     return rc;

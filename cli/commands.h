@@ -5,3 +5,4 @@
 int cmd_info(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
+int cmd_eval(int argc, char **argv);

@@ -79,6 +79,20 @@ expect 2 "unknown command \"frobnicate\"" "$bin" frobnicate
 expect 2 "--threads must be" "$bin" logits --model "$good" --ids "$good/ids.txt" --out "$work/out.npy" --threads 0
 expect 1 "$work/nope: no such model folder" "$bin" info --model "$work/nope"
 
+# eval: bad values are bad input (exit 1), with nothing written.
+ev() { "$bin" eval --model "$good" --json "$work/out.npy" "$@"; }
+expect 1 "--k must be a comma-separated list of positive integers \(got \"0,8\"\)" ev --ids "$good/ids.txt" --ctx 16 --k 0,8 --bsel 1
+expect 1 "--bsel must be a comma-separated list of positive integers \(got \"0\"\)" ev --ids "$good/ids.txt" --ctx 16 --k 8 --bsel 0
+expect 1 "--k must be .*\(got \"8,abc\"\)" ev --ids "$good/ids.txt" --ctx 16 --k 8,abc --bsel 1
+expect 1 "--ctx must be a positive integer \(got \"-5\"\)" ev --ids "$good/ids.txt" --ctx -5 --k 8 --bsel 1
+expect 1 "--ctx 100000 is longer than the model supports \(.*config.json: max_position_embeddings [0-9]+\)" ev --ids "$good/ids.txt" --ctx 100000 --k 8 --bsel 1
+expect 1 "the text has 48 tokens, fewer than --ctx 64" ev --ids "$good/ids.txt" --ctx 64 --k 8 --bsel 1
+: >"$work/empty_text.txt"
+d=$(mkcase withtok); cp "$(dirname "$0")/tokenizer/gpt2.json" "$d/tokenizer.json"
+expect 1 "$work/empty_text.txt: no text to evaluate \(empty corpus\)" "$bin" eval --model "$d" --text "$work/empty_text.txt" --ctx 16 --k 8 --bsel 1 --json "$work/out.npy"
+expect 2 "give exactly one of --text or --ids" ev --ctx 16 --k 8 --bsel 1
+expect 2 "--oracle-k must be a positive integer" "$bin" logits --model "$good" --ids "$good/ids.txt" --out "$work/out.npy" --oracle-k 0
+
 # And the good path writes the file (so the checks above can tell the difference).
 rm -f "$work/out.npy"
 if "$bin" logits --model "$good" --ids "$good/ids.txt" --out "$work/out.npy" 2>/dev/null && [ -s "$work/out.npy" ] && [ ! -e "$work/out.npy.tmp" ]; then

@@ -1,6 +1,8 @@
 // test_goldens: runs `spindle logits` on a golden case made by
 // scripts/make-goldens.py and compares with the HF transformers logits.
-//   test_goldens SPINDLE_BIN CASE_DIR OUT_DIR [TOL]
+//   test_goldens SPINDLE_BIN CASE_DIR OUT_DIR [TOL [K BSEL]]
+// With K and BSEL it runs the attention-mass oracle (--oracle-k K --bsel BSEL)
+// and compares with oracle_kK_bselBSEL.npy, else dense with logits.npy.
 // Fails on any |Δlogit| > TOL (default 2e-3) or on any top-1 disagreement.
 #include <math.h>
 #include <stdio.h>
@@ -17,10 +19,17 @@ int main(int argc, char **argv) {
     const char *bin = argv[1], *dir = argv[2], *outdir = argv[3];
     double tol = argc > 4 ? atof(argv[4]) : 2e-3;
     const char *name = strrchr(dir, '/') ? strrchr(dir, '/') + 1 : dir;
-    char out[4096], cmd[16384], ref_path[4096];
-    snprintf(out, sizeof out, "%s/golden_%s.npy", outdir, name);
+    char out[4096], cmd[16384], ref_path[4096], extra[128] = "", label[512];
+    snprintf(label, sizeof label, "%s", name);
     snprintf(ref_path, sizeof ref_path, "%s/logits.npy", dir);
-    snprintf(cmd, sizeof cmd, "'%s' logits --model '%s' --ids '%s/ids.txt' --out '%s'", bin, dir, dir, out);
+    if (argc > 6) {
+        snprintf(extra, sizeof extra, " --oracle-k %s --bsel %s", argv[5], argv[6]);
+        snprintf(ref_path, sizeof ref_path, "%s/oracle_k%s_bsel%s.npy", dir, argv[5], argv[6]);
+        snprintf(label, sizeof label, "%s oracle k=%s bsel=%s", name, argv[5], argv[6]);
+    }
+    snprintf(out, sizeof out, "%s/golden_%s%s%s.npy", outdir, name, argc > 6 ? "_oracle" : "", argc > 6 ? argv[5] : "");
+    snprintf(cmd, sizeof cmd, "'%s' logits --model '%s' --ids '%s/ids.txt' --out '%s'%s", bin, dir, dir, out, extra);
+    name = label;
     if (system(cmd) != 0) {
         fprintf(stderr, "FAIL %s: spindle logits failed: %s\n", name, cmd);
         return 1;

@@ -11,6 +11,14 @@ foreach(case_file ${golden_cases})
   get_filename_component(case ${case_file} DIRECTORY)
   add_test(NAME golden_${case} COMMAND test_goldens $<TARGET_FILE:spindle> ${GOLDENS}/${case} ${TEST_TMP})
 endforeach()
+# Oracle goldens: oracle_k{K}_bsel{S}.npy beside a case's logits.npy.
+file(GLOB oracle_files RELATIVE ${GOLDENS} ${GOLDENS}/*/oracle_k*_bsel*.npy)
+foreach(f ${oracle_files})
+  string(REGEX MATCH "^([^/]+)/oracle_k([0-9]+)_bsel([0-9]+)\\.npy$" _ ${f})
+  set(case ${CMAKE_MATCH_1})
+  add_test(NAME golden_${case}_oracle_k${CMAKE_MATCH_2}_bsel${CMAKE_MATCH_3}
+           COMMAND test_goldens $<TARGET_FILE:spindle> ${GOLDENS}/${case} ${TEST_TMP} 2e-3 ${CMAKE_MATCH_2} ${CMAKE_MATCH_3})
+endforeach()
 
 add_executable(test_units tests/test_units.c)
 target_link_libraries(test_units PRIVATE spindle_core)
@@ -28,3 +36,6 @@ target_link_libraries(test_smollm2 PRIVATE spindle_core)
 add_test(NAME smollm2_vs_transformers COMMAND test_smollm2 $<TARGET_FILE:spindle>
          ${CMAKE_SOURCE_DIR}/models/smollm2 ${GOLDENS}/smollm2 ${TEST_TMP})
 set_tests_properties(smollm2_vs_transformers PROPERTIES SKIP_RETURN_CODE 77)
+
+add_test(NAME oracle_cli COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_oracle_cli.sh
+         $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/oracle_cli)

@@ -1,0 +1,167 @@
+// eval.c: see eval.h. Per sequence: one dense forward, then one forward per
+// sparse configuration; logits are formed in row chunks for both (never a
+// [T, vocab] buffer per configuration) and compared position by position.
+#include "eval.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+// Per-position samples of one configuration's metrics, in order of position.
+enum { M_NLL, M_DNLL, M_KL, M_TOP1, M_RECALL, M_SPARSE, M_COUNT };
+typedef struct {
+    double *v[M_COUNT];
+    int64_t n[M_COUNT];
+} Samples;
+
+static Stat stat_of(const double *x, int64_t n) {
+    Stat s = {0, 0};
+    if (n == 0) return s;
+    double sum = 0;
+    for (int64_t i = 0; i < n; i++) sum += x[i];
+    s.mean = sum / n;
+    int64_t nb = n / EVAL_BATCH;
+    if (nb < 2) return s;  // too few batches for an interval
+    double m = 0, ss = 0;
+    for (int64_t b = 0; b < nb; b++) {
+        double bm = 0;
+        for (int i = 0; i < EVAL_BATCH; i++) bm += x[b * EVAL_BATCH + i];
+        bm /= EVAL_BATCH;
+        double d = bm - m;
+        m += d / (b + 1);
+        ss += d * (bm - m);
+    }
+    s.ci95 = 1.96 * sqrt(ss / (nb - 1) / nb);
+    return s;
+}
+
+// Next-token statistics of one logits row: log-sum-exp and argmax.
+static void row_stats(const float *row, int V, double *lse, int *argmax) {
+    int a = 0;
+    for (int j = 1; j < V; j++)
+        if (row[j] > row[a]) a = j;
+    double sum = 0;
+    for (int j = 0; j < V; j++) sum += exp((double)row[j] - row[a]);
+    *lse = row[a] + log(sum);
+    *argmax = a;
+}
+
+static void progress(int on, double t0, int seq, int n_seq, int cfg, int n_cfg, int64_t tokens) {
+    if (!on) return;
+    double el = omp_get_wtime() - t0, done = (double)(seq * n_cfg + cfg) / ((double)n_seq * n_cfg);
+    double left = done > 0 ? el / done - el : 0;
+    fprintf(stderr, "\reval: sequence %d/%d, configuration %d/%d, %.0f tokens/s, %.0f s left   ", seq + 1,
+            n_seq, cfg + 1, n_cfg, tokens / (el > 0 ? el : 1), left);
+}
+
+int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o, EvalResult **out,
+             int *n_out, Status *st) {
+    *out = NULL;
+    *n_out = 0;
+    const int T = o->ctx, H = m->cfg.hidden, V = m->cfg.vocab, L = m->cfg.n_layers;
+    int n_seq = (int)(n_ids / (size_t)T);
+    if (n_seq < 1)
+        return status_fail(st, "the text has %zu tokens, fewer than --ctx %d", n_ids, T);
+    if (o->max_seq > 0 && n_seq > o->max_seq) n_seq = o->max_seq;
+    const int n_cfg = 1 + o->n_k * o->n_bsel;
+    EvalResult *res = xcalloc((size_t)n_cfg, sizeof *res);
+    Samples *smp = xcalloc((size_t)n_cfg, sizeof *smp);
+    const int64_t cap = (int64_t)n_seq * T;
+    for (int c = 0; c < n_cfg; c++)
+        for (int k = 0; k < M_COUNT; k++) smp[c].v[k] = xmalloc(sizeof(double) * (size_t)cap);
+    for (int c = 0; c < n_cfg; c++) {
+        EvalResult *r = &res[c];
+        r->mode = c ? EVAL_ORACLE : EVAL_DENSE;
+        r->k = c ? o->ks[(c - 1) / o->n_bsel] : 0;
+        r->bsel = c ? o->bsels[(c - 1) % o->n_bsel] : 0;
+        r->ctx = T;
+        r->n_seq = n_seq;
+    }
+
+    const int chunk = 128;
+    float *hd = xmalloc(sizeof(float) * (size_t)T * H), *hs = xmalloc(sizeof(float) * (size_t)T * H);
+    float *ld = xmalloc(sizeof(float) * (size_t)chunk * V), *ls = xmalloc(sizeof(float) * (size_t)chunk * V);
+    float *recall = xmalloc(sizeof(float) * T), *support = xmalloc(sizeof(float) * T);
+    double *d_lse = xmalloc(sizeof(double) * T);
+    int *d_arg = xmalloc(sizeof(int) * T);
+    double t0 = omp_get_wtime();
+    int64_t tokens = 0;
+    for (int s = 0; s < n_seq; s++) {
+        const int32_t *x = ids + (size_t)s * T;
+        progress(o->progress, t0, s, n_seq, 0, n_cfg, tokens);
+        forward_hidden(m, x, T, NULL, hd, NULL, NULL);
+        tokens += T;
+        for (int c = 0; c < n_cfg; c++) {
+            Samples *sm = &smp[c];
+            if (c) {
+                progress(o->progress, t0, s, n_seq, c, n_cfg, tokens);
+                memset(recall, 0, sizeof(float) * T);
+                memset(support, 0, sizeof(float) * T);
+                Sparsity sp = {res[c].k, res[c].bsel};
+                SparseStats ss = {recall, support};
+                forward_hidden(m, x, T, &sp, hs, &ss, NULL);
+                tokens += T;
+                double kept = 0, causal = 0;
+                for (int t = 0; t < T; t++) {
+                    sm->v[M_RECALL][sm->n[M_RECALL]++] = recall[t] / L;
+                    kept += support[t] / L, causal += t + 1;
+                }
+                sm->v[M_SPARSE][sm->n[M_SPARSE]++] = 1.0 - kept / causal;
+            } else {
+                for (int t = 0; t < T; t++) sm->v[M_RECALL][sm->n[M_RECALL]++] = 1.0;
+                sm->v[M_SPARSE][sm->n[M_SPARSE]++] = 0.0;
+            }
+            for (int r0 = 0; r0 < T - 1; r0 += chunk) {
+                const int rows = T - 1 - r0 < chunk ? T - 1 - r0 : chunk;
+                forward_lm_head(m, hd + (size_t)r0 * H, rows, ld);
+                if (c) forward_lm_head(m, hs + (size_t)r0 * H, rows, ls);
+                for (int i = 0; i < rows; i++) {
+                    const int t = r0 + i, next = x[t + 1];
+                    const float *rd = ld + (size_t)i * V;
+                    if (!c) {
+                        row_stats(rd, V, &d_lse[t], &d_arg[t]);
+                        sm->v[M_NLL][sm->n[M_NLL]++] = d_lse[t] - rd[next];
+                        sm->v[M_DNLL][sm->n[M_DNLL]++] = 0;
+                        sm->v[M_KL][sm->n[M_KL]++] = 0;
+                        sm->v[M_TOP1][sm->n[M_TOP1]++] = 1;
+                        continue;
+                    }
+                    const float *rs = ls + (size_t)i * V;
+                    double lse;
+                    int arg;
+                    row_stats(rs, V, &lse, &arg);
+                    double kl = 0;
+                    for (int j = 0; j < V; j++) {
+                        const double lpd = rd[j] - d_lse[t], lps = rs[j] - lse;
+                        kl += exp(lpd) * (lpd - lps);
+                    }
+                    const double nll = lse - rs[next], nll_d = d_lse[t] - rd[next];
+                    sm->v[M_NLL][sm->n[M_NLL]++] = nll;
+                    sm->v[M_DNLL][sm->n[M_DNLL]++] = nll - nll_d;
+                    sm->v[M_KL][sm->n[M_KL]++] = kl > 0 ? kl : 0;  // rounding can dip below 0
+                    sm->v[M_TOP1][sm->n[M_TOP1]++] = arg == d_arg[t];
+                }
+            }
+        }
+    }
+    if (o->progress) fprintf(stderr, "\reval: %d sequences x %d configurations in %.1f s%30s\n", n_seq, n_cfg,
+                             omp_get_wtime() - t0, "");
+    for (int c = 0; c < n_cfg; c++) {
+        EvalResult *r = &res[c];
+        Samples *sm = &smp[c];
+        r->n_scored = sm->n[M_NLL];
+        r->nll = stat_of(sm->v[M_NLL], sm->n[M_NLL]);
+        r->dnll = stat_of(sm->v[M_DNLL], sm->n[M_DNLL]);
+        r->logit_kl = stat_of(sm->v[M_KL], sm->n[M_KL]);
+        r->top1_agree = stat_of(sm->v[M_TOP1], sm->n[M_TOP1]);
+        r->mass_recall = stat_of(sm->v[M_RECALL], sm->n[M_RECALL]);
+        r->sparsity = stat_of(sm->v[M_SPARSE], sm->n[M_SPARSE]);
+        for (int k = 0; k < M_COUNT; k++) free(sm->v[k]);
+    }
+    free(smp), free(hd), free(hs), free(ld), free(ls), free(recall), free(support), free(d_lse), free(d_arg);
+    *out = res;
+    *n_out = n_cfg;
+    return 0;
+}

@@ -1,0 +1,50 @@
+// eval.h: quality of sparse attention against dense, on the same sequences.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include "forward.h"
+#include "model.h"
+
+typedef enum { EVAL_DENSE, EVAL_ORACLE } EvalMode;
+
+// A metric's mean over scored positions and the half-width of its 95%
+// interval (batch means: positions are grouped into runs of EVAL_BATCH
+// consecutive positions, whose means are treated as independent samples).
+typedef struct {
+    double mean, ci95;
+} Stat;
+
+enum { EVAL_BATCH = 64 };
+
+typedef struct {
+    EvalMode mode;
+    int k, bsel;  // 0, 0 for dense
+    int ctx, n_seq;
+    int64_t n_scored;   // next-token positions scored (ctx − 1 per sequence)
+    Stat nll;           // nats/token
+    Stat dnll;          // nll − dense nll, paired per position
+    Stat logit_kl;      // KL(dense ‖ sparse) of the next-token distributions
+    Stat top1_agree;    // argmax equal to dense's
+    Stat mass_recall;   // Σ_{j∈S_t} P_t(j), averaged over layers and positions
+    Stat sparsity;      // 1 − Σ|S_t| / Σ(t+1), over layers and positions (per sequence)
+} EvalResult;
+
+typedef struct {
+    int ctx;
+    const int *ks;
+    int n_k;
+    const int *bsels;
+    int n_bsel;
+    int max_seq;   // sequences taken from the token stream (non-overlapping windows)
+    int progress;  // print progress to stderr
+} EvalOpts;
+
+// Evaluates dense and the oracle at every (k, bsel) on windows of ids. Results
+// (1 + n_k·n_bsel entries, dense first) go to *out (caller frees).
+int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o, EvalResult **out,
+             int *n_out, Status *st);
+
+// Writes results as JSON (DESIGN.md "Eval results"), CSV and a Markdown table;
+// each path may be NULL. Files are written atomically.
+int eval_write(const EvalResult *r, int n, const char *json, const char *csv, const char *md, Status *st);

@@ -1,0 +1,101 @@
+// report.c: eval results as JSON (DESIGN.md "Eval results"), CSV and Markdown.
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "eval.h"
+#include "fileio.h"
+
+static const char *mode_name(EvalMode m) { return m == EVAL_DENSE ? "dense" : "oracle"; }
+
+// The metrics in output order, with their JSON names.
+#define METRICS(X)                  \
+    X(nll, "nll")                   \
+    X(dnll, "dnll")                 \
+    X(logit_kl, "logit_kl")         \
+    X(top1_agree, "top1_agree")     \
+    X(mass_recall, "mass_recall")   \
+    X(sparsity, "sparsity")
+
+static int write_text(const char *path, const char *text, Status *st) {
+    AtomicFile af;
+    if (atomic_open(&af, path, st)) return -1;
+    if (atomic_write(&af, text, strlen(text), st)) {
+        atomic_abort(&af);
+        return -1;
+    }
+    return atomic_commit(&af, st);
+}
+
+static char *to_json(const EvalResult *r, int n) {
+    cJSON *arr = cJSON_CreateArray();
+    for (int i = 0; i < n; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "mode", mode_name(r[i].mode));
+        cJSON_AddNumberToObject(o, "k", r[i].k);
+        cJSON_AddNumberToObject(o, "bsel", r[i].bsel);
+        cJSON_AddNumberToObject(o, "ctx", r[i].ctx);
+        cJSON_AddNumberToObject(o, "n_seq", r[i].n_seq);
+        cJSON_AddNumberToObject(o, "n_scored", (double)r[i].n_scored);
+#define ADD(field, name)                                              \
+        cJSON_AddNumberToObject(o, name, r[i].field.mean);            \
+        cJSON_AddNumberToObject(o, name "_ci95", r[i].field.ci95);
+        METRICS(ADD)
+#undef ADD
+        cJSON_AddItemToArray(arr, o);
+    }
+    char *s = cJSON_Print(arr);
+    cJSON_Delete(arr);
+    return s;
+}
+
+int eval_write(const EvalResult *r, int n, const char *json, const char *csv, const char *md, Status *st) {
+    if (json) {
+        char *s = to_json(r, n);
+        int rc = write_text(json, s, st);
+        free(s);
+        if (rc) return -1;
+    }
+    size_t cap = 4096 + (size_t)n * 512, len = 0;
+    char *buf = xmalloc(cap);
+    if (csv) {
+        len = (size_t)snprintf(buf, cap, "mode,k,bsel,ctx,n_seq,n_scored");
+#define HEAD(field, name) len += (size_t)snprintf(buf + len, cap - len, "," name "," name "_ci95");
+        METRICS(HEAD)
+#undef HEAD
+        len += (size_t)snprintf(buf + len, cap - len, "\n");
+        for (int i = 0; i < n; i++) {
+            len += (size_t)snprintf(buf + len, cap - len, "%s,%d,%d,%d,%d,%lld", mode_name(r[i].mode), r[i].k,
+                                    r[i].bsel, r[i].ctx, r[i].n_seq, (long long)r[i].n_scored);
+#define ROW(field, name) \
+            len += (size_t)snprintf(buf + len, cap - len, ",%.6g,%.3g", r[i].field.mean, r[i].field.ci95);
+            METRICS(ROW)
+#undef ROW
+            len += (size_t)snprintf(buf + len, cap - len, "\n");
+        }
+        if (write_text(csv, buf, st)) goto fail;
+    }
+    if (md) {
+        len = (size_t)snprintf(buf, cap,
+                               "| mode | k | b_sel | ctx | seqs | scored | NLL | ΔNLL | logit KL | top-1 agree | mass recall | sparsity |\n"
+                               "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+        for (int i = 0; i < n; i++) {
+            const EvalResult *e = &r[i];
+            char kb[16] = "-", bb[16] = "-";
+            if (e->mode != EVAL_DENSE) snprintf(kb, sizeof kb, "%d", e->k), snprintf(bb, sizeof bb, "%d", e->bsel);
+            len += (size_t)snprintf(buf + len, cap - len,
+                                    "| %s | %s | %s | %d | %d | %lld | %.4f ± %.4f | %+.4f ± %.4f | %.4f ± %.4f | "
+                                    "%.4f ± %.4f | %.4f ± %.4f | %.4f |\n",
+                                    mode_name(e->mode), kb, bb,
+                                    e->ctx, e->n_seq, (long long)e->n_scored, e->nll.mean, e->nll.ci95, e->dnll.mean,
+                                    e->dnll.ci95, e->logit_kl.mean, e->logit_kl.ci95, e->top1_agree.mean,
+                                    e->top1_agree.ci95, e->mass_recall.mean, e->mass_recall.ci95, e->sparsity.mean);
+        }
+        if (write_text(md, buf, st)) goto fail;
+    }
+    free(buf);
+    return 0;
+fail:
+    free(buf);
+    return -1;
+}

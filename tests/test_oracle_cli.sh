@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# test_oracle_cli.sh SPINDLE GOLDENS WORK: the oracle's exactness promises and
+# spindle eval's output, through the CLI.
+#  - k >= T reproduces dense logits byte for byte, per query and block-shared;
+#  - eval writes JSON/CSV/Markdown whose dense row is zero-gap, whose k >= T
+#    rows equal dense exactly, and whose k < T rows show a real gap.
+set -u
+bin=$1 goldens=$2 work=$3
+rm -rf "$work" && mkdir -p "$work"
+case=$goldens/llama_f32_default   # T = 48
+fails=0
+check() { if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fails=$((fails + 1)); fi; }
+
+"$bin" logits --model "$case" --ids "$case/ids.txt" --out "$work/dense.npy" 2>/dev/null
+for args in "48 1" "48 5" "1000 16" "1000 1"; do
+  set -- $args
+  "$bin" logits --model "$case" --ids "$case/ids.txt" --out "$work/o.npy" --oracle-k "$1" --bsel "$2" 2>/dev/null
+  check "oracle k=$1 bsel=$2 (k >= T) is byte-identical to dense" "cmp -s '$work/dense.npy' '$work/o.npy'"
+done
+"$bin" logits --model "$case" --ids "$case/ids.txt" --out "$work/o.npy" --oracle-k 8 --bsel 1 2>/dev/null
+check "oracle k=8 differs from dense" "! cmp -s '$work/dense.npy' '$work/o.npy'"
+
+# eval on the 3 x 48 = 144-token stream: 3 sequences of 48.
+cat "$case/ids.txt" "$case/ids.txt" "$case/ids.txt" >"$work/ids3.txt"
+"$bin" eval --model "$case" --ids "$work/ids3.txt" --ctx 48 --k 8,48 --bsel 1,16 --json "$work/ev.json" 2>"$work/err"
+check "eval exits 0" "[ $? = 0 ]"
+check "eval wrote CSV and Markdown beside the JSON" "[ -s '$work/ev.csv' ] && [ -s '$work/ev.md' ]"
+python3 - "$work/ev.json" <<'PY' || fails=$((fails + 1))
+import json, sys
+rows = json.load(open(sys.argv[1]))
+assert len(rows) == 5, rows
+keys = {"mode", "k", "bsel", "ctx", "n_seq", "n_scored"} | {m + s for m in
+        ("nll", "dnll", "logit_kl", "top1_agree", "mass_recall", "sparsity") for s in ("", "_ci95")}
+assert all(keys <= set(r) for r in rows), "missing keys"
+d = rows[0]
+assert d["mode"] == "dense" and d["n_seq"] == 3 and d["n_scored"] == 3 * 47, d
+assert d["dnll"] == 0 and d["logit_kl"] == 0 and d["top1_agree"] == 1 and d["mass_recall"] == 1, d
+for r in rows[1:]:
+    assert r["mode"] == "oracle"
+    if r["k"] >= 48:   # full support: dense exactly
+        assert r["nll"] == d["nll"] and r["logit_kl"] == 0 and r["top1_agree"] == 1, r
+        assert abs(r["mass_recall"] - 1) < 1e-6 and r["sparsity"] == 0, r
+    else:              # a real gap, and a consistent one
+        assert r["logit_kl"] > 1e-3 and r["mass_recall"] < 0.999 and r["sparsity"] > 0.5, r
+        assert abs(r["dnll"] - (r["nll"] - d["nll"])) < 1e-9, r
+print("ok: eval JSON rows check out (dense zero-gap, k >= T exact, k < T real gap)")
+PY
+[ "$fails" = 0 ] && echo "all oracle CLI checks passed"
+[ "$fails" = 0 ]
