@@ -20,8 +20,9 @@
 // Pieces (preamble, needles, question, answer) are tokenized SEPARATELY with the model's
 // tokenizer and the token arrays are spliced; the result can differ from tokenizing the
 // joined text at the seams. Needles go in at a haystack token boundary: the nearest sentence
-// boundary to the requested depth within a radius of max(4, H/100) tokens (H = haystack
-// tokens), else the nearest whitespace boundary in that radius, else exactly at the depth.
+// boundary (after ". ", "! ", "? " or a line end, before whitespace) to the requested depth
+// within a radius of max(4, H/100) tokens (H = haystack tokens), else the nearest boundary
+// before whitespace in that radius, else exactly at the depth (round(depth * H)).
 //
 // Everything random comes from the task's own PRNG (splitmix64) seeded by seed and kind, so a
 // (haystack, kind, T, depth, seed) gives identical tasks on every machine. The draws do not
