@@ -8,6 +8,7 @@
 #include <math.h>
 #include <omp.h>
 
+#include "fastexp.h"
 #include "ops.h"
 #include "status.h"
 
@@ -46,10 +47,12 @@ void attention_forward_cpu(float *out, float *lse, const float *q, const float *
                         continue;
                     }
                     float mx = m[i];
+#pragma omp simd reduction(max : mx)
                     for (int j = 0; j < nv; j++) mx = s[j] > mx ? s[j] : mx;
                     const float corr = expf(m[i] - mx);
                     float sum = 0.0f;
-                    for (int j = 0; j < nv; j++) sum += (s[j] = expf(s[j] - mx));
+#pragma omp simd reduction(+ : sum)
+                    for (int j = 0; j < nv; j++) sum += (s[j] = fast_expf(s[j] - mx));
                     for (int j = nv; j < nk; j++) s[j] = 0.0f;
                     l[i] = l[i] * corr + sum;
                     m[i] = mx;

@@ -15,6 +15,7 @@
 #include <omp.h>
 #include <string.h>
 
+#include "fastexp.h"
 #include "ops.h"
 #include "status.h"
 
@@ -95,9 +96,12 @@ void oracle_attention_cpu(float *out, float *recall, float *support, const float
                     const int t = q0 + i;
                     float *s = S + (int64_t)i * q1, *p = P + (int64_t)i * q1;
                     float mx = -INFINITY, sum = 0.0f;
+#pragma omp simd reduction(max : mx)
                     for (int j = 0; j <= t; j++) mx = s[j] > mx ? s[j] : mx;
-                    for (int j = 0; j <= t; j++) sum += (s[j] = expf(s[j] - mx));
+#pragma omp simd reduction(+ : sum)
+                    for (int j = 0; j <= t; j++) sum += (s[j] = fast_expf(s[j] - mx));
                     const float inv = 1.0f / (sum * Hq);
+#pragma omp simd
                     for (int j = 0; j <= t; j++) p[j] += s[j] * inv;
                 }
             }
@@ -134,15 +138,18 @@ void oracle_attention_cpu(float *out, float *recall, float *support, const float
                         for (int i = 0; i < n; i++) {
                             const float *kv = kb + keys[i] * nkv;
                             float d = 0.0f;
+#pragma omp simd reduction(+ : d)
                             for (int c = 0; c < dh; c++) d += qv[c] * kv[c];
                             w[i] = d * scale;
                             mx = w[i] > mx ? w[i] : mx;
                         }
-                        for (int i = 0; i < n; i++) sum += (w[i] = expf(w[i] - mx));
+#pragma omp simd reduction(+ : sum)
+                        for (int i = 0; i < n; i++) sum += (w[i] = fast_expf(w[i] - mx));
                         float *o = out + t * nq + (int64_t)h * dh;
                         for (int c = 0; c < dh; c++) o[c] = 0.0f;
                         for (int i = 0; i < n; i++) {
                             const float *vv = vb + keys[i] * nkv, wi = w[i] / sum;
+#pragma omp simd
                             for (int c = 0; c < dh; c++) o[c] += wi * vv[c];
                         }
                     }
