@@ -39,3 +39,9 @@ set_tests_properties(smollm2_vs_transformers PROPERTIES SKIP_RETURN_CODE 77)
 
 add_test(NAME oracle_cli COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_oracle_cli.sh
          $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/oracle_cli)
+
+add_executable(test_retrieval tests/test_retrieval.c)
+target_link_libraries(test_retrieval PRIVATE spindle_core)
+add_test(NAME retrieval COMMAND test_retrieval ${CMAKE_SOURCE_DIR}/tests/tokenizer
+         ${CMAKE_SOURCE_DIR}/models/smollm2 ${TEST_TMP}/retrieval ${CMAKE_SOURCE_DIR}/corpus/heldout)
+set_tests_properties(retrieval PROPERTIES SKIP_RETURN_CODE 77)
