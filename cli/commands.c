@@ -12,6 +12,7 @@
 #include "args.h"
 #include "fileio.h"
 #include "forward.h"
+#include "corpus.h"
 #include "eval.h"
 #include "ids.h"
 #include "model.h"
@@ -258,41 +259,36 @@ static int parse_list(const char *cmd, const char *flag, const char *value, int 
     return 0;
 }
 
-// Tokenizes each text file with DIR/tokenizer.json and concatenates the ids.
-static int load_text_ids(const char *model_dir, char **files, int n_files, int32_t **ids, size_t *n, Status *st) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/tokenizer.json", model_dir);
-    Tokenizer *tok;
-    if (tok_load(&tok, path, st)) return -1;
-    size_t cap = 0, len = 0;
-    int32_t *all = NULL;
-    int rc = 0;
-    for (int f = 0; f < n_files && !rc; f++) {
-        char *text;
-        size_t tl, nt;
-        int32_t *t;
-        if ((rc = file_read_all(files[f], &text, &tl, st))) break;
-        if (tok_encode(tok, text, tl, &t, &nt, st)) {
-            char msg[sizeof st->msg];
-            snprintf(msg, sizeof msg, "%s", st->msg);
-            rc = status_fail(st, "%s: %s", files[f], msg);
-        } else {
-            if (len + nt > cap) {
-                all = realloc(all, sizeof *all * (cap = (len + nt) * 2));
-                SPINDLE_CHECK(all);
-            }
-            memcpy(all + len, t, sizeof *t * nt);
-            len += nt;
-            free(t);
+// Parses "0,0.5,1" into depths in [0, 1] (at most 64). Returns -1 after a message.
+static int parse_depths(const char *value, double *out, int *n) {
+    *n = 0;
+    const char *p = value;
+    while (*p) {
+        char *end;
+        double v = strtod(p, &end);
+        if (end == p || !(v >= 0 && v <= 1) || (*end && *end != ',') || *n == 64) {
+            fprintf(stderr, "spindle eval: --depths must be comma-separated numbers in [0, 1] (got \"%s\")\n", value);
+            return -1;
         }
-        free(text);
+        out[(*n)++] = v;
+        p = *end ? end + 1 : end;
     }
-    tok_free(tok);
-    if (!rc && len == 0) rc = status_fail(st, "%s%s: no text to evaluate (empty corpus)", files[0], n_files > 1 ? " ..." : "");
-    if (rc) free(all), all = NULL, len = 0;
-    *ids = all;
-    *n = len;
-    return rc;
+    return *n ? 0 : -1;
+}
+
+// Parses "passkey,multikey". Returns -1 after a message.
+static int parse_tasks(const char *value, RetrievalKind *out, int *n) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", value);
+    *n = 0;
+    for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+        if (*n == 8 || retrieval_kind_parse(tok, &out[*n]) != 0) {
+            fprintf(stderr, "spindle eval: --tasks must list passkey and/or multikey (got \"%s\")\n", value);
+            return -1;
+        }
+        (*n)++;
+    }
+    return *n ? 0 : -1;
 }
 
 int cmd_eval(int argc, char **argv) {
@@ -308,6 +304,10 @@ int cmd_eval(int argc, char **argv) {
         {"--md", 1, "results as a Markdown table (default: the --json path with .md)", NULL},
         {"--n-seq", 1, "evaluate at most this many sequences (default: all that fit)", NULL},
         {"--threads", 1, "OpenMP threads (default: all cores)", NULL},
+        {"--tasks", 1, "retrieval tasks too: passkey and/or multikey (haystacks from the same text)", NULL},
+        {"--depths", 1, "needle depths in [0, 1], comma-separated (default 0,0.5,1)", NULL},
+        {"--task-n", 1, "seeded instances per task and depth (default 4)", NULL},
+        {"--seed", 1, "seed of the retrieval instances (default 1)", NULL},
     };
     const int nf = N_FLAGS(flags);
     int rc = parse(argc, argv, flags, nf, "eval", (const char *[]){"--model", "--ctx", "--k", "--bsel", "--json", NULL});
@@ -325,6 +325,15 @@ int cmd_eval(int argc, char **argv) {
         parse_list("eval", "--bsel", args_get(flags, nf, "--bsel"), bsels, &n_b) ||
         (args_get(flags, nf, "--n-seq") && parse_positive("eval", "--n-seq", args_get(flags, nf, "--n-seq"), &n_seq)))
         return 1;
+    RetrievalKind tasks[8];
+    double depths[64] = {0, 0.5, 1};
+    int n_tasks = 0, n_depths = 3, task_n = 4, seed = 1;
+    const char *v;
+    if (((v = args_get(flags, nf, "--tasks")) && parse_tasks(v, tasks, &n_tasks)) ||
+        ((v = args_get(flags, nf, "--depths")) && parse_depths(v, depths, &n_depths)) ||
+        ((v = args_get(flags, nf, "--task-n")) && parse_positive("eval", "--task-n", v, &task_n)) ||
+        ((v = args_get(flags, nf, "--seed")) && parse_positive("eval", "--seed", v, &seed)))
+        return 1;
     const char *json = args_get(flags, nf, "--json");
     char csv[4096], md[4096];
     const char *dot = strrchr(json, '.');
@@ -340,6 +349,7 @@ int cmd_eval(int argc, char **argv) {
     int32_t *ids = NULL;
     size_t n = 0;
     EvalResult *res = NULL;
+    Tokenizer *tok = NULL;
     int n_res = 0;
     rc = 1;
     if (ctx > m.cfg.max_pos) {
@@ -347,17 +357,22 @@ int cmd_eval(int argc, char **argv) {
                     flags[0].value, m.cfg.max_pos);
         goto done;
     }
+    char tok_path[4096];
+    snprintf(tok_path, sizeof tok_path, "%s/tokenizer.json", flags[0].value);
+    if ((text->value || n_tasks) && tok_load(&tok, tok_path, &st)) goto done;
     if (ids_path ? ids_read(ids_path, m.cfg.vocab, &ids, &n, &st)
-                 : load_text_ids(flags[0].value, text->values, text->n_values, &ids, &n, &st))
+                 : corpus_load_tokens(tok, (const char *const *)text->values, text->n_values, &ids, &n, &st))
         goto done;
-    EvalOpts o = {ctx, ks, n_k, bsels, n_b, n_seq, isatty(2)};
+    EvalOpts o = {ctx, ks, n_k, bsels, n_b, n_seq, isatty(2), tok, tasks, n_tasks, depths, n_depths, task_n,
+                  (uint64_t)seed};
     if (eval_run(&m, ids, n, &o, &res, &n_res, &st)) goto done;
     if (eval_write(res, n_res, json, csv, md, &st)) goto done;
-    fprintf(stderr, "spindle eval: %d configurations on %d sequence(s) of %d tokens -> %s, %s, %s\n", n_res,
-            res[0].n_seq, ctx, json, csv, md);
+    fprintf(stderr, "spindle eval: %d configurations on %d sequence(s) of %d tokens, %d retrieval rows -> %s, %s, %s\n",
+            1 + n_k * n_b, res[0].n_seq, ctx, n_res - (1 + n_k * n_b), json, csv, md);
     rc = 0;
 done:
     if (rc) fail("eval", &st);
+    tok_free(tok);
     free(res);
     free(ids);
     model_free(&m);

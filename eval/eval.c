@@ -56,6 +56,79 @@ static void progress(int on, double t0, int seq, int n_seq, int cfg, int n_cfg, 
             n_seq, cfg + 1, n_cfg, tokens / (el > 0 ? el : 1), left);
 }
 
+// Configuration c of the grid: 0 is dense, then (k, bsel) with bsel varying fastest.
+static Sparsity config_of(const EvalOpts *o, int c) {
+    Sparsity sp = {0, 0};
+    if (c > 0) sp.topk = o->ks[(c - 1) / o->n_bsel], sp.bsel = o->bsels[(c - 1) % o->n_bsel];
+    return sp;
+}
+
+// Wilson score interval for k successes in n trials (95%).
+static void wilson(int k, int n, double *lo, double *hi) {
+    const double z = 1.96, p = (double)k / n, d = 1 + z * z / n;
+    const double c = (p + z * z / (2.0 * n)) / d, h = z * sqrt(p * (1 - p) / n + z * z / (4.0 * n * n)) / d;
+    *lo = c - h > 0 ? c - h : 0;
+    *hi = c + h < 1 ? c + h : 1;
+}
+
+// Retrieval rows: for each task kind and depth, task_n seeded instances, each
+// run dense and at every configuration of the LM rows (res[0..n_cfg)), scored
+// by teacher-forced exact match on the answer tokens. Appends to *res.
+static int eval_retrieval(const Model *m, const int32_t *hay, size_t n_hay, const EvalOpts *o,
+                          EvalResult **res, int *n_res, Status *st) {
+    const int T = o->ctx, H = m->cfg.hidden, V = m->cfg.vocab, n_cfg = 1 + o->n_k * o->n_bsel;
+    const int n_rows = o->n_tasks * o->n_depths * n_cfg, base = *n_res;
+    EvalResult *r = realloc(*res, sizeof *r * (size_t)(base + n_rows));
+    SPINDLE_CHECK(r);
+    *res = r;
+    float *hidden = xmalloc(sizeof(float) * (size_t)T * H);
+    float *logits = NULL;
+    int *hits = xcalloc((size_t)n_rows, sizeof *hits);
+    double t0 = omp_get_wtime();
+    int done = 0, total = o->n_tasks * o->n_depths * o->task_n;
+    for (int ti = 0; ti < o->n_tasks; ti++)
+        for (int di = 0; di < o->n_depths; di++)
+            for (int i = 0; i < o->task_n; i++, done++) {
+                RetrievalTask task;
+                if (retrieval_make(o->tok, hay, n_hay, o->tasks[ti], T, o->depths[di], o->seed + (uint64_t)i, &task, st)) {
+                    free(hidden), free(logits), free(hits);
+                    return -1;
+                }
+                logits = realloc(logits, sizeof(float) * (size_t)task.ans_len * V);
+                SPINDLE_CHECK(logits);
+                for (int c = 0; c < n_cfg; c++) {
+                    if (o->progress)
+                        fprintf(stderr, "\reval: retrieval %s depth %.2f, instance %d/%d, configuration %d/%d (%d/%d done, %.0f s)   ",
+                                retrieval_kind_name(o->tasks[ti]), o->depths[di], i + 1, o->task_n, c + 1, n_cfg,
+                                done, total, omp_get_wtime() - t0);
+                    Sparsity sp = config_of(o, c);
+                    forward_hidden(m, task.ids, T, c ? &sp : NULL, hidden, NULL, NULL);
+                    const int first = task.ans_start - 1;
+                    forward_lm_head(m, hidden + (size_t)first * H, task.ans_len, logits);
+                    hits[(ti * o->n_depths + di) * n_cfg + c] += retrieval_exact_match(&task, logits, first, V);
+                }
+                retrieval_free(&task);
+            }
+    if (o->progress) fprintf(stderr, "\n");
+    for (int ti = 0; ti < o->n_tasks; ti++)
+        for (int di = 0; di < o->n_depths; di++)
+            for (int c = 0; c < n_cfg; c++) {
+                const int row = (ti * o->n_depths + di) * n_cfg + c;
+                EvalResult *e = &r[base + row];
+                memset(e, 0, sizeof *e);
+                const Sparsity sp = config_of(o, c);
+                e->mode = c ? EVAL_ORACLE : EVAL_DENSE, e->k = sp.topk, e->bsel = sp.bsel, e->ctx = T;
+                e->n_seq = o->task_n;
+                e->task = (int)o->tasks[ti];
+                e->depth = o->depths[di];
+                e->accuracy = (double)hits[row] / o->task_n;
+                wilson(hits[row], o->task_n, &e->acc_lo, &e->acc_hi);
+            }
+    *n_res = base + n_rows;
+    free(hidden), free(logits), free(hits);
+    return 0;
+}
+
 int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o, EvalResult **out,
              int *n_out, Status *st) {
     *out = NULL;
@@ -73,11 +146,13 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
         for (int k = 0; k < M_COUNT; k++) smp[c].v[k] = xmalloc(sizeof(double) * (size_t)cap);
     for (int c = 0; c < n_cfg; c++) {
         EvalResult *r = &res[c];
+        const Sparsity sp = config_of(o, c);
         r->mode = c ? EVAL_ORACLE : EVAL_DENSE;
-        r->k = c ? o->ks[(c - 1) / o->n_bsel] : 0;
-        r->bsel = c ? o->bsels[(c - 1) % o->n_bsel] : 0;
+        r->k = sp.topk;
+        r->bsel = sp.bsel;
         r->ctx = T;
         r->n_seq = n_seq;
+        r->task = -1;
     }
 
     const int chunk = 128;
@@ -99,7 +174,7 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
                 progress(o->progress, t0, s, n_seq, c, n_cfg, tokens);
                 memset(recall, 0, sizeof(float) * T);
                 memset(support, 0, sizeof(float) * T);
-                Sparsity sp = {res[c].k, res[c].bsel};
+                Sparsity sp = config_of(o, c);
                 SparseStats ss = {recall, support};
                 forward_hidden(m, x, T, &sp, hs, &ss, NULL);
                 tokens += T;
@@ -161,7 +236,12 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
         for (int k = 0; k < M_COUNT; k++) free(sm->v[k]);
     }
     free(smp), free(hd), free(hs), free(ld), free(ls), free(recall), free(support), free(d_lse), free(d_arg);
+    int n_res = n_cfg;
+    if (o->n_tasks > 0 && eval_retrieval(m, ids, n_ids, o, &res, &n_res, st)) {
+        free(res);
+        return -1;
+    }
     *out = res;
-    *n_out = n_cfg;
+    *n_out = n_res;
     return 0;
 }

@@ -5,6 +5,8 @@
 
 #include "forward.h"
 #include "model.h"
+#include "retrieval.h"
+#include "tokenizer.h"
 
 typedef enum { EVAL_DENSE, EVAL_ORACLE } EvalMode;
 
@@ -28,6 +30,11 @@ typedef struct {
     Stat top1_agree;    // argmax equal to dense's
     Stat mass_recall;   // Σ_{j∈S_t} P_t(j), averaged over layers and positions
     Stat sparsity;      // 1 − Σ|S_t| / Σ(t+1), over layers and positions (per sequence)
+    // Retrieval rows (task ≥ 0): n_seq task instances at this depth; accuracy is
+    // the exact-match rate with a Wilson 95% interval [acc_lo, acc_hi].
+    int task;           // RetrievalKind, or -1 for a language-modelling row
+    double depth;
+    double accuracy, acc_lo, acc_hi;
 } EvalResult;
 
 typedef struct {
@@ -38,10 +45,20 @@ typedef struct {
     int n_bsel;
     int max_seq;   // sequences taken from the token stream (non-overlapping windows)
     int progress;  // print progress to stderr
+    // Retrieval (optional): n_tasks kinds × n_depths depths × task_n seeded
+    // instances, haystacks from the same token stream; needs tok.
+    const Tokenizer *tok;
+    const RetrievalKind *tasks;
+    int n_tasks;
+    const double *depths;
+    int n_depths;
+    int task_n;
+    uint64_t seed;
 } EvalOpts;
 
 // Evaluates dense and the oracle at every (k, bsel) on windows of ids. Results
-// (1 + n_k·n_bsel entries, dense first) go to *out (caller frees).
+// (1 + n_k·n_bsel language-modelling rows, dense first, then as many rows per
+// retrieval task and depth) go to *out (caller frees).
 int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o, EvalResult **out,
              int *n_out, Status *st);
 

@@ -36,6 +36,16 @@ static char *to_json(const EvalResult *r, int n) {
         cJSON_AddNumberToObject(o, "bsel", r[i].bsel);
         cJSON_AddNumberToObject(o, "ctx", r[i].ctx);
         cJSON_AddNumberToObject(o, "n_seq", r[i].n_seq);
+        if (r[i].task >= 0) {
+            cJSON_AddStringToObject(o, "task", retrieval_kind_name((RetrievalKind)r[i].task));
+            cJSON_AddNumberToObject(o, "depth", r[i].depth);
+            cJSON_AddNumberToObject(o, "accuracy", r[i].accuracy);
+            cJSON_AddNumberToObject(o, "accuracy_ci95", (r[i].acc_hi - r[i].acc_lo) / 2);
+            cJSON_AddNumberToObject(o, "accuracy_lo", r[i].acc_lo);
+            cJSON_AddNumberToObject(o, "accuracy_hi", r[i].acc_hi);
+            cJSON_AddItemToArray(arr, o);
+            continue;
+        }
         cJSON_AddNumberToObject(o, "n_scored", (double)r[i].n_scored);
 #define ADD(field, name)                                              \
         cJSON_AddNumberToObject(o, name, r[i].field.mean);            \
@@ -63,15 +73,22 @@ int eval_write(const EvalResult *r, int n, const char *json, const char *csv, co
 #define HEAD(field, name) len += (size_t)snprintf(buf + len, cap - len, "," name "," name "_ci95");
         METRICS(HEAD)
 #undef HEAD
-        len += (size_t)snprintf(buf + len, cap - len, "\n");
+        len += (size_t)snprintf(buf + len, cap - len, ",task,depth,accuracy,accuracy_lo,accuracy_hi\n");
         for (int i = 0; i < n; i++) {
-            len += (size_t)snprintf(buf + len, cap - len, "%s,%d,%d,%d,%d,%lld", mode_name(r[i].mode), r[i].k,
-                                    r[i].bsel, r[i].ctx, r[i].n_seq, (long long)r[i].n_scored);
+            len += (size_t)snprintf(buf + len, cap - len, "%s,%d,%d,%d,%d,", mode_name(r[i].mode), r[i].k, r[i].bsel,
+                                    r[i].ctx, r[i].n_seq);
+            if (r[i].task >= 0) {
+                len += (size_t)snprintf(buf + len, cap - len, ",,,,,,,,,,,,,%s,%g,%.4f,%.4f,%.4f\n",
+                                        retrieval_kind_name((RetrievalKind)r[i].task), r[i].depth, r[i].accuracy,
+                                        r[i].acc_lo, r[i].acc_hi);
+                continue;
+            }
+            len += (size_t)snprintf(buf + len, cap - len, "%lld", (long long)r[i].n_scored);
 #define ROW(field, name) \
             len += (size_t)snprintf(buf + len, cap - len, ",%.6g,%.3g", r[i].field.mean, r[i].field.ci95);
             METRICS(ROW)
 #undef ROW
-            len += (size_t)snprintf(buf + len, cap - len, "\n");
+            len += (size_t)snprintf(buf + len, cap - len, ",,,,,\n");
         }
         if (write_text(csv, buf, st)) goto fail;
     }
@@ -79,8 +96,13 @@ int eval_write(const EvalResult *r, int n, const char *json, const char *csv, co
         len = (size_t)snprintf(buf, cap,
                                "| mode | k | b_sel | ctx | seqs | scored | NLL | ΔNLL | logit KL | top-1 agree | mass recall | sparsity |\n"
                                "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+        int any_task = 0;
         for (int i = 0; i < n; i++) {
             const EvalResult *e = &r[i];
+            if (e->task >= 0) {
+                any_task = 1;
+                continue;
+            }
             char kb[16] = "-", bb[16] = "-";
             if (e->mode != EVAL_DENSE) snprintf(kb, sizeof kb, "%d", e->k), snprintf(bb, sizeof bb, "%d", e->bsel);
             len += (size_t)snprintf(buf + len, cap - len,
@@ -90,6 +112,20 @@ int eval_write(const EvalResult *r, int n, const char *json, const char *csv, co
                                     e->ctx, e->n_seq, (long long)e->n_scored, e->nll.mean, e->nll.ci95, e->dnll.mean,
                                     e->dnll.ci95, e->logit_kl.mean, e->logit_kl.ci95, e->top1_agree.mean,
                                     e->top1_agree.ci95, e->mass_recall.mean, e->mass_recall.ci95, e->sparsity.mean);
+        }
+        if (any_task) {
+            len += (size_t)snprintf(buf + len, cap - len,
+                                    "\n| task | depth | mode | k | b_sel | ctx | instances | exact match | 95%% interval |\n"
+                                    "|---|---|---|---|---|---|---|---|---|\n");
+            for (int i = 0; i < n; i++) {
+                const EvalResult *e = &r[i];
+                if (e->task < 0) continue;
+                char kb[16] = "-", bb[16] = "-";
+                if (e->mode != EVAL_DENSE) snprintf(kb, sizeof kb, "%d", e->k), snprintf(bb, sizeof bb, "%d", e->bsel);
+                len += (size_t)snprintf(buf + len, cap - len, "| %s | %.2f | %s | %s | %s | %d | %d | %.3f | [%.3f, %.3f] |\n",
+                                        retrieval_kind_name((RetrievalKind)e->task), e->depth, mode_name(e->mode), kb,
+                                        bb, e->ctx, e->n_seq, e->accuracy, e->acc_lo, e->acc_hi);
+            }
         }
         if (write_text(md, buf, st)) goto fail;
     }

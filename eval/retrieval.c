@@ -285,9 +285,10 @@ done:
     return 0;
 }
 
-int retrieval_exact_match(const RetrievalTask *task, const float *logits, int vocab) {
+int retrieval_exact_match(const RetrievalTask *task, const float *logits, int first_row, int vocab) {
     for (int p = task->ans_start; p < task->ans_start + task->ans_len; p++) {
-        const float *row = logits + (size_t)(p - 1) * (size_t)vocab;
+        SPINDLE_CHECK(p - 1 >= first_row);
+        const float *row = logits + (size_t)(p - 1 - first_row) * (size_t)vocab;
         int best = 0;
         for (int v = 1; v < vocab; v++)
             if (row[v] > row[best]) best = v;

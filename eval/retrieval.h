@@ -65,9 +65,10 @@ int retrieval_make(const Tokenizer *tok, const int32_t *haystack, size_t n_hay, 
 void retrieval_free(RetrievalTask *task);
 
 // 1 when every answer token is the argmax of the logits one position earlier, else 0.
-// logits: [T, vocab] float32, row-major, from a forward pass over task->ids. Ties go to the
-// lowest id (as a first-max scan finds it).
-int retrieval_exact_match(const RetrievalTask *task, const float *logits, int vocab);
+// logits: float32 rows [*, vocab], row r holding position first_row + r of a forward pass
+// over task->ids (first_row = 0 for full [T, vocab] logits; ans_start - 1 for just the rows
+// that predict the answer). Ties go to the lowest id (as a first-max scan finds it).
+int retrieval_exact_match(const RetrievalTask *task, const float *logits, int first_row, int vocab);
 
 // "passkey" / "multikey"; parse returns -1 for an unknown name.
 const char *retrieval_kind_name(RetrievalKind kind);

@@ -172,13 +172,13 @@ static void test_exact_match(void) {
     for (int i = 0; i < T * V; i++) logits[i] = 0;
     logits[3 * V + 0] = 1;  // predicts ids[4] = 0
     logits[4 * V + 2] = 1;  // predicts ids[5] = 2
-    EXPECT(retrieval_exact_match(&task, logits, V) == 1, "all answer tokens predicted");
+    EXPECT(retrieval_exact_match(&task, logits, 0, V) == 1, "all answer tokens predicted");
     logits[4 * V + 3] = 2;  // now position 5 predicts 3
-    EXPECT(retrieval_exact_match(&task, logits, V) == 0, "one wrong answer token fails");
+    EXPECT(retrieval_exact_match(&task, logits, 0, V) == 0, "one wrong answer token fails");
     logits[4 * V + 3] = 1;  // tie between 2 and 3 goes to the lower id
-    EXPECT(retrieval_exact_match(&task, logits, V) == 1, "ties go to the lowest id");
+    EXPECT(retrieval_exact_match(&task, logits, 0, V) == 1, "ties go to the lowest id");
     logits[2 * V + 1] = 9;  // a non-answer position does not matter
-    EXPECT(retrieval_exact_match(&task, logits, V) == 1, "only answer positions count");
+    EXPECT(retrieval_exact_match(&task, logits, 0, V) == 1, "only answer positions count");
 }
 
 // --- tasks with SmolLM2's tokenizer -----------------------------------------------------------
