@@ -8,8 +8,10 @@
 // Every head then attends with the softmax restricted to the support.
 //
 // Work is split into tasks of whole blocks (about 64 queries each). A task
-// holds the P rows of its queries over keys [0, end): O(64·T) floats per
-// thread, never T×T.
+// holds the P rows and each head's attention rows a_{h,t} of its queries over
+// keys [0, end): O(Hq·64·T) floats per thread, never T×T. The restricted
+// softmax of a head is its full softmax renormalised over the support, so the
+// sparse attention only gathers v rows.
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
@@ -61,6 +63,23 @@ static int choose_support(int *sel, const float *val, int n_cand, int k) {
     return k;
 }
 
+// Unnormalised softmax weights w[i] of scale·q·k_{keys[i]} from the scores
+// themselves, and their sum: for a support whose full-softmax probabilities
+// all underflowed (a head that attends far from the chosen keys).
+static void support_softmax(float *w, const float *qv, const float *kb, const int *keys, int n, int dh,
+                            int64_t nkv, float scale, float *sum) {
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++) {
+        const float *kv = kb + keys[i] * nkv;
+        float d = 0.0f;
+        for (int c = 0; c < dh; c++) d += qv[c] * kv[c];
+        w[i] = d * scale;
+        mx = w[i] > mx ? w[i] : mx;
+    }
+    *sum = 0.0f;
+    for (int i = 0; i < n; i++) *sum += (w[i] = expf(w[i] - mx));
+}
+
 void oracle_attention_cpu(float *out, float *recall, float *support, const float *q, const float *k,
                           const float *v, int T, int Hq, int Hkv, int dh, float scale, int topk, int bsel) {
     if (topk >= T) {  // every support is the full causal set: dense, bit for bit
@@ -79,30 +98,33 @@ void oracle_attention_cpu(float *out, float *recall, float *support, const float
     openblas_set_num_threads(1);
 #pragma omp parallel
     {
-        float *P = xmalloc(sizeof(float) * (size_t)per_task * T);  // P rows of the task's queries
-        float *S = xmalloc(sizeof(float) * (size_t)per_task * T);  // one head's scores
-        float *A = xmalloc(sizeof(float) * (size_t)T);             // block aggregate
-        float *w = xmalloc(sizeof(float) * (size_t)T);             // softmax weights over the support
+        float *P = xmalloc(sizeof(float) * (size_t)per_task * T);       // P rows of the task's queries
+        float *S = xmalloc(sizeof(float) * (size_t)Hq * per_task * T);  // a_{h,t}(j) per head
+        float *A = xmalloc(sizeof(float) * (size_t)T);                  // block aggregate
+        float *w = xmalloc(sizeof(float) * (size_t)T);                  // weights over the support
         int *sel = xmalloc(sizeof(int) * (size_t)T);
 #pragma omp for schedule(dynamic, 1)
         for (int task = n_tasks - 1; task >= 0; task--) {  // long rows first
             const int q0 = task * per_task, q1 = q0 + per_task < T ? q0 + per_task : T, nt = q1 - q0;
-            // P rows for queries q0..q1-1 over keys 0..q1-1 (zero above the diagonal).
-            memset(P, 0, sizeof(float) * (size_t)nt * q1);
+            const int64_t hs = (int64_t)nt * q1;  // one head's rows in S
+            // a_{h,t}(j) for queries q0..q1-1 over keys 0..q1-1, and their head average P
+            // (zero above the diagonal).
+            memset(P, 0, sizeof(float) * (size_t)hs);
             for (int h = 0; h < Hq; h++) {
+                float *Sh = S + h * hs;
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nt, q1, dh, scale, q + q0 * nq + (int64_t)h * dh,
-                            (int)nq, k + (int64_t)(h / G) * dh, (int)nkv, 0.0f, S, q1);
+                            (int)nq, k + (int64_t)(h / G) * dh, (int)nkv, 0.0f, Sh, q1);
                 for (int i = 0; i < nt; i++) {
                     const int t = q0 + i;
-                    float *s = S + (int64_t)i * q1, *p = P + (int64_t)i * q1;
+                    float *s = Sh + (int64_t)i * q1, *p = P + (int64_t)i * q1;
                     float mx = -INFINITY, sum = 0.0f;
 #pragma omp simd reduction(max : mx)
                     for (int j = 0; j <= t; j++) mx = s[j] > mx ? s[j] : mx;
 #pragma omp simd reduction(+ : sum)
                     for (int j = 0; j <= t; j++) sum += (s[j] = fast_expf(s[j] - mx));
-                    const float inv = 1.0f / (sum * Hq);
+                    const float inv = 1.0f / sum, inv_h = 1.0f / Hq;
 #pragma omp simd
-                    for (int j = 0; j <= t; j++) p[j] += s[j] * inv;
+                    for (int j = 0; j <= t; j++) p[j] += (s[j] *= inv) * inv_h;
                 }
             }
             for (int b0 = q0; b0 < q1; b0 += bsel) {
@@ -132,23 +154,18 @@ void oracle_attention_cpu(float *out, float *recall, float *support, const float
                     }
                     if (support) support[t] += (float)n;
                     for (int h = 0; h < Hq; h++) {
-                        const float *qv = q + t * nq + (int64_t)h * dh;
-                        const float *kb = k + (int64_t)(h / G) * dh, *vb = v + (int64_t)(h / G) * dh;
-                        float mx = -INFINITY, sum = 0.0f;
-                        for (int i = 0; i < n; i++) {
-                            const float *kv = kb + keys[i] * nkv;
-                            float d = 0.0f;
-#pragma omp simd reduction(+ : d)
-                            for (int c = 0; c < dh; c++) d += qv[c] * kv[c];
-                            w[i] = d * scale;
-                            mx = w[i] > mx ? w[i] : mx;
-                        }
-#pragma omp simd reduction(+ : sum)
-                        for (int i = 0; i < n; i++) sum += (w[i] = fast_expf(w[i] - mx));
+                        // The softmax restricted to the support is a_{h,t} renormalised over it.
+                        const float *a = S + h * hs + (int64_t)(t - q0) * q1;
+                        float sum = 0.0f;
+                        for (int i = 0; i < n; i++) sum += (w[i] = a[keys[i]]);
+                        if (!(sum > 1e-30f)) support_softmax(w, q + t * nq + (int64_t)h * dh,
+                                                             k + (int64_t)(h / G) * dh, keys, n, dh, nkv, scale, &sum);
+                        const float *vb = v + (int64_t)(h / G) * dh;
                         float *o = out + t * nq + (int64_t)h * dh;
                         for (int c = 0; c < dh; c++) o[c] = 0.0f;
+                        const float inv = 1.0f / sum;
                         for (int i = 0; i < n; i++) {
-                            const float *vv = vb + keys[i] * nkv, wi = w[i] / sum;
+                            const float *vv = vb + keys[i] * nkv, wi = w[i] * inv;
 #pragma omp simd
                             for (int c = 0; c < dh; c++) o[c] += wi * vv[c];
                         }
