@@ -1,12 +1,15 @@
-// tokenizer.h: byte-level BPE from a Hugging Face tokenizer.json.
+// tokenizer.h: byte-level BPE from a Hugging Face tokenizer.json, token for
+// token equal to the HF `tokenizers` library (see docs/tokenizer.md).
 //
-// Supported: model type "BPE" (byte-level, ranks from "merges" in either the
-// "a b" string form or the ["a","b"] pair form, optional ignore_merges),
-// pre-tokenizers ByteLevel (with or without its built-in GPT-2 regex), Split
-// (regex, behavior Isolated/Removed/MergedWithPrevious/MergedWithNext/Contiguous),
-// Digits and Sequence; normalizers none/NFC-on-NFC-input; added tokens (special
-// and not) matched before pre-splitting. Pre-split regexes run through PCRE2
-// with UTF and Unicode properties.
+// Supported: model "BPE" (byte-level; merges as "a b" strings or ["a","b"]
+// pairs; ignore_merges, unk_token/fuse_unk, byte_fallback); normalizers NFC,
+// NFD, NFKC, NFKD (through utf8proc) and Sequence of them; pre-tokenizers
+// ByteLevel (with or without its GPT-2 regex), Split (Regex or String; every
+// behavior; invert), Digits and Sequence; added tokens (special or not,
+// single_word/lstrip/rstrip/normalized) matched before pre-splitting. Split
+// regexes are rewritten to Oniguruma's meaning of \s, \w, \h and run through
+// PCRE2 with UTF and Unicode properties (JIT unless SPINDLE_PCRE2_NO_JIT=1).
+// Anything else in the file is refused with a message naming it.
 #pragma once
 #include <stddef.h>
 #include <stdint.h>

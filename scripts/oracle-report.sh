@@ -17,7 +17,7 @@ python3 -c "import matplotlib" 2>/dev/null || python3 -m pip install -q matplotl
 mkdir -p "$out" docs/img
 start=$(date +%s)
 for ctx in 1024 2048 4096 8192; do
-  ks=$(for k in 32 64 128 256 512 1024; do [ "$k" -lt "$ctx" ] && printf '%s,' "$k"; done); ks=${ks%,}
+  ks=$(for k in 32 64 128 256 512 1024; do if [ "$k" -lt "$ctx" ]; then printf "%s," "$k"; fi; done); ks=${ks%,}
   var=NSEQ_$ctx; nseq=${!var:-$(( ctx == 1024 ? 8 : ctx == 2048 ? 4 : ctx == 4096 ? 2 : 1 ))}
   t0=$(date +%s)
   "$bin" eval --model "$model" --text corpus/heldout --ctx "$ctx" --k "$ks" --bsel 1,16,64 --n-seq "$nseq" \
