@@ -205,7 +205,7 @@ int cmd_logits(int argc, char **argv) {
     hidden = xmalloc(sizeof(float) * (size_t)T * H);
     ForwardProfile prof;
     double t0 = omp_get_wtime();
-    forward_hidden(&m, ids, T, sparse ? &sp : NULL, hidden, NULL, &prof);
+    forward_hidden(&m, ids, T, hidden, &(ForwardOpts){.sparse = sparse ? &sp : NULL, .prof = &prof});
     // The logits go out in row chunks: [T, vocab] never sits in memory at once.
     const int chunk = 256;
     logits = xmalloc(sizeof(float) * (size_t)chunk * V);

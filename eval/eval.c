@@ -102,7 +102,7 @@ static int eval_retrieval(const Model *m, const int32_t *hay, size_t n_hay, cons
                                 retrieval_kind_name(o->tasks[ti]), o->depths[di], i + 1, o->task_n, c + 1, n_cfg,
                                 done, total, omp_get_wtime() - t0);
                     Sparsity sp = config_of(o, c);
-                    forward_hidden(m, task.ids, T, c ? &sp : NULL, hidden, NULL, NULL);
+                    forward_hidden(m, task.ids, T, hidden, &(ForwardOpts){.sparse = c ? &sp : NULL});
                     const int first = task.ans_start - 1;
                     forward_lm_head(m, hidden + (size_t)first * H, task.ans_len, logits);
                     hits[(ti * o->n_depths + di) * n_cfg + c] += retrieval_exact_match(&task, logits, first, V);
@@ -166,7 +166,7 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
     for (int s = 0; s < n_seq; s++) {
         const int32_t *x = ids + (size_t)s * T;
         progress(o->progress, t0, s, n_seq, 0, n_cfg, tokens);
-        forward_hidden(m, x, T, NULL, hd, NULL, NULL);
+        forward_hidden(m, x, T, hd, NULL);
         tokens += T;
         for (int c = 0; c < n_cfg; c++) {
             Samples *sm = &smp[c];
@@ -176,7 +176,7 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
                 memset(support, 0, sizeof(float) * T);
                 Sparsity sp = config_of(o, c);
                 SparseStats ss = {recall, support};
-                forward_hidden(m, x, T, &sp, hs, &ss, NULL);
+                forward_hidden(m, x, T, hs, &(ForwardOpts){.sparse = &sp, .stats = &ss});
                 tokens += T;
                 double kept = 0, causal = 0;
                 for (int t = 0; t < T; t++) {

@@ -18,8 +18,27 @@
         if (prof) prof->slot += omp_get_wtime() - t0_; \
     } while (0)
 
-void forward_hidden(const Model *m, const int32_t *ids, int T, const Sparsity *sp, float *hidden,
-                    SparseStats *stats, ForwardProfile *prof) {
+void forward_layer_qk(const Model *m, int layer, const float *xn, int T, const float *cos_t, const float *sin_t,
+                      float *q, float *k) {
+    const ModelConfig *c = &m->cfg;
+    const LayerWeights *w = &m->layers[layer];
+    const int H = c->hidden, dh = c->head_dim, Hq = c->n_heads, Hkv = c->n_kv_heads, rot = rope_rot_dims(c);
+    matmul_forward_cpu(q, xn, w->wq, w->bq, T, H, Hq * dh);
+    matmul_forward_cpu(k, xn, w->wk, w->bk, T, H, Hkv * dh);
+    if (c->qk_norm) {
+        rmsnorm_forward_cpu(q, q, w->q_norm, T * Hq, dh, (float)c->rms_eps);
+        rmsnorm_forward_cpu(k, k, w->k_norm, T * Hkv, dh, (float)c->rms_eps);
+    }
+    rope_forward_cpu(q, cos_t, sin_t, T, Hq, dh, rot);
+    rope_forward_cpu(k, cos_t, sin_t, T, Hkv, dh, rot);
+}
+
+void forward_hidden(const Model *m, const int32_t *ids, int T, float *hidden, const ForwardOpts *o) {
+    static const ForwardOpts none = {0};
+    if (!o) o = &none;
+    const Sparsity *sp = o->sparse;
+    SparseStats *stats = o->stats;
+    ForwardProfile *prof = o->prof;
     const ModelConfig *c = &m->cfg;
     const int H = c->hidden, I = c->intermediate, dh = c->head_dim;
     const int Hq = c->n_heads, Hkv = c->n_kv_heads, nq = Hq * dh, nkv = Hkv * dh;
@@ -37,6 +56,7 @@ void forward_hidden(const Model *m, const int32_t *ids, int T, const Sparsity *s
     float *up = xmalloc(sizeof(float) * (size_t)T * I);
     float *cos_t = xmalloc(sizeof(float) * (size_t)T * (rot / 2));
     float *sin_t = xmalloc(sizeof(float) * (size_t)T * (rot / 2));
+    float *lse = o->tap && !sp ? xmalloc(sizeof(float) * (size_t)T * Hq) : NULL;  // only a tap reads it
 
     double t_start = omp_get_wtime();
     rope_tables(c, T, cos_t, sin_t);
@@ -45,20 +65,14 @@ void forward_hidden(const Model *m, const int32_t *ids, int T, const Sparsity *s
     for (int l = 0; l < c->n_layers; l++) {
         const LayerWeights *w = &m->layers[l];
         rmsnorm_forward_cpu(xn, x, w->attn_norm, T, H, eps);
-        TIMED(gemm, matmul_forward_cpu(q, xn, w->wq, w->bq, T, H, nq));
-        TIMED(gemm, matmul_forward_cpu(k, xn, w->wk, w->bk, T, H, nkv));
+        TIMED(gemm, forward_layer_qk(m, l, xn, T, cos_t, sin_t, q, k));
         TIMED(gemm, matmul_forward_cpu(v, xn, w->wv, w->bv, T, H, nkv));
-        if (c->qk_norm) {
-            rmsnorm_forward_cpu(q, q, w->q_norm, T * Hq, dh, eps);
-            rmsnorm_forward_cpu(k, k, w->k_norm, T * Hkv, dh, eps);
-        }
-        rope_forward_cpu(q, cos_t, sin_t, T, Hq, dh, rot);
-        rope_forward_cpu(k, cos_t, sin_t, T, Hkv, dh, rot);
         if (sp)
             TIMED(attention, oracle_attention_cpu(att, stats ? stats->recall : NULL, stats ? stats->support : NULL,
                                                   q, k, v, T, Hq, Hkv, dh, (float)c->attn_scale, sp->topk, sp->bsel));
         else
-            TIMED(attention, attention_forward_cpu(att, NULL, q, k, v, T, Hq, Hkv, dh, (float)c->attn_scale));
+            TIMED(attention, attention_forward_cpu(att, lse, q, k, v, T, Hq, Hkv, dh, (float)c->attn_scale));
+        if (o->tap) o->tap->fn(o->tap->ctx, l, xn, q, k, sp ? NULL : lse, T);
         TIMED(gemm, matmul_forward_cpu(xn, att, w->wo, w->bo, T, nq, H));
         for (size_t i = 0; i < (size_t)T * H; i++) x[i] += xn[i];
 
@@ -72,7 +86,7 @@ void forward_hidden(const Model *m, const int32_t *ids, int T, const Sparsity *s
     rmsnorm_forward_cpu(x, x, m->final_norm, T, H, eps);
     if (prof) prof->other = omp_get_wtime() - t_start - prof->gemm - prof->attention;
 
-    free(xn), free(q), free(k), free(v), free(att), free(gate), free(up), free(cos_t), free(sin_t);
+    free(xn), free(q), free(k), free(v), free(att), free(gate), free(up), free(cos_t), free(sin_t), free(lse);
 }
 
 void forward_lm_head(const Model *m, const float *hidden, int rows, float *logits) {

@@ -22,11 +22,33 @@ typedef struct {
     float *support;  // [T]
 } SparseStats;
 
+// Sees each layer's attention inputs during a forward pass (teacher emission):
+// xn [T, hidden] the layer's normed attention input (what its q/k/v projections
+// read), q [T, Hq·dh] and k [T, Hkv·dh] exactly as attention uses them (after
+// bias, q/k norm and RoPE), and lse [Hq, T] the per-head log-sum-exp of the
+// dense attention scores (NULL when the oracle replaces attention).
+typedef struct {
+    void (*fn)(void *ctx, int layer, const float *xn, const float *q, const float *k, const float *lse, int T);
+    void *ctx;
+} ForwardTap;
+
+typedef struct {
+    const Sparsity *sparse;  // NULL: dense attention everywhere
+    SparseStats *stats;      // with sparse: what the supports kept (may be NULL)
+    ForwardProfile *prof;    // may be NULL
+    const ForwardTap *tap;   // may be NULL
+} ForwardOpts;
+
 // Runs the backbone over ids[0..T) and writes the final normed hidden states
-// hidden[T, hidden_size]. With sp the attention-mass oracle picks each layer's
-// support along the sparse trajectory. stats and prof may be NULL.
-void forward_hidden(const Model *m, const int32_t *ids, int T, const Sparsity *sp, float *hidden,
-                    SparseStats *stats, ForwardProfile *prof);
+// hidden[T, hidden_size]. With o->sparse the attention-mass oracle picks each
+// layer's support along the sparse trajectory. o may be NULL (dense, nothing else).
+void forward_hidden(const Model *m, const int32_t *ids, int T, float *hidden, const ForwardOpts *o);
+
+// One layer's teacher q [T, Hq·dh] and k [T, Hkv·dh] from its normed input xn,
+// as its attention uses them: projection (+bias), q/k norm, RoPE. cos_t/sin_t
+// are the rope_tables of the model for T positions.
+void forward_layer_qk(const Model *m, int layer, const float *xn, int T, const float *cos_t, const float *sin_t,
+                      float *q, float *k);
 
 // logits[rows, vocab] = hidden[rows, hidden_size] · lm_headᵀ.
 void forward_lm_head(const Model *m, const float *hidden, int rows, float *logits);
