@@ -218,3 +218,50 @@ void st_close(SafeTensors *s) {
     free(s->tensors);
     memset(s, 0, sizeof *s);
 }
+
+int st_write(const char *path, const StWriteTensor *tensors, int n, const char *metadata_json, Status *st) {
+    cJSON *h = cJSON_CreateObject();
+    if (metadata_json) {
+        cJSON *meta = cJSON_Parse(metadata_json);
+        SPINDLE_CHECK(meta && cJSON_IsObject(meta));
+        cJSON_AddItemToObject(h, "__metadata__", meta);
+    }
+    uint64_t off = 0;
+    for (int i = 0; i < n; i++) {
+        const StWriteTensor *t = &tensors[i];
+        int64_t numel = 1;
+        cJSON *e = cJSON_CreateObject(), *shape = cJSON_CreateArray(), *offs = cJSON_CreateArray();
+        for (int d = 0; d < t->ndim; d++) {
+            cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->shape[d]));
+            numel *= t->shape[d];
+        }
+        cJSON_AddStringToObject(e, "dtype", "F32");
+        cJSON_AddItemToObject(e, "shape", shape);
+        cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
+        off += (uint64_t)numel * 4;
+        cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
+        cJSON_AddItemToObject(e, "data_offsets", offs);
+        cJSON_AddItemToObject(h, t->name, e);
+    }
+    char *json = cJSON_PrintUnformatted(h);
+    cJSON_Delete(h);
+    size_t jl = strlen(json), padded = (jl + 7) / 8 * 8;
+    unsigned char len8[8];
+    for (int i = 0; i < 8; i++) len8[i] = (unsigned char)((uint64_t)padded >> (8 * i));
+    AtomicFile af;
+    int rc = atomic_open(&af, path, st);
+    if (!rc) rc = atomic_write(&af, len8, 8, st);
+    if (!rc) rc = atomic_write(&af, json, jl, st);
+    if (!rc) rc = atomic_write(&af, "        ", padded - jl, st);
+    for (int i = 0; !rc && i < n; i++) {
+        size_t numel = 1;
+        for (int d = 0; d < tensors[i].ndim; d++) numel *= (size_t)tensors[i].shape[d];
+        rc = atomic_write(&af, tensors[i].data, numel * 4, st);
+    }
+    free(json);
+    if (rc) {
+        atomic_abort(&af);
+        return -1;
+    }
+    return atomic_commit(&af, st);
+}

@@ -49,3 +49,15 @@ void st_close(SafeTensors *s);
 
 float st_bf16_to_f32(uint16_t h);
 float st_f16_to_f32(uint16_t h);
+
+// One F32 tensor to write.
+typedef struct {
+    const char *name;
+    int ndim;
+    int64_t shape[4];
+    const float *data;
+} StWriteTensor;
+
+// Writes tensors as an F32 safetensors file at path (via PATH.tmp, renamed
+// when complete). metadata: NULL or a flat string→string JSON object text.
+int st_write(const char *path, const StWriteTensor *tensors, int n, const char *metadata_json, Status *st);

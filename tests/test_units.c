@@ -222,6 +222,27 @@ static void test_npy(void) {
     free(b);
 }
 
+// st_write → st_add_file round trip: names, shapes, bits, metadata accepted.
+static void test_st_write(void) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/rt.safetensors", tmp);
+    float a[6] = {1, 2, 3, 4, 5, 6}, b[3] = {-1.5f, 0, 1e-20f};
+    StWriteTensor ts[2] = {{"model.layers.0.x.weight", 2, {2, 3}, a}, {"b", 1, {3}, b}};
+    Status st;
+    EXPECT(st_write(path, ts, 2, "{\"format\": \"pt\"}", &st) == 0, "st_write: %s", st.msg);
+    SafeTensors s = {0};
+    EXPECT(st_add_file(&s, path, &st) == 0, "st_write output unreadable: %s", st.msg);
+    const StTensor *t0 = st_find(&s, "model.layers.0.x.weight"), *t1 = st_find(&s, "b");
+    EXPECT(t0 && t1 && t0->ndim == 2 && t0->shape[0] == 2 && t0->shape[1] == 3 && t1->numel == 3, "st_write shapes");
+    if (t0 && t1) {
+        float x[6], y[3];
+        st_to_f32(t0, x);
+        st_to_f32(t1, y);
+        EXPECT(!memcmp(x, a, sizeof a) && !memcmp(y, b, sizeof b), "st_write data");
+    }
+    st_close(&s);
+}
+
 // The same RoPE written in the legacy and the transformers-5 key styles must
 // parse to the same configuration.
 static void test_config_styles(void) {
@@ -274,6 +295,7 @@ int main(int argc, char **argv) {
     test_oracle();
     test_ids();
     test_npy();
+    test_st_write();
     test_config_styles();
     if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
     else printf("all unit checks passed\n");
