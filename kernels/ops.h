@@ -40,3 +40,12 @@ void blas_ensure_core(char **argv);
 // With topk ≥ T this is attention_forward_cpu exactly.
 void oracle_attention_cpu(float *out, float *recall, float *support, const float *q, const float *k,
                           const float *v, int T, int Hq, int Hkv, int dh, float scale, int topk, int bsel);
+
+// Attention over supports chosen elsewhere (e.g. by a trained indexer), with
+// the oracle's semantics: block b = [b·bsel, …) has given_n[b] ≤ topk sorted key
+// indices at given_sel + b·topk; query t attends to those ≤ t, or to {t} alone.
+// recall/support as for oracle_attention_cpu (recall measures the teacher's P
+// mass the given support keeps).
+void support_attention_cpu(float *out, float *recall, float *support, const float *q, const float *k,
+                           const float *v, int T, int Hq, int Hkv, int dh, float scale, int topk, int bsel,
+                           const int *given_sel, const int *given_n);

@@ -179,6 +179,54 @@ static void test_oracle(void) {
     }
 }
 
+// support_attention_cpu with given (random) supports against a naive reference.
+static void test_given_supports(void) {
+    const int T = 70, Hq = 4, Hkv = 2, dh = 16, K = 9, B = 8, nb = (T + B - 1) / B;
+    unsigned seed = 5;
+    size_t nq = (size_t)T * Hq * dh, nkv = (size_t)T * Hkv * dh;
+    float *q = malloc(4 * nq), *k = malloc(4 * nkv), *v = malloc(4 * nkv), *o1 = malloc(4 * nq), *o2 = malloc(4 * nq);
+    float *r1 = calloc(T, 4), *s1 = calloc(T, 4);
+    int *sel = malloc(sizeof(int) * nb * K), *n = malloc(sizeof(int) * nb);
+    for (size_t i = 0; i < nq; i++) q[i] = (float)(rand_r(&seed) % 2001 - 1000) / 300.0f;
+    for (size_t i = 0; i < nkv; i++) k[i] = (float)(rand_r(&seed) % 2001 - 1000) / 300.0f;
+    for (size_t i = 0; i < nkv; i++) v[i] = (float)(rand_r(&seed) % 2001 - 1000) / 1000.0f;
+    for (int b = 0; b < nb; b++) {  // sorted distinct keys below the block's end
+        int end = (b + 1) * B < T ? (b + 1) * B : T, c = 0;
+        for (int j = 0; j < end && c < K; j++)
+            if (rand_r(&seed) % 3 == 0) sel[b * K + c++] = j;
+        n[b] = c;
+    }
+    const float scale = 0.25f;
+    support_attention_cpu(o1, r1, s1, q, k, v, T, Hq, Hkv, dh, scale, K, B, sel, n);
+    double eo = 0, er = 0, es = 0;
+    for (int t = 0; t < T; t++) {
+        const int b = t / B;
+        int keys[64], cnt = 0;
+        for (int i = 0; i < n[b]; i++)
+            if (sel[b * K + i] <= t) keys[cnt++] = sel[b * K + i];
+        if (!cnt) keys[cnt++] = t;
+        double mass = 0;
+        for (int h = 0; h < Hq; h++) {
+            double full[128], mx = -INFINITY, sum = 0, wsum = 0, acc[16] = {0};
+            for (int j = 0; j <= t; j++) {
+                double d = 0;
+                for (int c = 0; c < dh; c++) d += (double)q[(t * Hq + h) * dh + c] * k[(j * Hkv + h / 2) * dh + c];
+                full[j] = d * scale, mx = fmax(mx, full[j]);
+            }
+            for (int j = 0; j <= t; j++) sum += (full[j] = exp(full[j] - mx));
+            for (int i = 0; i < cnt; i++) mass += full[keys[i]] / sum / Hq, wsum += full[keys[i]];
+            for (int i = 0; i < cnt; i++)
+                for (int c = 0; c < dh; c++) acc[c] += full[keys[i]] / wsum * v[(keys[i] * Hkv + h / 2) * dh + c];
+            for (int c = 0; c < dh; c++) o2[(t * Hq + h) * dh + c] = (float)acc[c];
+        }
+        er = fmax(er, fabs(r1[t] - mass));
+        es = fmax(es, fabs(s1[t] - cnt));
+    }
+    for (size_t i = 0; i < nq; i++) eo = fmax(eo, fabs(o1[i] - o2[i]));
+    EXPECT(eo < 2e-5 && er < 1e-5 && es == 0, "given supports: out err %.3g recall err %.3g support err %.3g", eo, er, es);
+    free(q), free(k), free(v), free(o1), free(o2), free(r1), free(s1), free(sel), free(n);
+}
+
 static void test_ids(void) {
     char path[4096];
     Status st;
@@ -293,6 +341,7 @@ int main(int argc, char **argv) {
     test_half_floats();
     test_attention();
     test_oracle();
+    test_given_supports();
     test_ids();
     test_npy();
     test_st_write();

@@ -82,7 +82,13 @@ static void support_softmax(float *w, const float *qv, const float *kb, const in
 
 void oracle_attention_cpu(float *out, float *recall, float *support, const float *q, const float *k,
                           const float *v, int T, int Hq, int Hkv, int dh, float scale, int topk, int bsel) {
-    if (topk >= T) {  // every support is the full causal set: dense, bit for bit
+    support_attention_cpu(out, recall, support, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, NULL, NULL);
+}
+
+void support_attention_cpu(float *out, float *recall, float *support, const float *q, const float *k,
+                           const float *v, int T, int Hq, int Hkv, int dh, float scale, int topk, int bsel,
+                           const int *given_sel, const int *given_n) {
+    if (!given_sel && topk >= T) {  // every support is the full causal set: dense, bit for bit
         attention_forward_cpu(out, NULL, q, k, v, T, Hq, Hkv, dh, scale);
         for (int t = 0; t < T; t++) {
             if (recall) recall[t] += 1.0f;
@@ -130,7 +136,10 @@ void oracle_attention_cpu(float *out, float *recall, float *support, const float
             for (int b0 = q0; b0 < q1; b0 += bsel) {
                 const int b1 = b0 + bsel < q1 ? b0 + bsel : q1;
                 int n_sel;
-                if (bsel == 1) {
+                if (given_sel) {  // supports chosen elsewhere (the indexer)
+                    n_sel = given_n[b0 / bsel];
+                    memcpy(sel, given_sel + (int64_t)(b0 / bsel) * topk, sizeof(int) * (size_t)n_sel);
+                } else if (bsel == 1) {
                     n_sel = choose_support(sel, P + (int64_t)(b0 - q0) * q1, b0 + 1, topk);
                 } else {
                     memset(A, 0, sizeof(float) * (size_t)b1);
