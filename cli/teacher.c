@@ -1,0 +1,422 @@
+// teacher.c: `spindle teacher`, the dense forward pass that writes teacher
+// shards (data/shard.h, docs/formats.md).
+//
+// The token stream (an ids file, or text files/folders through the corpus
+// reader) is cut into non-overlapping windows of --ctx tokens; window i is
+// sequence i. Each window runs through the dense forward; a tap keeps x (the
+// normed attention input) and lse (per-head log-sum-exp) of the chosen
+// layers, and every --seqs-per-shard sequences become SHARDS/shard-NNNNN.h5,
+// written as .tmp and renamed when complete. --resume continues after the last
+// complete shard once every existing shard has been checked against this run
+// (fingerprint, ctx, layers, seqs-per-shard, source, and the tokens themselves).
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "args.h"
+#include "commands.h"
+#include "corpus.h"
+#include "fileio.h"
+#include "fingerprint.h"
+#include "forward.h"
+#include "ids.h"
+#include "model.h"
+#include "shard.h"
+#include "tokenizer.h"
+
+#define CMD "teacher"
+#define N_FLAGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+static int positive(const char *flag, const char *value, int *out) {
+    char *end;
+    errno = 0;
+    long n = strtol(value, &end, 10);
+    if (!*value || *end || errno || n < 1 || n > 1 << 30) {
+        fprintf(stderr, "spindle " CMD ": %s must be a positive integer (got \"%s\")\n", flag, value);
+        return -1;
+    }
+    *out = (int)n;
+    return 0;
+}
+
+// "0,3,5-7" -> sorted distinct layer indices, each a full-attention layer of c.
+static int parse_layers(const char *value, const ModelConfig *c, int *out, int *n) {
+    static char seen[SHARD_MAX_LAYERS];
+    memset(seen, 0, sizeof seen);
+    const char *p = value;
+    while (*p) {
+        char *end;
+        errno = 0;
+        long a = strtol(p, &end, 10), b = a;
+        if (end != p && *end == '-') {
+            const char *q = end + 1;
+            b = strtol(q, &end, 10);
+            if (end == q) b = -1;
+        }
+        if (end == p || errno || a < 0 || b < a || (*end && *end != ',')) {
+            fprintf(stderr, "spindle " CMD ": --layers must be comma-separated layer indices or ranges like 4-7 (got \"%s\")\n",
+                    value);
+            return -1;
+        }
+        for (long l = a; l <= b; l++) {
+            if (l >= c->n_layers || l >= SHARD_MAX_LAYERS) {
+                fprintf(stderr, "spindle " CMD ": --layers: layer %ld does not exist (the model has %d)\n", l,
+                        c->n_layers);
+                return -1;
+            }
+            if (c->layer_kinds[l] != LAYER_FULL_ATTENTION) {
+                fprintf(stderr, "spindle " CMD ": --layers: layer %ld is not a full-attention layer\n", l);
+                return -1;
+            }
+            seen[l] = 1;
+        }
+        p = *end ? end + 1 : end;
+    }
+    *n = 0;
+    for (int l = 0; l < c->n_layers && l < SHARD_MAX_LAYERS; l++)
+        if (seen[l]) out[(*n)++] = l;
+    if (!*n) {
+        fprintf(stderr, "spindle " CMD ": --layers is empty\n");
+        return -1;
+    }
+    return 0;
+}
+
+// Captures the chosen layers' x and lse during one forward.
+typedef struct {
+    const int *slot;  // [n_layers] index into x/lse, -1 for layers not stored
+    float **x, **lse;
+    int d_model, n_heads;
+    int missing_lse;
+} Capture;
+
+static void capture_fn(void *ctx, int layer, const float *xn, const float *q, const float *k, const float *lse, int T) {
+    Capture *c = ctx;
+    int i = c->slot[layer];
+    if (i < 0) return;
+    memcpy(c->x[i], xn, sizeof(float) * (size_t)T * c->d_model);
+    if (lse) memcpy(c->lse[i], lse, sizeof(float) * (size_t)T * c->n_heads);
+    else c->missing_lse = 1;
+}
+
+// 1 if dir has an entry other than . and ..; -1 if it cannot be read.
+static int dir_nonempty(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int any = 0;
+    for (struct dirent *de; !any && (de = readdir(d));) any = strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
+    closedir(d);
+    return any;
+}
+
+// Removes dir/shard-*.tmp (partial shards of an interrupted run). Returns how many.
+static int remove_stale_tmp(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int n = 0;
+    for (struct dirent *de; (de = readdir(d));) {
+        size_t len = strlen(de->d_name);
+        if (strncmp(de->d_name, "shard-", 6) || len < 10 || strcmp(de->d_name + len - 4, ".tmp")) continue;
+        char path[8192];
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        if (unlink(path) == 0) n++;
+    }
+    closedir(d);
+    return n;
+}
+
+static void fmt_secs(char *buf, size_t n, double s) {
+    if (s < 0 || s > 1e8) snprintf(buf, n, "?");
+    else if (s < 60) snprintf(buf, n, "%.0fs", s);
+    else if (s < 3600) snprintf(buf, n, "%dm%02ds", (int)s / 60, (int)s % 60);
+    else snprintf(buf, n, "%dh%02dm", (int)s / 3600, (int)s % 3600 / 60);
+}
+
+// Checks the existing shards of out against this run. On success *next_shard
+// and *next_seq say where to continue. Returns 0, or -1 with st set.
+static int check_existing(const char *out, const ShardHeader *want, const int32_t *const *starts, size_t n_win,
+                          int *next_shard, int64_t *next_seq, Status *st) {
+    char **paths = NULL;
+    int n = 0;
+    *next_shard = 0;
+    *next_seq = 0;
+    if (shard_list(out, &paths, &n, st)) return -1;
+    int rc = -1;
+    int32_t *tok = xmalloc(sizeof(int32_t) * (size_t)want->ctx);
+    for (int i = 0; i < n; i++) {
+        char expect[8192];
+        shard_name(expect, sizeof expect, out, i);
+        if (strcmp(paths[i], expect)) {
+            status_fail(st, "%s: shards are not numbered 0, 1, ... without gaps (expected %s); cannot resume", paths[i],
+                        expect);
+            goto done;
+        }
+        ShardReader *r;
+        if (shard_open(&r, paths[i], want->fingerprint, st)) goto done;
+        const ShardHeader *h = shard_header(r);
+        const char *what = NULL;
+        if (h->ctx != want->ctx) what = "--ctx";
+        else if (h->n_layers != want->n_layers || memcmp(h->layers, want->layers, sizeof(int) * (size_t)h->n_layers))
+            what = "--layers";
+        else if (h->seqs_per_shard != want->seqs_per_shard) what = "--seqs-per-shard";
+        else if (strcmp(h->source, want->source)) what = "the source (--text/--ids)";
+        else if (h->first_seq != *next_seq || h->n_seq > want->seqs_per_shard || (i < n - 1 && h->n_seq != want->seqs_per_shard))
+            what = "the sequence numbering (first_seq/n_seq)";
+        else if (i == n - 1 && h->n_seq < want->seqs_per_shard && *next_seq + h->n_seq < (int64_t)n_win)
+            what = "the number of sequences (the last shard is short: the earlier run stopped there, e.g. a smaller --max-seq)";
+        if (what) {
+            status_fail(st, "%s: this shard differs from the run in %s; cannot resume (shard: ctx %d, %d layers, "
+                            "seqs_per_shard %d, source \"%s\")", paths[i], what, h->ctx, h->n_layers,
+                        h->seqs_per_shard, h->source);
+            shard_close(r);
+            goto done;
+        }
+        for (int64_t s = 0; s < h->n_seq; s++) {
+            int64_t g = h->first_seq + s;
+            if (shard_read(r, s, 0, tok, NULL, NULL, st)) {
+                shard_close(r);
+                goto done;
+            }
+            if (g >= (int64_t)n_win || memcmp(tok, starts[g], sizeof(int32_t) * (size_t)want->ctx)) {
+                status_fail(st, "%s: the tokens of sequence %lld differ from the source's window %lld; cannot resume",
+                            paths[i], (long long)g, (long long)g);
+                shard_close(r);
+                goto done;
+            }
+        }
+        *next_seq += h->n_seq;
+        shard_close(r);
+    }
+    *next_shard = n;
+    rc = 0;
+done:
+    free(tok);
+    shard_free_list(paths, n);
+    return rc;
+}
+
+int cmd_teacher(int argc, char **argv) {
+    Flag flags[] = {
+        {"--model", 1, "model folder (config.json + safetensors [+ tokenizer.json for --text])", NULL},
+        {"--text", 2, "text file(s) or folder(s), tokenized and concatenated (docs/data.md)", NULL},
+        {"--ids", 1, "token ids file instead of --text", NULL},
+        {"--ctx", 1, "tokens per sequence (non-overlapping windows of the stream)", NULL},
+        {"--out", 1, "shard folder: shard-00000.h5, shard-00001.h5, ...", NULL},
+        {"--layers", 1, "layers to store, e.g. 0,4,8-11 (default: every full-attention layer)", NULL},
+        {"--seqs-per-shard", 1, "sequences per shard file (default 8)", NULL},
+        {"--max-seq", 1, "stop after this many sequences (default: every full window)", NULL},
+        {"--resume", 0, "continue after the last complete shard of --out", NULL},
+        {"--threads", 1, "OpenMP threads (default: all cores)", NULL},
+    };
+    const int nf = N_FLAGS(flags);
+    if (args_parse(argc, argv, 2, flags, nf, CMD)) return 2;
+    const char *required[] = {"--model", "--ctx", "--out"};
+    for (int i = 0; i < 3; i++)
+        if (!args_get(flags, nf, required[i])) {
+            fprintf(stderr, "spindle " CMD ": %s is required\n", required[i]);
+            args_usage(CMD, flags, nf);
+            return 2;
+        }
+    const Flag *text = &flags[1];
+    const char *model_dir = flags[0].value, *ids_path = flags[2].value, *out = flags[4].value, *v;
+    if (!text->value == !ids_path) {
+        fprintf(stderr, "spindle " CMD ": give exactly one of --text or --ids\n");
+        return 2;
+    }
+    int ctx, sps = 8, max_seq = 0, threads;
+    const int resume = flags[8].value != NULL;
+    if (positive("--ctx", flags[3].value, &ctx) ||
+        ((v = flags[6].value) && positive("--seqs-per-shard", v, &sps)) ||
+        ((v = flags[7].value) && positive("--max-seq", v, &max_seq)) ||
+        ((v = flags[9].value) && positive("--threads", v, &threads)))
+        return 2;
+    if (flags[9].value) omp_set_num_threads(threads);
+
+    Status st;
+    Model m;
+    if (model_load(&m, model_dir, &st)) {
+        fprintf(stderr, "spindle " CMD ": %s\n", st.msg);
+        return 1;
+    }
+    const ModelConfig *c = &m.cfg;
+    int rc = 1;
+    int32_t *ids = NULL;
+    const int32_t **starts = NULL;
+    Tokenizer *tok = NULL;
+    float *hidden = NULL, *xbuf = NULL, *lbuf = NULL;
+    float **xs = NULL, **ls = NULL;
+    int *slot = NULL;
+    ShardWriter *w = NULL;
+    ShardHeader *h = xcalloc(1, sizeof *h);
+
+    if (flags[5].value ? parse_layers(flags[5].value, c, h->layers, &h->n_layers) : 0) {
+        rc = 2;
+        goto out_free;
+    }
+    if (!flags[5].value)
+        for (int l = 0; l < c->n_layers && h->n_layers < SHARD_MAX_LAYERS; l++)
+            if (c->layer_kinds[l] == LAYER_FULL_ATTENTION) h->layers[h->n_layers++] = l;
+    if (ctx > c->max_pos) {
+        status_fail(&st, "--ctx %d is longer than the model supports (%s/config.json: max_position_embeddings %d)", ctx,
+                    model_dir, c->max_pos);
+        goto done;
+    }
+    if (model_fingerprint(model_dir, &m.st, h->fingerprint, &st)) goto done;
+
+    // The token stream and its windows.
+    size_t n_ids = 0;
+    if (ids_path) {
+        if (ids_read(ids_path, c->vocab, &ids, &n_ids, &st)) goto done;
+    } else {
+        char tok_path[4096];
+        snprintf(tok_path, sizeof tok_path, "%s/tokenizer.json", model_dir);
+        if (tok_load(&tok, tok_path, &st) ||
+            corpus_load_tokens(tok, (const char *const *)text->values, text->n_values, &ids, &n_ids, &st))
+            goto done;
+    }
+    size_t n_win = corpus_windows(ids, n_ids, ctx, (size_t)max_seq, NULL);
+    if (n_win == 0) {
+        status_fail(&st, "%s: %zu tokens, fewer than one window of --ctx %d", ids_path ? ids_path : text->values[0],
+                    n_ids, ctx);
+        goto done;
+    }
+    starts = xmalloc(sizeof *starts * n_win);
+    corpus_windows(ids, n_ids, ctx, n_win, starts);
+
+    // The header shared by every shard of the run.
+    snprintf(h->model_type, sizeof h->model_type, "%s", c->model_type);
+    h->ctx = ctx;
+    h->d_model = c->hidden;
+    h->n_heads = c->n_heads;
+    h->n_kv_heads = c->n_kv_heads;
+    h->head_dim = c->head_dim;
+    h->seqs_per_shard = sps;
+    {
+        int len = snprintf(h->source, sizeof h->source, "%s:", ids_path ? "ids" : "text");
+        int n_src = ids_path ? 1 : text->n_values;
+        for (int i = 0; i < n_src && len < (int)sizeof h->source; i++) {
+            const char *p = ids_path ? ids_path : text->values[i];
+            char abs[PATH_MAX];
+            len += snprintf(h->source + len, sizeof h->source - (size_t)len, "%s%s", i ? ";" : "",
+                            realpath(p, abs) ? abs : p);
+        }
+        if (len >= (int)sizeof h->source) {
+            status_fail(&st, "the source paths are too long to record (%d bytes, at most %zu)", len,
+                        sizeof h->source - 1);
+            goto done;
+        }
+    }
+
+    // The output folder: new or empty, or (--resume) checked shard by shard.
+    if (mkdir(out, 0777) != 0 && errno != EEXIST) {
+        status_fail(&st, "%s: cannot create the shard folder (%s)", out, strerror(errno));
+        goto done;
+    }
+    if (!path_is_dir(out)) {
+        status_fail(&st, "%s: exists and is not a folder", out);
+        goto done;
+    }
+    int next_shard = 0;
+    int64_t seq = 0;
+    int nonempty = dir_nonempty(out);
+    if (nonempty < 0) {
+        status_fail(&st, "%s: cannot read the shard folder (%s)", out, strerror(errno));
+        goto done;
+    }
+    if (nonempty && !resume) {
+        status_fail(&st, "%s: the folder is not empty; pass --resume to continue its shards, or choose an empty folder",
+                    out);
+        goto done;
+    }
+    if (resume) {
+        int stale = remove_stale_tmp(out);
+        if (stale) fprintf(stderr, "spindle " CMD ": removed %d partial shard(s) (*.tmp) from %s\n", stale, out);
+        if (check_existing(out, h, starts, n_win, &next_shard, &seq, &st)) goto done;
+        if (next_shard)
+            fprintf(stderr, "spindle " CMD ": resuming after %d complete shard(s), %lld sequence(s)\n", next_shard,
+                    (long long)seq);
+    }
+
+    // Buffers and the tap.
+    const int L = h->n_layers, D = c->hidden, Hq = c->n_heads;
+    const size_t nx = (size_t)ctx * D, nl = (size_t)ctx * Hq;
+    hidden = xmalloc(sizeof(float) * nx);
+    xbuf = xmalloc(sizeof(float) * nx * L);
+    lbuf = xmalloc(sizeof(float) * nl * L);
+    xs = xmalloc(sizeof *xs * L);
+    ls = xmalloc(sizeof *ls * L);
+    slot = xmalloc(sizeof(int) * (size_t)c->n_layers);
+    for (int l = 0; l < c->n_layers; l++) slot[l] = -1;
+    for (int i = 0; i < L; i++) {
+        xs[i] = xbuf + nx * i;
+        ls[i] = lbuf + nl * i;
+        slot[h->layers[i]] = i;
+    }
+    Capture cap = {slot, xs, ls, D, Hq, 0};
+    ForwardTap tap = {capture_fn, &cap};
+
+    const int progress = isatty(2);
+    const int64_t first_new = seq;
+    double t0 = omp_get_wtime();
+    for (int shard = next_shard; seq < (int64_t)n_win; shard++) {
+        char path[8192];
+        shard_name(path, sizeof path, out, shard);
+        h->first_seq = seq;
+        h->token_begin = seq * (int64_t)ctx;
+        if (shard_writer_open(&w, path, h, &st)) goto done;
+        for (int s = 0; s < sps && seq < (int64_t)n_win; s++, seq++) {
+            forward_hidden(&m, starts[seq], ctx, hidden, &(ForwardOpts){.tap = &tap});
+            SPINDLE_CHECK(!cap.missing_lse);
+            if (shard_writer_append(w, starts[seq], (const float *const *)xs, (const float *const *)ls, &st)) goto done;
+            if (progress) {
+                double el = omp_get_wtime() - t0, done_n = (double)(seq + 1 - first_new);
+                char left[32];
+                fmt_secs(left, sizeof left, el / done_n * (double)((int64_t)n_win - seq - 1));
+                fprintf(stderr, "\rspindle " CMD ": sequence %lld/%zu, %.0f tokens/s, %s left   ", (long long)seq + 1,
+                        n_win, done_n * ctx / el, left);
+            }
+        }
+        ShardWriter *done_w = w;
+        w = NULL;
+        if (shard_writer_close(done_w, &st)) goto done;
+    }
+    if (progress) fprintf(stderr, "\n");
+
+    // Summary over every shard of the folder.
+    {
+        char **paths = NULL;
+        int n = 0;
+        if (shard_list(out, &paths, &n, &st)) goto done;
+        long long bytes = 0;
+        for (int i = 0; i < n; i++) {
+            struct stat sb;
+            if (stat(paths[i], &sb) == 0) bytes += (long long)sb.st_size;
+        }
+        shard_free_list(paths, n);
+        double tokens = (double)n_win * ctx, secs = omp_get_wtime() - t0;
+        double raw = 4.0 * (D + Hq) + 4.0 / L;
+        fprintf(stderr,
+                "spindle " CMD ": %zu sequence(s) of %d tokens (%lld new in %.1f s), %d layer(s), %d shard(s) -> %s\n"
+                "spindle " CMD ": %lld bytes, %.1f bytes/token/layer (raw float32 %.1f, ratio %.2f)\n",
+                n_win, ctx, (long long)(seq - first_new), secs, L, n, out, bytes, bytes / (tokens * L), raw,
+                bytes / (tokens * L) / raw);
+    }
+    rc = 0;
+done:
+    if (rc) fprintf(stderr, "spindle " CMD ": %s\n", st.msg);
+    shard_writer_abort(w);
+out_free:
+    free(h);
+    free(hidden), free(xbuf), free(lbuf), free(xs), free(ls), free(slot);
+    free(starts);
+    free(ids);
+    tok_free(tok);
+    model_free(&m);
+    return rc;
+}
