@@ -53,7 +53,22 @@ static const char *h5_reason(char buf[256]) {
     return buf;
 }
 
-static void h5_quiet(void) { H5Eset_auto2(H5E_DEFAULT, NULL, NULL); }
+// Called first by every public entry point. HDF5's own error printing goes off
+// (failures come back as a Status). And HDF5 1.10 cannot close a file whose
+// flush once failed (a full disk): its metadata cache is left inconsistent
+// ("slist already enabled"), H5Fclose fails forever and the library's atexit
+// cleanup then crashes on that file. So, when we are the first HDF5 user of the
+// process, that cleanup is switched off: every file here is closed explicitly,
+// and a failed one is discarded (see shard_writer_abort), so nothing is lost.
+static void h5_quiet(void) {
+    static int once = 0;
+    if (!once) {
+        once = 1;
+        // Fails (harmlessly) when another module initialised HDF5 first.
+        if (H5dont_atexit() < 0) H5Eclear2(H5E_DEFAULT);
+    }
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+}
 
 // ---------------------------------------------------------------- attributes
 
@@ -231,10 +246,15 @@ int shard_writer_open(ShardWriter **out, const char *path, const ShardHeader *h,
         return status_fail(st, "%s: HDF5 property setup failed (%s)", path, h5_reason(why));
     }
     w->file = H5Fcreate(w->tmp, H5F_ACC_EXCL, H5P_DEFAULT, fapl);
-    H5Pclose(fapl);
     if (w->file < 0) {
         status_fail(st, "%s: cannot create (%s)", w->tmp, h5_reason(why));
+        H5Pclose(fapl);
         free(w);
+        return -1;
+    }
+    if (H5Pclose(fapl) < 0) {
+        status_fail(st, "%s: HDF5 property list close failed (%s)", path, h5_reason(why));
+        shard_writer_abort(w);
         return -1;
     }
     const hsize_t T = (hsize_t)h->ctx;
@@ -315,13 +335,19 @@ int shard_writer_close(ShardWriter *w, Status *st) {
         shard_writer_abort(w);
         return -1;
     }
-    int bad = attr_i64(w->file, "n_seq", w->n_seq) < 0 ||
-              attr_i64(w->file, "token_end", w->h.token_begin + w->n_seq * w->h.ctx) < 0 ||
-              H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0;
-    if (writer_close_all(w) < 0) bad = 1;
-    if (bad) {
+    // Everything dirty reaches the file here, while a failure can still be
+    // discarded cleanly (see shard_writer_abort); the closes after it write nothing new.
+    if (attr_i64(w->file, "n_seq", w->n_seq) < 0 ||
+        attr_i64(w->file, "token_end", w->h.token_begin + w->n_seq * w->h.ctx) < 0 ||
+        H5Fflush(w->file, H5F_SCOPE_GLOBAL) < 0) {
         status_fail(st, "%s: write failed (%s); nothing written", w->path, h5_reason(why));
         shard_writer_abort(w);
+        return -1;
+    }
+    if (writer_close_all(w) < 0) {
+        status_fail(st, "%s: write failed while closing (%s); nothing written", w->path, h5_reason(why));
+        unlink(w->tmp);
+        free(w);
         return -1;
     }
     // HDF5 has written everything; make it durable before the name says "complete".
@@ -343,8 +369,21 @@ int shard_writer_close(ShardWriter *w, Status *st) {
     return 0;
 }
 
+// Discarding a shard: HDF5 flushes its caches on close, and after a write
+// error (a full disk) those writes would fail again. So the file descriptor is
+// first pointed at /dev/null: nothing more reaches the disk, and the .tmp is
+// removed. (After a failed flush HDF5 1.10 may still refuse to close the file
+// — see h5_quiet; the id then leaks, harmlessly.)
 void shard_writer_abort(ShardWriter *w) {
     if (!w) return;
+    void *handle = NULL;
+    if (w->file >= 0 && H5Fget_vfd_handle(w->file, H5P_DEFAULT, &handle) >= 0 && handle) {
+        int nul = open("/dev/null", O_WRONLY);
+        if (nul >= 0) {
+            dup2(nul, *(int *)handle);
+            close(nul);
+        }
+    }
     writer_close_all(w);
     H5Eclear2(H5E_DEFAULT);
     unlink(w->tmp);
@@ -416,10 +455,15 @@ int shard_open(ShardReader **out, const char *path, const char *expect_fingerpri
         r->file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
     else
         r->file = -1;
-    if (fapl >= 0) H5Pclose(fapl);
     if (r->file < 0) {
-        status_fail(st, "%s: cannot open as HDF5 (truncated or corrupt file? %s)", path, h5_reason(why));
+        status_fail(st, "%s: cannot open as HDF5, truncated or corrupt file? (%s)", path, h5_reason(why));
+        if (fapl >= 0) H5Pclose(fapl);
         free(r);
+        return -1;
+    }
+    if (H5Pclose(fapl) < 0) {
+        status_fail(st, "%s: HDF5 property list close failed (%s)", path, h5_reason(why));
+        shard_close(r);
         return -1;
     }
     ShardHeader *h = &r->h;
