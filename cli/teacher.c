@@ -254,6 +254,7 @@ int cmd_teacher(int argc, char **argv) {
     int *slot = NULL;
     ShardWriter *w = NULL;
     ShardHeader *h = xcalloc(1, sizeof *h);
+    int progress_shown = 0;  // a progress line without its newline is on stderr
 
     if (flags[5].value ? parse_layers(flags[5].value, c, h->layers, &h->n_layers) : 0) {
         rc = 2;
@@ -380,13 +381,15 @@ int cmd_teacher(int argc, char **argv) {
                 fmt_secs(left, sizeof left, el / done_n * (double)((int64_t)n_win - seq - 1));
                 fprintf(stderr, "\rspindle " CMD ": sequence %lld/%zu, %.0f tokens/s, %s left   ", (long long)seq + 1,
                         n_win, done_n * ctx / el, left);
+                progress_shown = 1;
             }
         }
         ShardWriter *done_w = w;
         w = NULL;
         if (shard_writer_close(done_w, &st)) goto done;
     }
-    if (progress) fprintf(stderr, "\n");
+    if (progress_shown) fprintf(stderr, "\n");
+    progress_shown = 0;
 
     // Summary over every shard of the folder.
     {
@@ -409,7 +412,7 @@ int cmd_teacher(int argc, char **argv) {
     }
     rc = 0;
 done:
-    if (rc) fprintf(stderr, "spindle " CMD ": %s\n", st.msg);
+    if (rc) fprintf(stderr, "%sspindle " CMD ": %s\n", progress_shown ? "\n" : "", st.msg);
     shard_writer_abort(w);
 out_free:
     free(h);
