@@ -284,7 +284,7 @@ static double grad_err(const float *a, const double *fd, const int *idx, int n) 
     for (int i = 0; i < n; i++) e = fmax(e, fabs(a[idx[i]] - fd[i]));
     return m > 1e-9 ? e / m : e;
 }
-#define GRAD_TOL 2e-3
+#define GRAD_TOL 2e-4
 
 static double worst_loss = 0.0, worst_loss_abs = 0.0, worst_grad = 0.0, worst_accum = 0.0;
 static int n_grad_checked = 0, comparator_fail = 0;
@@ -313,7 +313,7 @@ static void check_loss_grad(const Case *c, const int *qs, int nq, const char *qn
     double ea = 0.0, gm = 1e-30;
     for (int64_t i = 0; i < c->np; i++) ea = fmax(ea, fabs(g2[i] - 2.0 * g[i])), gm = fmax(gm, fabs(g[i]));
     worst_accum = fmax(worst_accum, ea / gm);
-    EXPECT(ea / gm < 1e-6, "gradients do not accumulate (+=): %.2e", ea / gm);
+    EXPECT(ea / gm < 1e-5, "gradients do not accumulate (+=): %.2e", ea / gm);
     if (fd) {
         IndexerTensor ts[INDEXER_MAX_TENSORS];
         const int nt = indexer_param_tensors(ts, cfg);
@@ -431,8 +431,9 @@ static void check_select(const Case *c, int k, int bsel, int zero_wq) {
             for (int a = 0; a < ns[r]; a++) ok &= sel[r * k + a] == a;  // lowest indices
         if (end <= k) ok &= ns[r] == end;                           // k ≥ end: every key
         n_sel_checked++;
-        EXPECT(ok, "select %s/%s/rope%d T=%d k=%d bsel=%d%s row %d: got %d keys, want %d", variant_name(cfg),
-               norm_name(cfg), cfg->d_rope, T, k, bsel, zero_wq ? " (all-zero scores)" : "", r, ns[r], nw);
+        EXPECT(ok, "select %s/%s/rope%d T=%d k=%d bsel=%d%s row %d: got %d keys (%d %d ...), want %d (%d %d ...)",
+               variant_name(cfg), norm_name(cfg), cfg->d_rope, T, k, bsel, zero_wq ? " (all-zero scores)" : "", r,
+               ns[r], sel[r * k], ns[r] > 1 ? sel[r * k + 1] : -1, nw, want[0], nw > 1 ? want[1] : -1);
     }
     free(prm), free(p), free(S), free(lse), free(sel), free(ns), free(want), free(A);
 }
@@ -529,6 +530,8 @@ int main(void) {
         free(a), free(b);
     }
 
+    const char *verdict[2] = {"ok", "FAILED"};
+    int before = failures;
     // (a) forward; (b) loss; (c) gradients; over every variant × norm × rope × T × teacher.
     const int Ts[3] = {1, 7, 70};
     int combo = 0;
@@ -568,7 +571,8 @@ int main(void) {
         check_loss_grad(&c, qs, nq, qname, 0);
         case_free(&c);
     }
-    printf("config/layout/init: ok\n");
+    printf("config/layout/init: %s\n", verdict[before > 0]);
+    printf("(a)-(c): %s\n", verdict[failures > before]);
     printf("(a) forward (q, k, w, scores, lse) vs naive double: max rel err %.2e\n", worst_fwd);
     printf("(b) loss vs naive double: max abs err %.2e, max rel err %.2e where abs > 5e-7; accumulate (+=) max rel err "
            "%.2e\n", worst_loss_abs, worst_loss, worst_accum);
@@ -576,6 +580,7 @@ int main(void) {
            "comparator flagged every sign flip and index shift: %s\n",
            worst_grad, n_grad_checked, GRAD_TOL, comparator_fail ? "NO" : "yes");
 
+    printf("threads: ");
     // Thread count: same loss and gradients (up to summation order) with 3 threads, bitwise repeatable.
     {
         Case c = case_make(small_cfg(INDEXER_EXPANDED, INDEXER_NORM_LAYER, 8), 150, 4, 2, 8, 1.5, 5);
@@ -589,7 +594,7 @@ int main(void) {
         omp_set_num_threads(1);
         double e = 0.0, m = 1e-30;
         for (int64_t i = 0; i < c.np; i++) e = fmax(e, fabs(g1[i] - g3[i])), m = fmax(m, fabs(g1[i]));
-        printf("threads: 1 vs 3 loss diff %.2e, grad max rel diff %.2e; 3-thread rerun bitwise equal: %s\n",
+        printf("1 vs 3 loss diff %.2e, grad max rel diff %.2e; 3-thread rerun bitwise equal: %s\n",
                fabs(l1 - l3), e / m, l3 == l3b && !memcmp(g3, g3b, sizeof(float) * c.np) ? "yes" : "NO");
         EXPECT(l1 == l3 && e / m < 1e-5, "1 vs 3 threads differ: loss %.3g vs %.3g, grads %.2e", l1, l3, e / m);
         EXPECT(l3 == l3b && !memcmp(g3, g3b, sizeof(float) * c.np), "3-thread runs are not bitwise equal");
@@ -598,6 +603,7 @@ int main(void) {
     }
 
     // (d) supports and (e) mass recall.
+    before = failures;
     {
         const int ks[4] = {1, 4, 16, 100}, bsels[5] = {1, 3, 8, 33, 64};
         for (int vi = 0; vi < 2; vi++)
@@ -621,8 +627,9 @@ int main(void) {
         check_recall(&c, &q0, 1, 1);
         case_free(&c);
     }
-    printf("(d) select: %d rows equal the naive sort (%d accepted as near-ties), tie rule and k >= t+1 hold\n",
-           n_sel_checked, n_near);
+    printf("(d)-(e): %s\n", verdict[failures > before]);
+    printf("(d) select: %d rows checked against the naive sort, the tie rule (all-zero scores) and k >= t+1; "
+           "%d differed from the reference only at a near-tie\n", n_sel_checked, n_near);
     printf("(e) mass recall vs naive double: max abs err %.2e\n", worst_recall);
     if (failures) {
         fprintf(stderr, "test_indexer: %d failure(s)\n", failures);
