@@ -13,6 +13,7 @@ static const struct {
     {"info", cmd_info, "print a checkpoint's architecture, layer kinds and parameter count"},
     {"tokenize", cmd_tokenize, "encode a text file with the checkpoint's tokenizer.json"},
     {"logits", cmd_logits, "run the forward pass (dense or oracle) and write float32 logits [T, vocab] as .npy"},
+    {"teacher", cmd_teacher, "write teacher shards (HDF5): per sequence, x and lse of the chosen layers"},
     {"eval", cmd_eval, "dense vs the attention-mass oracle on held-out text: NLL, KL, top-1, recall, sparsity"},
 };
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "args.h"
+#include "cli_util.h"
 #include "fileio.h"
 #include "forward.h"
 #include "corpus.h"
@@ -23,54 +24,13 @@
 #include "cuda_device.h"
 #endif
 
-#define N_FLAGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
-
-static int fail(const char *cmd, const Status *st) {
-    fprintf(stderr, "spindle %s: %s\n", cmd, st->msg);
-    return 1;
-}
-
-// Parses and checks flags; returns 0, or the exit code 2 after a message.
-static int parse(int argc, char **argv, Flag *flags, int n, const char *cmd, const char **required) {
-    if (args_parse(argc, argv, 2, flags, n, cmd)) return 2;
-    for (; *required; required++)
-        if (!args_get(flags, n, *required)) {
-            fprintf(stderr, "spindle %s: %s is required\n", cmd, *required);
-            args_usage(cmd, flags, n);
-            return 2;
-        }
-    return 0;
-}
-
-// Parses a positive integer flag value; prints the problem and returns -1 if it is not one.
-static int parse_positive(const char *cmd, const char *flag, const char *value, int *out) {
-    char *end;
-    errno = 0;
-    long n = strtol(value, &end, 10);
-    if (!*value || *end || errno || n < 1 || n > 1 << 30) {
-        fprintf(stderr, "spindle %s: %s must be a positive integer (got \"%s\")\n", cmd, flag, value);
-        return -1;
-    }
-    *out = (int)n;
-    return 0;
-}
-
-// --threads N: sets OpenMP's thread count. Returns 0, or 2 after a message.
-static int set_threads(const char *cmd, const char *value) {
-    int n;
-    if (!value) return 0;
-    if (parse_positive(cmd, "--threads", value, &n)) return 2;
-    omp_set_num_threads(n);
-    return 0;
-}
-
 int cmd_info(int argc, char **argv) {
     Flag flags[] = {{"--model", 1, "model folder (config.json + safetensors)", NULL}};
-    int rc = parse(argc, argv, flags, N_FLAGS(flags), "info", (const char *[]){"--model", NULL});
+    int rc = cli_parse(argc, argv, flags, N_FLAGS(flags), "info", (const char *const[]){"--model", NULL});
     if (rc) return rc;
     Status st;
     Model m;
-    if (model_load(&m, flags[0].value, &st)) return fail("info", &st);
+    if (model_load(&m, flags[0].value, &st)) return cli_fail("info", &st);
     const ModelConfig *c = &m.cfg;
     const RopeConfig *r = &c->rope;
     printf("model          %s\n", flags[0].value);
@@ -112,7 +72,7 @@ int cmd_tokenize(int argc, char **argv) {
         {"--text", 1, "UTF-8 text file to encode", NULL},
         {"--out", 1, "write ids here (comma-separated) instead of stdout", NULL},
     };
-    int rc = parse(argc, argv, flags, N_FLAGS(flags), "tokenize", (const char *[]){"--model", "--text", NULL});
+    int rc = cli_parse(argc, argv, flags, N_FLAGS(flags), "tokenize", (const char *const[]){"--model", "--text", NULL});
     if (rc) return rc;
     Status st;
     char path[4096];
@@ -142,7 +102,7 @@ int cmd_tokenize(int argc, char **argv) {
     }
     rc = 0;
 done:
-    if (rc) fail("tokenize", &st);
+    if (rc) cli_fail("tokenize", &st);
     tok_free(tok);
     free(text);
     free(ids);
@@ -160,14 +120,14 @@ int cmd_logits(int argc, char **argv) {
         {"--oracle-k", 1, "attention-mass oracle: keep the top K keys (K >= 1)", NULL},
         {"--bsel", 1, "queries sharing one oracle support (default 1: per query)", NULL},
     };
-    int rc = parse(argc, argv, flags, N_FLAGS(flags), "logits",
-                   (const char *[]){"--model", "--ids", "--out", NULL});
+    int rc = cli_parse(argc, argv, flags, N_FLAGS(flags), "logits",
+                       (const char *const[]){"--model", "--ids", "--out", NULL});
     if (rc) return rc;
     const char *ok_s = args_get(flags, N_FLAGS(flags), "--oracle-k"), *bs_s = args_get(flags, N_FLAGS(flags), "--bsel");
     Sparsity sp = {0, 1};
     int sparse = ok_s != NULL;
-    if ((ok_s && parse_positive("logits", "--oracle-k", ok_s, &sp.topk)) ||
-        (bs_s && parse_positive("logits", "--bsel", bs_s, &sp.bsel)))
+    if ((ok_s && cli_positive("logits", "--oracle-k", ok_s, &sp.topk)) ||
+        (bs_s && cli_positive("logits", "--bsel", bs_s, &sp.bsel)))
         return 2;
     if (bs_s && !ok_s) {
         fprintf(stderr, "spindle logits: --bsel needs --oracle-k\n");
@@ -182,17 +142,17 @@ int cmd_logits(int argc, char **argv) {
         fprintf(stderr, "spindle logits: --device cuda: the CUDA forward pass is not implemented yet\n");
         return 1;
     }
-    if ((rc = set_threads("logits", args_get(flags, N_FLAGS(flags), "--threads")))) return rc;
+    if ((rc = cli_threads("logits", args_get(flags, N_FLAGS(flags), "--threads")))) return rc;
     const char *out = flags[2].value;
 
     Status st;
     Model m;
-    if (model_load(&m, flags[0].value, &st)) return fail("logits", &st);
+    if (model_load(&m, flags[0].value, &st)) return cli_fail("logits", &st);
     int32_t *ids = NULL;
     size_t n;
     if (ids_read(flags[1].value, m.cfg.vocab, &ids, &n, &st)) {
         model_free(&m);
-        return fail("logits", &st);
+        return cli_fail("logits", &st);
     }
     const int T = (int)n, H = m.cfg.hidden, V = m.cfg.vocab;
     if (T > m.cfg.max_pos)
@@ -228,35 +188,12 @@ int cmd_logits(int argc, char **argv) {
                 prof.gemm, prof.attention, prof.lm_head, prof.other);
     rc = 0;
 done:
-    if (rc) fail("logits", &st);
+    if (rc) cli_fail("logits", &st);
     free(hidden);
     free(logits);
     free(ids);
     model_free(&m);
     return rc;
-}
-
-// Parses "32,64,128" into positive integers (at most 64). Returns -1 after a message.
-static int parse_list(const char *cmd, const char *flag, const char *value, int *out, int *n) {
-    *n = 0;
-    const char *p = value;
-    while (*p) {
-        char *end;
-        errno = 0;
-        long v = strtol(p, &end, 10);
-        if (end == p || errno || v < 1 || v > 1 << 30 || (*end && *end != ',') || *n == 64) {
-            fprintf(stderr, "spindle %s: %s must be a comma-separated list of positive integers (got \"%s\")\n",
-                    cmd, flag, value);
-            return -1;
-        }
-        out[(*n)++] = (int)v;
-        p = *end ? end + 1 : end;
-    }
-    if (*n == 0) {
-        fprintf(stderr, "spindle %s: %s is empty\n", cmd, flag);
-        return -1;
-    }
-    return 0;
 }
 
 // Parses "0,0.5,1" into depths in [0, 1] (at most 64). Returns -1 after a message.
@@ -310,7 +247,7 @@ int cmd_eval(int argc, char **argv) {
         {"--seed", 1, "seed of the retrieval instances (default 1)", NULL},
     };
     const int nf = N_FLAGS(flags);
-    int rc = parse(argc, argv, flags, nf, "eval", (const char *[]){"--model", "--ctx", "--k", "--bsel", "--json", NULL});
+    int rc = cli_parse(argc, argv, flags, nf, "eval", (const char *const[]){"--model", "--ctx", "--k", "--bsel", "--json", NULL});
     if (rc) return rc;
     const Flag *text = &flags[1];
     const char *ids_path = args_get(flags, nf, "--ids");
@@ -318,12 +255,12 @@ int cmd_eval(int argc, char **argv) {
         fprintf(stderr, "spindle eval: give exactly one of --text or --ids\n");
         return 2;
     }
-    if ((rc = set_threads("eval", args_get(flags, nf, "--threads")))) return rc;
+    if ((rc = cli_threads("eval", args_get(flags, nf, "--threads")))) return rc;
     int ks[64], bsels[64], n_k, n_b, ctx, n_seq = 0;
-    if (parse_positive("eval", "--ctx", args_get(flags, nf, "--ctx"), &ctx) ||
-        parse_list("eval", "--k", args_get(flags, nf, "--k"), ks, &n_k) ||
-        parse_list("eval", "--bsel", args_get(flags, nf, "--bsel"), bsels, &n_b) ||
-        (args_get(flags, nf, "--n-seq") && parse_positive("eval", "--n-seq", args_get(flags, nf, "--n-seq"), &n_seq)))
+    if (cli_positive("eval", "--ctx", args_get(flags, nf, "--ctx"), &ctx) ||
+        cli_list("eval", "--k", args_get(flags, nf, "--k"), ks, &n_k) ||
+        cli_list("eval", "--bsel", args_get(flags, nf, "--bsel"), bsels, &n_b) ||
+        (args_get(flags, nf, "--n-seq") && cli_positive("eval", "--n-seq", args_get(flags, nf, "--n-seq"), &n_seq)))
         return 1;
     RetrievalKind tasks[8];
     double depths[64] = {0, 0.5, 1};
@@ -331,8 +268,8 @@ int cmd_eval(int argc, char **argv) {
     const char *v;
     if (((v = args_get(flags, nf, "--tasks")) && parse_tasks(v, tasks, &n_tasks)) ||
         ((v = args_get(flags, nf, "--depths")) && parse_depths(v, depths, &n_depths)) ||
-        ((v = args_get(flags, nf, "--task-n")) && parse_positive("eval", "--task-n", v, &task_n)) ||
-        ((v = args_get(flags, nf, "--seed")) && parse_positive("eval", "--seed", v, &seed)))
+        ((v = args_get(flags, nf, "--task-n")) && cli_positive("eval", "--task-n", v, &task_n)) ||
+        ((v = args_get(flags, nf, "--seed")) && cli_positive("eval", "--seed", v, &seed)))
         return 1;
     const char *json = args_get(flags, nf, "--json");
     char csv[4096], md[4096];
@@ -345,7 +282,7 @@ int cmd_eval(int argc, char **argv) {
 
     Status st;
     Model m;
-    if (model_load(&m, flags[0].value, &st)) return fail("eval", &st);
+    if (model_load(&m, flags[0].value, &st)) return cli_fail("eval", &st);
     int32_t *ids = NULL;
     size_t n = 0;
     EvalResult *res = NULL;
@@ -371,7 +308,7 @@ int cmd_eval(int argc, char **argv) {
             1 + n_k * n_b, res[0].n_seq, ctx, n_res - (1 + n_k * n_b), json, csv, md);
     rc = 0;
 done:
-    if (rc) fail("eval", &st);
+    if (rc) cli_fail("eval", &st);
     tok_free(tok);
     free(res);
     free(ids);

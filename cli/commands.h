@@ -6,3 +6,4 @@ int cmd_info(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_teacher(int argc, char **argv);

@@ -27,23 +27,11 @@
 #include "forward.h"
 #include "ids.h"
 #include "model.h"
+#include "cli_util.h"
 #include "shard.h"
 #include "tokenizer.h"
 
 #define CMD "teacher"
-#define N_FLAGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
-
-static int positive(const char *flag, const char *value, int *out) {
-    char *end;
-    errno = 0;
-    long n = strtol(value, &end, 10);
-    if (!*value || *end || errno || n < 1 || n > 1 << 30) {
-        fprintf(stderr, "spindle " CMD ": %s must be a positive integer (got \"%s\")\n", flag, value);
-        return -1;
-    }
-    *out = (int)n;
-    return 0;
-}
 
 // "0,3,5-7" -> sorted distinct layer indices, each a full-attention layer of c.
 static int parse_layers(const char *value, const ModelConfig *c, int *out, int *n) {
@@ -215,14 +203,8 @@ int cmd_teacher(int argc, char **argv) {
         {"--threads", 1, "OpenMP threads (default: all cores)", NULL},
     };
     const int nf = N_FLAGS(flags);
-    if (args_parse(argc, argv, 2, flags, nf, CMD)) return 2;
-    const char *required[] = {"--model", "--ctx", "--out"};
-    for (int i = 0; i < 3; i++)
-        if (!args_get(flags, nf, required[i])) {
-            fprintf(stderr, "spindle " CMD ": %s is required\n", required[i]);
-            args_usage(CMD, flags, nf);
-            return 2;
-        }
+    int rc0 = cli_parse(argc, argv, flags, nf, CMD, (const char *const[]){"--model", "--ctx", "--out", NULL});
+    if (rc0) return rc0;
     const Flag *text = &flags[1];
     const char *model_dir = flags[0].value, *ids_path = flags[2].value, *out = flags[4].value, *v;
     if (!text->value == !ids_path) {
@@ -231,10 +213,10 @@ int cmd_teacher(int argc, char **argv) {
     }
     int ctx, sps = 8, max_seq = 0, threads;
     const int resume = flags[8].value != NULL;
-    if (positive("--ctx", flags[3].value, &ctx) ||
-        ((v = flags[6].value) && positive("--seqs-per-shard", v, &sps)) ||
-        ((v = flags[7].value) && positive("--max-seq", v, &max_seq)) ||
-        ((v = flags[9].value) && positive("--threads", v, &threads)))
+    if (cli_positive(CMD, "--ctx", flags[3].value, &ctx) ||
+        ((v = flags[6].value) && cli_positive(CMD, "--seqs-per-shard", v, &sps)) ||
+        ((v = flags[7].value) && cli_positive(CMD, "--max-seq", v, &max_seq)) ||
+        ((v = flags[9].value) && cli_positive(CMD, "--threads", v, &threads)))
         return 2;
     if (flags[9].value) omp_set_num_threads(threads);
 

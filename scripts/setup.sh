@@ -6,7 +6,7 @@
 set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config libhdf5-dev libcjson-dev libopenblas-dev libpcre2-dev
-      libutf8proc-dev python3 python3-pip)
+      libutf8proc-dev libssl-dev python3 python3-pip)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -45,3 +45,9 @@ target_link_libraries(test_retrieval PRIVATE spindle_core)
 add_test(NAME retrieval COMMAND test_retrieval ${CMAKE_SOURCE_DIR}/tests/tokenizer
          ${CMAKE_SOURCE_DIR}/models/smollm2 ${TEST_TMP}/retrieval ${CMAKE_SOURCE_DIR}/corpus/heldout)
 set_tests_properties(retrieval PROPERTIES SKIP_RETURN_CODE 77)
+
+add_executable(test_shard tests/test_shard.c)
+target_link_libraries(test_shard PRIVATE spindle_core)
+add_test(NAME shard COMMAND test_shard unit ${TEST_TMP}/shard)
+add_test(NAME teacher_cli COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_teacher.sh $<TARGET_FILE:spindle>
+         $<TARGET_FILE:test_shard> ${GOLDENS} ${TEST_TMP}/teacher)

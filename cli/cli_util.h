@@ -1,0 +1,18 @@
+// cli_util.h: what every subcommand does with its flags and errors.
+#pragma once
+#include "args.h"
+#include "status.h"
+
+#define N_FLAGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+// Prints "spindle CMD: <message>" and returns the exit code 1.
+int cli_fail(const char *cmd, const Status *st);
+// Parses argv[2..] into flags and checks the NULL-terminated list of required
+// flags. Returns 0, or the exit code 2 after a usage message.
+int cli_parse(int argc, char **argv, Flag *flags, int n, const char *cmd, const char *const *required);
+// A positive integer flag value (≤ 2^30). Returns -1 after a message.
+int cli_positive(const char *cmd, const char *flag, const char *value, int *out);
+// "32,64,128": positive integers, at most 64. Returns -1 after a message.
+int cli_list(const char *cmd, const char *flag, const char *value, int *out, int *n);
+// --threads N (value may be NULL: nothing to do). Returns 0, or 2 after a message.
+int cli_threads(const char *cmd, const char *value);
