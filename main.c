@@ -14,6 +14,8 @@ static const struct {
     {"tokenize", cmd_tokenize, "encode a text file with the checkpoint's tokenizer.json"},
     {"logits", cmd_logits, "run the forward pass (dense or oracle) and write float32 logits [T, vocab] as .npy"},
     {"teacher", cmd_teacher, "write teacher shards (HDF5): per sequence, x and lse of the chosen layers"},
+    {"train", cmd_train, "distil indexers from teacher shards (AdamW, checkpoints, --resume)"},
+    {"export", cmd_export, "export a run's indexers as safetensors + config.json"},
     {"eval", cmd_eval, "dense vs the attention-mass oracle on held-out text: NLL, KL, top-1, recall, sparsity"},
 };
 

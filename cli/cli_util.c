@@ -63,3 +63,14 @@ int cli_threads(const char *cmd, const char *value) {
     omp_set_num_threads(n);
     return 0;
 }
+
+int cli_double(const char *cmd, const char *flag, const char *value, double lo, double hi, double *out) {
+    char *end;
+    double v = strtod(value, &end);
+    if (!*value || *end || !(v >= lo && v <= hi)) {
+        fprintf(stderr, "spindle %s: %s must be a number in [%g, %g] (got \"%s\")\n", cmd, flag, lo, hi, value);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}

@@ -16,3 +16,5 @@ int cli_positive(const char *cmd, const char *flag, const char *value, int *out)
 int cli_list(const char *cmd, const char *flag, const char *value, int *out, int *n);
 // --threads N (value may be NULL: nothing to do). Returns 0, or 2 after a message.
 int cli_threads(const char *cmd, const char *value);
+// A number flag value in [lo, hi]. Returns -1 after a message.
+int cli_double(const char *cmd, const char *flag, const char *value, double lo, double hi, double *out);

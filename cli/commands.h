@@ -7,3 +7,5 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_logits(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
 int cmd_teacher(int argc, char **argv);
+int cmd_train(int argc, char **argv);
+int cmd_export(int argc, char **argv);

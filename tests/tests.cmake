@@ -51,3 +51,10 @@ target_link_libraries(test_shard PRIVATE spindle_core)
 add_test(NAME shard COMMAND test_shard unit ${TEST_TMP}/shard)
 add_test(NAME teacher_cli COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_teacher.sh $<TARGET_FILE:spindle>
          $<TARGET_FILE:test_shard> ${GOLDENS} ${TEST_TMP}/teacher)
+
+add_executable(test_indexer tests/test_indexer.c)
+target_link_libraries(test_indexer PRIVATE spindle_core)
+add_test(NAME indexer COMMAND test_indexer)
+
+add_test(NAME train_resume_export COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_train.sh
+         $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/train)

@@ -1,0 +1,29 @@
+// export.h: trained indexers as safetensors + config.json, and loading them.
+//
+// INDEXER/model.safetensors holds, per trained layer l, F32 tensors
+//   model.layers.{l}.self_attn.indexer.wq.weight     [H·d_I, d_model]
+//   model.layers.{l}.self_attn.indexer.wk.weight     [d_I, d_model]
+//   model.layers.{l}.self_attn.indexer.k_norm.weight [d_I]   (unless key_norm none)
+//   model.layers.{l}.self_attn.indexer.k_norm.bias   [d_I]   (LayerNorm)
+//   model.layers.{l}.self_attn.indexer.ww.weight     [H, d_model] (expanded)
+// and INDEXER/config.json the base checkpoint's fingerprint, the layers, the
+// indexer configuration (model/indexer.h), default k and b_sel, steps, tokens.
+#pragma once
+#include "indexer.h"
+#include "status.h"
+
+// Exports the newest checkpoint of run_dir into out_dir (created via
+// out_dir.tmp + rename; an existing out_dir is refused).
+int export_indexer(const char *run_dir, const char *out_dir, int default_k, int default_bsel, Status *st);
+
+typedef struct {
+    IndexerConfig cfg;
+    char fingerprint[65];
+    int n_model_layers;  // the base model's layer count (params is indexed by model layer)
+    float **params;      // [n_model_layers]; NULL where a layer has no indexer
+    int default_k, default_bsel;
+} IndexerSet;
+
+// Loads an exported indexer folder. Release with indexer_set_free.
+int indexer_set_load(IndexerSet *s, const char *dir, int n_model_layers, Status *st);
+void indexer_set_free(IndexerSet *s);

@@ -1,0 +1,397 @@
+// trainer.c: see trainer.h. One step = one teacher sequence: for every trained
+// layer, rebuild the teacher q/k from the stored x (forward_layer_qk), sample
+// the query positions, take the fused KL loss and gradients
+// (indexer_kl_loss_cpu), clip, and apply AdamW. Everything that decides the
+// next step — parameters, moments, step, PRNG state, data cursor — goes into
+// the run checkpoint, so a killed run resumes to the same bits.
+#include "trainer.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <omp.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "adamw.h"
+#include "fileio.h"
+#include "fingerprint.h"
+#include "forward.h"
+#include "indexer_ops.h"
+#include "model.h"
+#include "rope.h"
+#include "run_state.h"
+#include "schedule.h"
+#include "shard.h"
+
+TrainConfig train_config_default(void) {
+    TrainConfig tc = {0};
+    tc.steps = 200, tc.warmup = 20;
+    tc.lr = 3e-3, tc.min_lr_frac = 0.1, tc.weight_decay = 0.01;
+    tc.beta1 = 0.9, tc.beta2 = 0.95, tc.eps = 1e-8, tc.clip = 1.0;
+    tc.seed = 1, tc.query_frac = 0.25, tc.min_pos = 16;
+    tc.eval_every = 50, tc.recall_k = 256, tc.eval_queries = 256;
+    tc.ckpt_every = 25, tc.keep_ckpts = 2;
+    return tc;
+}
+
+// The shards a run reads: paths, their sequence counts and the header they share.
+typedef struct {
+    char **paths;
+    int n;
+    int64_t *first;  // global index of each shard's first sequence (prefix sums)
+    int64_t total;
+    ShardHeader hdr;
+    ShardReader *open;  // the shard currently open (one at a time)
+    int open_idx;
+} ShardSet;
+
+static int shardset_open(ShardSet *ss, const char *dir, const char *fingerprint, Status *st) {
+    memset(ss, 0, sizeof *ss);
+    ss->open_idx = -1;
+    if (shard_list(dir, &ss->paths, &ss->n, st)) return -1;
+    if (ss->n == 0) return status_fail(st, "%s: no complete shards (shard-NNNNN.h5)", dir);
+    ss->first = xmalloc(sizeof(int64_t) * (size_t)(ss->n + 1));
+    for (int i = 0; i < ss->n; i++) {
+        ShardReader *r;
+        if (shard_open(&r, ss->paths[i], fingerprint, st)) return -1;
+        const ShardHeader *h = shard_header(r);
+        if (i == 0) ss->hdr = *h;
+        else if (h->ctx != ss->hdr.ctx || h->n_layers != ss->hdr.n_layers ||
+                 memcmp(h->layers, ss->hdr.layers, sizeof(int) * (size_t)h->n_layers)) {
+            shard_close(r);
+            return status_fail(st, "%s: ctx or layers differ from %s", ss->paths[i], ss->paths[0]);
+        }
+        ss->first[i] = ss->total;
+        ss->total += h->n_seq;
+        shard_close(r);
+    }
+    ss->first[ss->n] = ss->total;
+    return 0;
+}
+
+static void shardset_close(ShardSet *ss) {
+    if (ss->open) shard_close(ss->open);
+    shard_free_list(ss->paths, ss->n);
+    free(ss->first);
+    memset(ss, 0, sizeof *ss);
+}
+
+// Reads global sequence g (modulo the total: epochs wrap) of one layer.
+static int shardset_read(ShardSet *ss, int64_t g, int layer, int32_t *tokens, float *x, float *lse, Status *st) {
+    g %= ss->total;
+    int i = 0;
+    while (ss->first[i + 1] <= g) i++;
+    if (ss->open_idx != i) {
+        if (ss->open) shard_close(ss->open);
+        ss->open = NULL;
+        if (shard_open(&ss->open, ss->paths[i], ss->hdr.fingerprint, st)) return -1;
+        ss->open_idx = i;
+    }
+    return shard_read(ss->open, g - ss->first[i], layer, tokens, x, lse, st);
+}
+
+static cJSON *config_json(const TrainConfig *tc, const char *fingerprint, int ctx) {
+    cJSON *o = cJSON_CreateObject();
+    char abs[4096];
+    cJSON_AddStringToObject(o, "format", "spindle-run");
+    cJSON_AddNumberToObject(o, "format_version", 1);
+    cJSON_AddStringToObject(o, "model_fingerprint", fingerprint);
+    cJSON_AddStringToObject(o, "shards", realpath(tc->shards_dir, abs) ? abs : tc->shards_dir);
+    cJSON_AddStringToObject(o, "heldout", !tc->heldout_dir ? "" : realpath(tc->heldout_dir, abs) ? abs : tc->heldout_dir);
+    cJSON_AddNumberToObject(o, "ctx", ctx);
+    cJSON_AddItemToObject(o, "layers", cJSON_CreateIntArray(tc->layers, tc->n_layers));
+    cJSON *ix = cJSON_AddObjectToObject(o, "indexer");
+    const IndexerConfig *c = &tc->icfg;
+    cJSON_AddStringToObject(ix, "variant", c->variant == INDEXER_EXPANDED ? "expanded" : "collapsed");
+    cJSON_AddNumberToObject(ix, "d_model", c->d_model);
+    cJSON_AddNumberToObject(ix, "d_index", c->d_index);
+    cJSON_AddNumberToObject(ix, "d_rope", c->d_rope);
+    cJSON_AddNumberToObject(ix, "n_heads", c->n_heads);
+    cJSON_AddStringToObject(ix, "key_norm", c->key_norm == INDEXER_NORM_RMS ? "rms" : c->key_norm == INDEXER_NORM_LAYER ? "layer" : "none");
+    cJSON_AddNumberToObject(ix, "norm_eps", c->norm_eps);
+    cJSON_AddNumberToObject(ix, "rope_theta", c->rope_theta);
+#define NUM(f) cJSON_AddNumberToObject(o, #f, (double)tc->f)
+    NUM(steps), NUM(warmup), NUM(lr), NUM(min_lr_frac), NUM(weight_decay), NUM(beta1), NUM(beta2), NUM(eps);
+    NUM(clip), NUM(seed), NUM(query_frac), NUM(min_pos), NUM(eval_every), NUM(recall_k), NUM(eval_queries);
+    NUM(ckpt_every);
+#undef NUM
+    return o;
+}
+
+// Fresh run: writes RUN/config.json. Resume: checks it against tc.
+static int run_config(const TrainConfig *tc, const char *fingerprint, int ctx, int resume, Status *st) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/config.json", tc->run_dir);
+    cJSON *want = config_json(tc, fingerprint, ctx);
+    int rc = 0;
+    if (!resume) {
+        char *text = cJSON_Print(want);
+        AtomicFile af;
+        rc = atomic_open(&af, path, st);
+        if (!rc && atomic_write(&af, text, strlen(text), st)) atomic_abort(&af), rc = -1;
+        if (!rc) rc = atomic_commit(&af, st);
+        free(text);
+    } else {
+        char *text;
+        size_t len;
+        if ((rc = file_read_all(path, &text, &len, st))) goto done;
+        cJSON *have = cJSON_ParseWithLength(text, len);
+        free(text);
+        if (!have) {
+            rc = status_fail(st, "%s: not valid JSON", path);
+            goto done;
+        }
+        const cJSON *w;
+        cJSON_ArrayForEach(w, want) {
+            const cJSON *h = cJSON_GetObjectItemCaseSensitive(have, w->string);
+            char *a = cJSON_PrintUnformatted(w), *b = h ? cJSON_PrintUnformatted(h) : NULL;
+            int same = b && !strcmp(a, b);
+            if (!same)
+                rc = status_fail(st, "%s: \"%s\" is %s in the run but %s now; resume with the run's settings",
+                                 path, w->string, b ? b : "absent", a);
+            free(a), free(b);
+            if (rc) break;
+        }
+        cJSON_Delete(have);
+    }
+done:
+    cJSON_Delete(want);
+    return rc;
+}
+
+// Keeps only the log lines of steps ≤ step (after a resume from that step).
+static int truncate_log(const char *path, long step, int csv, Status *st) {
+    char *text;
+    size_t len;
+    if (access(path, F_OK) != 0) return 0;
+    if (file_read_all(path, &text, &len, st)) return -1;
+    AtomicFile af;
+    if (atomic_open(&af, path, st)) {
+        free(text);
+        return -1;
+    }
+    int rc = 0, first = 1;
+    for (char *line = text, *next; *line && !rc; line = next) {
+        next = strchr(line, '\n');
+        next = next ? next + 1 : line + strlen(line);
+        long s = -1;
+        if (csv) s = first ? -1 : strtol(line, NULL, 10);
+        else {
+            const char *p = strstr(line, "\"step\":");
+            s = p ? strtol(p + 7, NULL, 10) : -1;
+        }
+        if ((csv && first) || (s >= 0 && s <= step)) rc = atomic_write(&af, line, (size_t)(next - line), st);
+        first = 0;
+    }
+    free(text);
+    if (rc) {
+        atomic_abort(&af);
+        return -1;
+    }
+    return atomic_commit(&af, st);
+}
+
+static int dir_is_empty_or_missing(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return 1;
+    struct dirent *e;
+    int empty = 1;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) empty = 0;
+    closedir(d);
+    return empty;
+}
+
+// Sampled query positions of one step: each t in [min_pos, T) with
+// probability query_frac (at least one: T−1). Advances the run's PRNG.
+static int sample_queries(int *q, int T, int min_pos, double frac, uint64_t *rng) {
+    int n = 0;
+    for (int t = min_pos < T ? min_pos : 0; t < T; t++)
+        if (rng_uniform(rng) < frac) q[n++] = t;
+    if (n == 0) q[n++] = T - 1;
+    return n;
+}
+
+int train_run(const TrainConfig *tc, int resume, Status *st) {
+    Model m;
+    if (model_load(&m, tc->model_dir, st)) return -1;
+    char fp[65];
+    ShardSet train = {0}, held = {0};
+    RunState rs = {0};
+    FILE *log = NULL, *csv = NULL;
+    float *x = NULL, *lse = NULL, *tq = NULL, *tk = NULL, *grads = NULL, *cos_t = NULL, *sin_t = NULL;
+    int *queries = NULL;
+    unsigned char *decay = NULL;
+    int rc = -1;
+    if (model_fingerprint(tc->model_dir, &m.st, fp, st)) goto done;
+    if (indexer_config_check(&tc->icfg, st)) goto done;
+    if (tc->icfg.d_model != m.cfg.hidden) {
+        status_fail(st, "indexer d_model %d differs from the model's hidden size %d", tc->icfg.d_model, m.cfg.hidden);
+        goto done;
+    }
+    if (shardset_open(&train, tc->shards_dir, fp, st)) goto done;
+    if (tc->heldout_dir && shardset_open(&held, tc->heldout_dir, fp, st)) goto done;
+    const int T = train.hdr.ctx;
+    for (int i = 0; i < tc->n_layers; i++) {
+        int found = 0;
+        for (int j = 0; j < train.hdr.n_layers; j++) found |= train.hdr.layers[j] == tc->layers[i];
+        if (!found) {
+            status_fail(st, "%s: layer %d is not stored in these shards", train.paths[0], tc->layers[i]);
+            goto done;
+        }
+    }
+    if (held.n && held.hdr.ctx != T) {
+        status_fail(st, "%s: held-out ctx %d differs from the training shards' %d", held.paths[0], held.hdr.ctx, T);
+        goto done;
+    }
+
+    if (!resume && !dir_is_empty_or_missing(tc->run_dir)) {
+        status_fail(st, "%s: run folder is not empty (use --resume to continue it)", tc->run_dir);
+        goto done;
+    }
+    if (mkdir(tc->run_dir, 0755) != 0 && errno != EEXIST) {
+        status_fail(st, "%s: cannot create (%s)", tc->run_dir, strerror(errno));
+        goto done;
+    }
+    if (run_config(tc, fp, T, resume, st)) goto done;
+
+    const int L = tc->n_layers;
+    const int64_t np = indexer_n_params(&tc->icfg);
+    rs.n_layers = L, rs.n_params = np;
+    rs.params = xcalloc((size_t)L, sizeof(float *));
+    rs.m = xcalloc((size_t)L, sizeof(float *));
+    rs.v = xcalloc((size_t)L, sizeof(float *));
+    for (int i = 0; i < L; i++) {
+        rs.params[i] = xmalloc(sizeof(float) * (size_t)np);
+        rs.m[i] = xcalloc((size_t)np, sizeof(float));
+        rs.v[i] = xcalloc((size_t)np, sizeof(float));
+        indexer_init(&tc->icfg, rs.params[i], tc->seed * 1000003ull + (uint64_t)tc->layers[i]);
+    }
+    rs.rng = tc->seed;
+    char log_path[4200], csv_path[4200];
+    snprintf(log_path, sizeof log_path, "%s/log.jsonl", tc->run_dir);
+    snprintf(csv_path, sizeof csv_path, "%s/metrics.csv", tc->run_dir);
+    if (resume) {
+        int64_t step;
+        if (run_state_latest(tc->run_dir, &step, st) == 0) {
+            if (run_state_load(tc->run_dir, step, &rs, st)) goto done;
+            fprintf(stderr, "spindle train: resuming %s at step %lld\n", tc->run_dir, (long long)step);
+        } else
+            fprintf(stderr, "spindle train: %s has no checkpoint yet; starting at step 0\n", tc->run_dir);
+        if (truncate_log(log_path, (long)rs.step, 0, st) || truncate_log(csv_path, (long)rs.step, 1, st)) goto done;
+    }
+    log = fopen(log_path, "a");
+    csv = fopen(csv_path, "a");
+    if (!log || !csv) {
+        status_fail(st, "%s: cannot append to its logs (%s)", tc->run_dir, strerror(errno));
+        goto done;
+    }
+    if (ftell(csv) == 0) fprintf(csv, "step,layer,kl,lr,grad_norm,tokens_per_s,recall_at_k\n");
+
+    // The parameters that decay: the projections, not the key norm's gain/bias.
+    decay = xcalloc((size_t)np, 1);
+    {
+        IndexerTensor ts[INDEXER_MAX_TENSORS];
+        int nt = indexer_param_tensors(ts, &tc->icfg);
+        for (int i = 0; i < nt; i++)
+            if (!strncmp(ts[i].name, "w", 1)) {
+                int64_t n = ts[i].shape[0] * (ts[i].ndim > 1 ? ts[i].shape[1] : 1);
+                memset(decay + ts[i].offset, 1, (size_t)n);
+            }
+    }
+    const ModelConfig *c = &m.cfg;
+    const int D = c->hidden, Hq = c->n_heads, Hkv = c->n_kv_heads, dh = c->head_dim, half = rope_rot_dims(c) / 2;
+    x = xmalloc(sizeof(float) * (size_t)T * D);
+    lse = xmalloc(sizeof(float) * (size_t)T * Hq);
+    tq = xmalloc(sizeof(float) * (size_t)T * Hq * dh);
+    tk = xmalloc(sizeof(float) * (size_t)T * Hkv * dh);
+    grads = xmalloc(sizeof(float) * (size_t)np);
+    cos_t = xmalloc(sizeof(float) * (size_t)T * half);
+    sin_t = xmalloc(sizeof(float) * (size_t)T * half);
+    queries = xmalloc(sizeof(int) * (size_t)T);
+    rope_tables(c, T, cos_t, sin_t);
+    const float scale = (float)c->attn_scale;
+
+    double t_start = omp_get_wtime();
+    long steps_here = 0;
+    while (rs.step < tc->steps) {
+        const long step = (long)rs.step + 1;
+        const double t0 = omp_get_wtime();
+        const double lr = lr_at(step, tc->warmup, tc->steps, tc->lr, tc->min_lr_frac);
+        const AdamW opt = {lr, tc->beta1, tc->beta2, tc->eps, tc->weight_decay};
+        const int nq = sample_queries(queries, T, tc->min_pos, tc->query_frac, &rs.rng);
+        double kl[TRAIN_MAX_LAYERS], gn[TRAIN_MAX_LAYERS], kl_mean = 0;
+        for (int i = 0; i < L; i++) {
+            if (shardset_read(&train, rs.cursor, tc->layers[i], NULL, x, lse, st)) goto done;
+            forward_layer_qk(&m, tc->layers[i], x, T, cos_t, sin_t, tq, tk);
+            memset(grads, 0, sizeof(float) * (size_t)np);
+            kl[i] = indexer_kl_loss_cpu(grads, &tc->icfg, rs.params[i], x, tq, tk, lse, T, Hq, Hkv, dh, scale,
+                                        queries, nq);
+            if (!isfinite(kl[i])) {
+                status_fail(st, "step %ld, layer %d: the loss is not finite (%g); lower --lr", step, tc->layers[i], kl[i]);
+                goto done;
+            }
+            gn[i] = grad_clip(grads, (size_t)np, tc->clip);
+            adamw_step(&opt, step, rs.params[i], grads, rs.m[i], rs.v[i], (size_t)np, decay);
+            kl_mean += kl[i] / L;
+        }
+        rs.cursor++;
+        rs.step = step;
+        rs.tokens += T;
+        const double tps = (double)T / (omp_get_wtime() - t0);
+
+        // Held-out recall@k of every layer's indexer.
+        double rec[TRAIN_MAX_LAYERS];
+        const int do_eval = held.n && tc->eval_every > 0 && (step % tc->eval_every == 0 || step == tc->steps);
+        if (do_eval) {
+            // Evenly spaced queries from min_pos to T−1 (fixed, so curves compare).
+            int ne = 0;
+            for (int e = 0; e < tc->eval_queries; e++) {
+                int t = tc->min_pos + (int)((int64_t)(T - 1 - tc->min_pos) * e / (tc->eval_queries > 1 ? tc->eval_queries - 1 : 1));
+                if (t >= 0 && t < T && (ne == 0 || t > queries[ne - 1])) queries[ne++] = t;
+            }
+            for (int i = 0; i < L; i++) {
+                if (shardset_read(&held, 0, tc->layers[i], NULL, x, lse, st)) goto done;
+                forward_layer_qk(&m, tc->layers[i], x, T, cos_t, sin_t, tq, tk);
+                rec[i] = indexer_mass_recall_cpu(NULL, &tc->icfg, rs.params[i], x, tq, tk, lse, T, Hq, Hkv, dh, scale,
+                                                 queries, ne, tc->recall_k);
+            }
+        }
+        for (int i = 0; i < L; i++) {
+            fprintf(log, "{\"step\":%ld,\"layer\":%d,\"kl\":%.6g,\"lr\":%.6g,\"grad_norm\":%.6g,\"tokens_per_s\":%.1f,\"queries\":%d",
+                    step, tc->layers[i], kl[i], lr, gn[i], tps, nq);
+            if (do_eval) fprintf(log, ",\"recall_at_k\":%.6g,\"k\":%d", rec[i], tc->recall_k);
+            fprintf(log, "}\n");
+            fprintf(csv, "%ld,%d,%.6g,%.6g,%.6g,%.1f,", step, tc->layers[i], kl[i], lr, gn[i], tps);
+            if (do_eval) fprintf(csv, "%.6g", rec[i]);
+            fprintf(csv, "\n");
+        }
+        fflush(log), fflush(csv);
+        if (step % tc->ckpt_every == 0 || step == tc->steps) {
+            if (run_state_save(tc->run_dir, &rs, tc->keep_ckpts, st)) goto done;
+        }
+        steps_here++;
+        if (tc->progress) {
+            const double el = omp_get_wtime() - t_start, left = el / steps_here * (tc->steps - step);
+            fprintf(stderr, "\rtrain: step %ld/%ld, mean KL %.4f, lr %.2e, %.0f tokens/s, %.0f s left   ", step,
+                    tc->steps, kl_mean, lr, tps, left);
+        }
+        if (tc->stop_after && steps_here >= tc->stop_after) break;
+    }
+    if (tc->progress) fprintf(stderr, "\n");
+    rc = 0;
+done:
+    if (log) fclose(log);
+    if (csv) fclose(csv);
+    for (int i = 0; rs.params && i < rs.n_layers; i++) free(rs.params[i]), free(rs.m[i]), free(rs.v[i]);
+    free(rs.params), free(rs.m), free(rs.v);
+    free(x), free(lse), free(tq), free(tk), free(grads), free(cos_t), free(sin_t), free(queries), free(decay);
+    shardset_close(&train);
+    if (held.paths) shardset_close(&held);
+    model_free(&m);
+    return rc;
+}
