@@ -158,7 +158,7 @@ done:
     return rc;
 }
 
-int indexer_set_load(IndexerSet *s, const char *dir, int n_model_layers, Status *st) {
+int indexer_set_load(IndexerSet *s, const char *dir, int n_model_layers, const char *expect_fp, Status *st) {
     memset(s, 0, sizeof *s);
     char path[4200];
     snprintf(path, sizeof path, "%s/config.json", dir);
@@ -177,6 +177,11 @@ int indexer_set_load(IndexerSet *s, const char *dir, int n_model_layers, Status 
     }
     if (parse_indexer_cfg(o, &s->cfg, path, st)) goto done;
     snprintf(s->fingerprint, sizeof s->fingerprint, "%s", fp->valuestring);
+    if (expect_fp && strcmp(expect_fp, s->fingerprint)) {
+        status_fail(st, "%s: trained for checkpoint %.12s…, but this model is %.12s… (another checkpoint)", path,
+                    s->fingerprint, expect_fp);
+        goto done;
+    }
     const cJSON *dk = cJSON_GetObjectItemCaseSensitive(o, "default_k"), *db = cJSON_GetObjectItemCaseSensitive(o, "default_bsel");
     s->default_k = cJSON_IsNumber(dk) ? dk->valueint : 256;
     s->default_bsel = cJSON_IsNumber(db) ? db->valueint : 1;

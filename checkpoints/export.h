@@ -16,7 +16,7 @@
 // out_dir.tmp + rename; an existing out_dir is refused).
 int export_indexer(const char *run_dir, const char *out_dir, int default_k, int default_bsel, Status *st);
 
-typedef struct {
+typedef struct IndexerSet {
     IndexerConfig cfg;
     char fingerprint[65];
     int n_model_layers;  // the base model's layer count (params is indexed by model layer)
@@ -24,6 +24,8 @@ typedef struct {
     int default_k, default_bsel;
 } IndexerSet;
 
-// Loads an exported indexer folder. Release with indexer_set_free.
-int indexer_set_load(IndexerSet *s, const char *dir, int n_model_layers, Status *st);
+// Loads an exported indexer folder for a model of n_model_layers layers whose
+// fingerprint is expect_fp (NULL: not checked; a mismatch is refused, naming
+// both). Release with indexer_set_free.
+int indexer_set_load(IndexerSet *s, const char *dir, int n_model_layers, const char *expect_fp, Status *st);
 void indexer_set_free(IndexerSet *s);

@@ -15,6 +15,8 @@
 #include "forward.h"
 #include "corpus.h"
 #include "eval.h"
+#include "export.h"
+#include "fingerprint.h"
 #include "ids.h"
 #include "model.h"
 #include "npy.h"
@@ -23,6 +25,16 @@
 #ifdef SPINDLE_HAVE_CUDA
 #include "cuda_device.h"
 #endif
+
+// Loads the exported indexer in dir for model m (its fingerprint must match).
+static int load_indexer(IndexerSet *set, const char *dir, const Model *m, const char *model_dir, Status *st) {
+    char fp[65];
+    if (model_fingerprint(model_dir, &m->st, fp, st)) return -1;
+    if (indexer_set_load(set, dir, m->cfg.n_layers, fp, st)) return -1;
+    if (set->cfg.d_model != m->cfg.hidden)
+        return status_fail(st, "%s: indexer d_model %d, model hidden size %d", dir, set->cfg.d_model, m->cfg.hidden);
+    return 0;
+}
 
 int cmd_info(int argc, char **argv) {
     Flag flags[] = {{"--model", 1, "model folder (config.json + safetensors)", NULL}};
@@ -118,7 +130,9 @@ int cmd_logits(int argc, char **argv) {
         {"--threads", 1, "OpenMP threads (default: all cores)", NULL},
         {"--profile", 0, "print time in GEMMs, attention and the rest", NULL},
         {"--oracle-k", 1, "attention-mass oracle: keep the top K keys (K >= 1)", NULL},
-        {"--bsel", 1, "queries sharing one oracle support (default 1: per query)", NULL},
+        {"--bsel", 1, "queries sharing one support (default 1: per query)", NULL},
+        {"--indexer", 1, "trained indexer folder (spindle export): it picks the supports", NULL},
+        {"--k", 1, "keys kept per support with --indexer (default: the export's default_k)", NULL},
     };
     int rc = cli_parse(argc, argv, flags, N_FLAGS(flags), "logits",
                        (const char *const[]){"--model", "--ids", "--out", NULL});
@@ -129,10 +143,16 @@ int cmd_logits(int argc, char **argv) {
     if ((ok_s && cli_positive("logits", "--oracle-k", ok_s, &sp.topk)) ||
         (bs_s && cli_positive("logits", "--bsel", bs_s, &sp.bsel)))
         return 2;
-    if (bs_s && !ok_s) {
-        fprintf(stderr, "spindle logits: --bsel needs --oracle-k\n");
+    const char *ix_dir = args_get(flags, N_FLAGS(flags), "--indexer"), *k_s = args_get(flags, N_FLAGS(flags), "--k");
+    if (ix_dir && ok_s) {
+        fprintf(stderr, "spindle logits: --oracle-k and --indexer are exclusive\n");
         return 2;
     }
+    if ((bs_s || k_s) && !ok_s && !ix_dir) {
+        fprintf(stderr, "spindle logits: --bsel and --k need --oracle-k or --indexer\n");
+        return 2;
+    }
+    if (k_s && cli_positive("logits", "--k", k_s, &sp.topk)) return 2;
     const char *device = args_get(flags, N_FLAGS(flags), "--device");
     if (device && strcmp(device, "cpu") && strcmp(device, "cuda")) {
         fprintf(stderr, "spindle logits: --device must be cpu or cuda (got \"%s\")\n", device);
@@ -150,7 +170,18 @@ int cmd_logits(int argc, char **argv) {
     if (model_load(&m, flags[0].value, &st)) return cli_fail("logits", &st);
     int32_t *ids = NULL;
     size_t n;
+    IndexerSet set = {0};
+    if (ix_dir) {
+        if (load_indexer(&set, ix_dir, &m, flags[0].value, &st)) {
+            model_free(&m);
+            return cli_fail("logits", &st);
+        }
+        if (!k_s) sp.topk = set.default_k;
+        if (!bs_s) sp.bsel = set.default_bsel;
+        sparse = 1;
+    }
     if (ids_read(flags[1].value, m.cfg.vocab, &ids, &n, &st)) {
+        indexer_set_free(&set);
         model_free(&m);
         return cli_fail("logits", &st);
     }
@@ -165,7 +196,7 @@ int cmd_logits(int argc, char **argv) {
     hidden = xmalloc(sizeof(float) * (size_t)T * H);
     ForwardProfile prof;
     double t0 = omp_get_wtime();
-    forward_hidden(&m, ids, T, hidden, &(ForwardOpts){.sparse = sparse ? &sp : NULL, .prof = &prof});
+    forward_hidden(&m, ids, T, hidden, &(ForwardOpts){.sparse = sparse ? &sp : NULL, .indexer = ix_dir ? &set : NULL, .prof = &prof});
     // The logits go out in row chunks: [T, vocab] never sits in memory at once.
     const int chunk = 256;
     logits = xmalloc(sizeof(float) * (size_t)chunk * V);
@@ -192,6 +223,7 @@ done:
     free(hidden);
     free(logits);
     free(ids);
+    indexer_set_free(&set);
     model_free(&m);
     return rc;
 }
@@ -245,6 +277,7 @@ int cmd_eval(int argc, char **argv) {
         {"--depths", 1, "needle depths in [0, 1], comma-separated (default 0,0.5,1)", NULL},
         {"--task-n", 1, "seeded instances per task and depth (default 4)", NULL},
         {"--seed", 1, "seed of the retrieval instances (default 1)", NULL},
+        {"--indexer", 1, "trained indexer folder (spindle export): adds indexer rows at every (k, b_sel)", NULL},
     };
     const int nf = N_FLAGS(flags);
     int rc = cli_parse(argc, argv, flags, nf, "eval", (const char *const[]){"--model", "--ctx", "--k", "--bsel", "--json", NULL});
@@ -287,6 +320,7 @@ int cmd_eval(int argc, char **argv) {
     size_t n = 0;
     EvalResult *res = NULL;
     Tokenizer *tok = NULL;
+    IndexerSet set = {0};
     int n_res = 0;
     rc = 1;
     if (ctx > m.cfg.max_pos) {
@@ -300,15 +334,19 @@ int cmd_eval(int argc, char **argv) {
     if (ids_path ? ids_read(ids_path, m.cfg.vocab, &ids, &n, &st)
                  : corpus_load_tokens(tok, (const char *const *)text->values, text->n_values, &ids, &n, &st))
         goto done;
-    EvalOpts o = {ctx, ks, n_k, bsels, n_b, n_seq, isatty(2), tok, tasks, n_tasks, depths, n_depths, task_n,
-                  (uint64_t)seed};
+    const char *ix_dir = args_get(flags, nf, "--indexer");
+    if (ix_dir && load_indexer(&set, ix_dir, &m, flags[0].value, &st)) goto done;
+    EvalOpts o = {ctx, ks, n_k, bsels, n_b, ix_dir ? &set : NULL, n_seq, isatty(2), tok, tasks, n_tasks, depths,
+                  n_depths, task_n, (uint64_t)seed};
     if (eval_run(&m, ids, n, &o, &res, &n_res, &st)) goto done;
     if (eval_write(res, n_res, json, csv, md, &st)) goto done;
+    const int n_lm = 1 + n_k * n_b * (ix_dir ? 2 : 1);
     fprintf(stderr, "spindle eval: %d configurations on %d sequence(s) of %d tokens, %d retrieval rows -> %s, %s, %s\n",
-            1 + n_k * n_b, res[0].n_seq, ctx, n_res - (1 + n_k * n_b), json, csv, md);
+            n_lm, res[0].n_seq, ctx, n_res - n_lm, json, csv, md);
     rc = 0;
 done:
     if (rc) cli_fail("eval", &st);
+    indexer_set_free(&set);
     tok_free(tok);
     free(res);
     free(ids);

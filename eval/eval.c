@@ -2,6 +2,7 @@
 // sparse configuration; logits are formed in row chunks for both (never a
 // [T, vocab] buffer per configuration) and compared position by position.
 #include "eval.h"
+#include "export.h"
 
 #include <math.h>
 #include <omp.h>
@@ -56,11 +57,30 @@ static void progress(int on, double t0, int seq, int n_seq, int cfg, int n_cfg, 
             n_seq, cfg + 1, n_cfg, tokens / (el > 0 ? el : 1), left);
 }
 
-// Configuration c of the grid: 0 is dense, then (k, bsel) with bsel varying fastest.
+// Configurations: 0 is dense, then the oracle at each (k, bsel) with bsel
+// varying fastest, then (with an indexer) the indexer at the same grid.
+static int n_configs(const EvalOpts *o) { return 1 + o->n_k * o->n_bsel * (o->indexer ? 2 : 1); }
+
+static EvalMode mode_of(const EvalOpts *o, int c) {
+    return c == 0 ? EVAL_DENSE : c <= o->n_k * o->n_bsel ? EVAL_ORACLE : EVAL_INDEXER;
+}
+
 static Sparsity config_of(const EvalOpts *o, int c) {
     Sparsity sp = {0, 0};
-    if (c > 0) sp.topk = o->ks[(c - 1) / o->n_bsel], sp.bsel = o->bsels[(c - 1) % o->n_bsel];
+    if (c == 0) return sp;
+    const int g = (c - 1) % (o->n_k * o->n_bsel);
+    sp.topk = o->ks[g / o->n_bsel], sp.bsel = o->bsels[g % o->n_bsel];
     return sp;
+}
+
+// One configuration's forward pass.
+static void run_config(const Model *m, const EvalOpts *o, int c, const int32_t *ids, int T, float *hidden,
+                       SparseStats *stats) {
+    const Sparsity sp = config_of(o, c);
+    const EvalMode mode = mode_of(o, c);
+    forward_hidden(m, ids, T, hidden, &(ForwardOpts){.sparse = mode == EVAL_DENSE ? NULL : &sp,
+                                                     .indexer = mode == EVAL_INDEXER ? o->indexer : NULL,
+                                                     .stats = stats});
 }
 
 // Wilson score interval for k successes in n trials (95%).
@@ -76,7 +96,7 @@ static void wilson(int k, int n, double *lo, double *hi) {
 // by teacher-forced exact match on the answer tokens. Appends to *res.
 static int eval_retrieval(const Model *m, const int32_t *hay, size_t n_hay, const EvalOpts *o,
                           EvalResult **res, int *n_res, Status *st) {
-    const int T = o->ctx, H = m->cfg.hidden, V = m->cfg.vocab, n_cfg = 1 + o->n_k * o->n_bsel;
+    const int T = o->ctx, H = m->cfg.hidden, V = m->cfg.vocab, n_cfg = n_configs(o);
     const int n_rows = o->n_tasks * o->n_depths * n_cfg, base = *n_res;
     EvalResult *r = realloc(*res, sizeof *r * (size_t)(base + n_rows));
     SPINDLE_CHECK(r);
@@ -101,8 +121,7 @@ static int eval_retrieval(const Model *m, const int32_t *hay, size_t n_hay, cons
                         fprintf(stderr, "\reval: retrieval %s depth %.2f, instance %d/%d, configuration %d/%d (%d/%d done, %.0f s)   ",
                                 retrieval_kind_name(o->tasks[ti]), o->depths[di], i + 1, o->task_n, c + 1, n_cfg,
                                 done, total, omp_get_wtime() - t0);
-                    Sparsity sp = config_of(o, c);
-                    forward_hidden(m, task.ids, T, hidden, &(ForwardOpts){.sparse = c ? &sp : NULL});
+                    run_config(m, o, c, task.ids, T, hidden, NULL);
                     const int first = task.ans_start - 1;
                     forward_lm_head(m, hidden + (size_t)first * H, task.ans_len, logits);
                     hits[(ti * o->n_depths + di) * n_cfg + c] += retrieval_exact_match(&task, logits, first, V);
@@ -117,7 +136,7 @@ static int eval_retrieval(const Model *m, const int32_t *hay, size_t n_hay, cons
                 EvalResult *e = &r[base + row];
                 memset(e, 0, sizeof *e);
                 const Sparsity sp = config_of(o, c);
-                e->mode = c ? EVAL_ORACLE : EVAL_DENSE, e->k = sp.topk, e->bsel = sp.bsel, e->ctx = T;
+                e->mode = mode_of(o, c), e->k = sp.topk, e->bsel = sp.bsel, e->ctx = T;
                 e->n_seq = o->task_n;
                 e->task = (int)o->tasks[ti];
                 e->depth = o->depths[di];
@@ -138,7 +157,7 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
     if (n_seq < 1)
         return status_fail(st, "the text has %zu tokens, fewer than --ctx %d", n_ids, T);
     if (o->max_seq > 0 && n_seq > o->max_seq) n_seq = o->max_seq;
-    const int n_cfg = 1 + o->n_k * o->n_bsel;
+    const int n_cfg = n_configs(o);
     EvalResult *res = xcalloc((size_t)n_cfg, sizeof *res);
     Samples *smp = xcalloc((size_t)n_cfg, sizeof *smp);
     const int64_t cap = (int64_t)n_seq * T;
@@ -147,7 +166,7 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
     for (int c = 0; c < n_cfg; c++) {
         EvalResult *r = &res[c];
         const Sparsity sp = config_of(o, c);
-        r->mode = c ? EVAL_ORACLE : EVAL_DENSE;
+        r->mode = mode_of(o, c);
         r->k = sp.topk;
         r->bsel = sp.bsel;
         r->ctx = T;
@@ -174,9 +193,8 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
                 progress(o->progress, t0, s, n_seq, c, n_cfg, tokens);
                 memset(recall, 0, sizeof(float) * T);
                 memset(support, 0, sizeof(float) * T);
-                Sparsity sp = config_of(o, c);
                 SparseStats ss = {recall, support};
-                forward_hidden(m, x, T, hs, &(ForwardOpts){.sparse = &sp, .stats = &ss});
+                run_config(m, o, c, x, T, hs, &ss);
                 tokens += T;
                 double kept = 0, causal = 0;
                 for (int t = 0; t < T; t++) {

@@ -8,7 +8,9 @@
 #include "retrieval.h"
 #include "tokenizer.h"
 
-typedef enum { EVAL_DENSE, EVAL_ORACLE } EvalMode;
+typedef enum { EVAL_DENSE, EVAL_ORACLE, EVAL_INDEXER } EvalMode;
+
+struct IndexerSet;
 
 // A metric's mean over scored positions and the half-width of its 95%
 // interval (batch means: positions are grouped into runs of EVAL_BATCH
@@ -43,6 +45,7 @@ typedef struct {
     int n_k;
     const int *bsels;
     int n_bsel;
+    const struct IndexerSet *indexer;  // not NULL: indexer rows at every (k, bsel) too
     int max_seq;   // sequences taken from the token stream (non-overlapping windows)
     int progress;  // print progress to stderr
     // Retrieval (optional): n_tasks kinds × n_depths depths × task_n seeded

@@ -6,7 +6,7 @@
 #include "eval.h"
 #include "fileio.h"
 
-static const char *mode_name(EvalMode m) { return m == EVAL_DENSE ? "dense" : "oracle"; }
+static const char *mode_name(EvalMode m) { return m == EVAL_DENSE ? "dense" : m == EVAL_ORACLE ? "oracle" : "indexer"; }
 
 // The metrics in output order, with their JSON names.
 #define METRICS(X)                  \

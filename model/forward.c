@@ -8,6 +8,8 @@
 #include <omp.h>
 #include <string.h>
 
+#include "export.h"
+#include "indexer_ops.h"
 #include "ops.h"
 #include "rope.h"
 
@@ -57,6 +59,12 @@ void forward_hidden(const Model *m, const int32_t *ids, int T, float *hidden, co
     float *cos_t = xmalloc(sizeof(float) * (size_t)T * (rot / 2));
     float *sin_t = xmalloc(sizeof(float) * (size_t)T * (rot / 2));
     float *lse = o->tap && !sp ? xmalloc(sizeof(float) * (size_t)T * Hq) : NULL;  // only a tap reads it
+    int *sel = NULL, *n_sel = NULL;  // indexer supports: [rows, topk] and their sizes
+    if (sp && o->indexer && sp->topk < T) {
+        const int rows = (T + sp->bsel - 1) / sp->bsel;
+        sel = xmalloc(sizeof(int) * (size_t)rows * sp->topk);
+        n_sel = xmalloc(sizeof(int) * (size_t)rows);
+    }
 
     double t_start = omp_get_wtime();
     rope_tables(c, T, cos_t, sin_t);
@@ -67,9 +75,15 @@ void forward_hidden(const Model *m, const int32_t *ids, int T, float *hidden, co
         rmsnorm_forward_cpu(xn, x, w->attn_norm, T, H, eps);
         TIMED(gemm, forward_layer_qk(m, l, xn, T, cos_t, sin_t, q, k));
         TIMED(gemm, matmul_forward_cpu(v, xn, w->wv, w->bv, T, H, nkv));
-        if (sp)
-            TIMED(attention, oracle_attention_cpu(att, stats ? stats->recall : NULL, stats ? stats->support : NULL,
-                                                  q, k, v, T, Hq, Hkv, dh, (float)c->attn_scale, sp->topk, sp->bsel));
+        float *rec = stats ? stats->recall : NULL, *sup = stats ? stats->support : NULL;
+        const float *ip = sp && o->indexer ? o->indexer->params[l] : NULL;
+        if (ip && sp->topk < T) {  // the trained indexer picks the support
+            TIMED(attention, indexer_select_cpu(sel, n_sel, &o->indexer->cfg, ip, xn, T, sp->topk, sp->bsel));
+            TIMED(attention, support_attention_cpu(att, rec, sup, q, k, v, T, Hq, Hkv, dh, (float)c->attn_scale,
+                                                   sp->topk, sp->bsel, sel, n_sel));
+        } else if (sp && (ip || !o->indexer))  // the oracle (k ≥ T: every key, i.e. dense exactly)
+            TIMED(attention, oracle_attention_cpu(att, rec, sup, q, k, v, T, Hq, Hkv, dh, (float)c->attn_scale,
+                                                  sp->topk, sp->bsel));
         else
             TIMED(attention, attention_forward_cpu(att, lse, q, k, v, T, Hq, Hkv, dh, (float)c->attn_scale));
         if (o->tap) o->tap->fn(o->tap->ctx, l, xn, q, k, sp ? NULL : lse, T);
@@ -86,7 +100,7 @@ void forward_hidden(const Model *m, const int32_t *ids, int T, float *hidden, co
     rmsnorm_forward_cpu(x, x, m->final_norm, T, H, eps);
     if (prof) prof->other = omp_get_wtime() - t_start - prof->gemm - prof->attention;
 
-    free(xn), free(q), free(k), free(v), free(att), free(gate), free(up), free(cos_t), free(sin_t), free(lse);
+    free(xn), free(q), free(k), free(v), free(att), free(gate), free(up), free(cos_t), free(sin_t), free(lse), free(sel), free(n_sel);
 }
 
 void forward_lm_head(const Model *m, const float *hidden, int rows, float *logits) {

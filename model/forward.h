@@ -32,8 +32,13 @@ typedef struct {
     void *ctx;
 } ForwardTap;
 
+struct IndexerSet;  // checkpoints/export.h
+
 typedef struct {
     const Sparsity *sparse;  // NULL: dense attention everywhere
+    // With sparse: trained indexers choose the supports of the layers they
+    // cover (other layers stay dense); NULL: the attention-mass oracle does.
+    const struct IndexerSet *indexer;
     SparseStats *stats;      // with sparse: what the supports kept (may be NULL)
     ForwardProfile *prof;    // may be NULL
     const ForwardTap *tap;   // may be NULL
