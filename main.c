@@ -16,6 +16,7 @@ static const struct {
     {"teacher", cmd_teacher, "write teacher shards (HDF5): per sequence, x and lse of the chosen layers"},
     {"train", cmd_train, "distil indexers from teacher shards (AdamW, checkpoints, --resume)"},
     {"export", cmd_export, "export a run's indexers as safetensors + config.json"},
+    {"scores", cmd_scores, "one layer's exported-indexer scores on a teacher-shard sequence (.npy)"},
     {"eval", cmd_eval, "dense vs the attention-mass oracle on held-out text: NLL, KL, top-1, recall, sparsity"},
 };
 

@@ -34,16 +34,16 @@ int cli_positive(const char *cmd, const char *flag, const char *value, int *out)
     return 0;
 }
 
-int cli_list(const char *cmd, const char *flag, const char *value, int *out, int *n) {
+int cli_list(const char *cmd, const char *flag, const char *value, int min_value, int *out, int *n) {
     *n = 0;
     const char *p = value;
     while (*p) {
         char *end;
         errno = 0;
         long v = strtol(p, &end, 10);
-        if (end == p || errno || v < 1 || v > 1 << 30 || (*end && *end != ',') || *n == 64) {
-            fprintf(stderr, "spindle %s: %s must be a comma-separated list of positive integers (got \"%s\")\n",
-                    cmd, flag, value);
+        if (end == p || errno || v < min_value || v > 1 << 30 || (*end && *end != ',') || *n == 64) {
+            fprintf(stderr, "spindle %s: %s must be a comma-separated list of %s integers (got \"%s\")\n",
+                    cmd, flag, min_value > 0 ? "positive" : "non-negative", value);
             return -1;
         }
         out[(*n)++] = (int)v;

@@ -12,8 +12,8 @@ int cli_fail(const char *cmd, const Status *st);
 int cli_parse(int argc, char **argv, Flag *flags, int n, const char *cmd, const char *const *required);
 // A positive integer flag value (≤ 2^30). Returns -1 after a message.
 int cli_positive(const char *cmd, const char *flag, const char *value, int *out);
-// "32,64,128": positive integers, at most 64. Returns -1 after a message.
-int cli_list(const char *cmd, const char *flag, const char *value, int *out, int *n);
+// "32,64,128": integers ≥ min_value (0 or 1), at most 64. Returns -1 after a message.
+int cli_list(const char *cmd, const char *flag, const char *value, int min_value, int *out, int *n);
 // --threads N (value may be NULL: nothing to do). Returns 0, or 2 after a message.
 int cli_threads(const char *cmd, const char *value);
 // A number flag value in [lo, hi]. Returns -1 after a message.

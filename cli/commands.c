@@ -291,8 +291,8 @@ int cmd_eval(int argc, char **argv) {
     if ((rc = cli_threads("eval", args_get(flags, nf, "--threads")))) return rc;
     int ks[64], bsels[64], n_k, n_b, ctx, n_seq = 0;
     if (cli_positive("eval", "--ctx", args_get(flags, nf, "--ctx"), &ctx) ||
-        cli_list("eval", "--k", args_get(flags, nf, "--k"), ks, &n_k) ||
-        cli_list("eval", "--bsel", args_get(flags, nf, "--bsel"), bsels, &n_b) ||
+        cli_list("eval", "--k", args_get(flags, nf, "--k"), 1, ks, &n_k) ||
+        cli_list("eval", "--bsel", args_get(flags, nf, "--bsel"), 1, bsels, &n_b) ||
         (args_get(flags, nf, "--n-seq") && cli_positive("eval", "--n-seq", args_get(flags, nf, "--n-seq"), &n_seq)))
         return 1;
     RetrievalKind tasks[8];

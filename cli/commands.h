@@ -9,3 +9,4 @@ int cmd_eval(int argc, char **argv);
 int cmd_teacher(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+int cmd_scores(int argc, char **argv);

@@ -6,6 +6,8 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "export.h"
+#include "indexer_ops.h"
+#include "npy.h"
 #include "model.h"
 #include "shard.h"
 #include "trainer.h"
@@ -160,4 +162,65 @@ int cmd_export(int argc, char **argv) {
     if (export_indexer(flags[0].value, flags[1].value, k, bsel, &st)) return cli_fail("export", &st);
     fprintf(stderr, "spindle export: %s -> %s\n", flags[0].value, flags[1].value);
     return 0;
+}
+
+// `spindle scores`: one layer's indexer scores for chosen query positions of a
+// teacher-shard sequence — what scripts/check-export.py recomputes from the
+// exported safetensors to show another stack reads the export the same way.
+int cmd_scores(int argc, char **argv) {
+    Flag flags[] = {
+        {"--indexer", 1, "exported indexer folder", NULL},
+        {"--shard", 1, "teacher shard (.h5) holding the layer's x", NULL},
+        {"--seq", 1, "sequence within the shard (default 0)", NULL},
+        {"--layer", 1, "model layer", NULL},
+        {"--positions", 1, "query positions, comma-separated", NULL},
+        {"--out", 1, ".npy float32 [n_positions, ctx]: score_{t,j}, -inf for j > t", NULL},
+    };
+    const int nf = N_FLAGS(flags);
+    int rc = cli_parse(argc, argv, flags, nf, "scores",
+                       (const char *const[]){"--indexer", "--shard", "--layer", "--positions", "--out", NULL});
+    if (rc) return rc;
+    int seq = 0, layer, pos[64], n_pos;
+    const char *v;
+    if (((v = args_get(flags, nf, "--seq")) && sscanf(v, "%d", &seq) != 1) ||
+        sscanf(args_get(flags, nf, "--layer"), "%d", &layer) != 1 ||
+        cli_list("scores", "--positions", args_get(flags, nf, "--positions"), 0, pos, &n_pos)) {
+        fprintf(stderr, "spindle scores: bad --seq, --layer or --positions\n");
+        return 1;
+    }
+    Status st;
+    ShardReader *r = NULL;
+    IndexerSet set = {0};
+    float *x = NULL, *scores = NULL;
+    rc = 1;
+    if (shard_open(&r, args_get(flags, nf, "--shard"), NULL, &st)) goto done;
+    const ShardHeader *h = shard_header(r);
+    if (indexer_set_load(&set, flags[0].value, 1 << 20, h->fingerprint, &st)) goto done;
+    if (layer < 0 || layer >= set.n_model_layers || !set.params[layer]) {
+        status_fail(&st, "%s: no indexer for layer %d", flags[0].value, layer);
+        goto done;
+    }
+    for (int i = 0; i < n_pos; i++)
+        if (pos[i] >= h->ctx) {
+            status_fail(&st, "--positions: %d is beyond the shard's ctx %d", pos[i], h->ctx);
+            goto done;
+        }
+    x = xmalloc(sizeof(float) * (size_t)h->ctx * h->d_model);
+    if (shard_read(r, seq, layer, NULL, x, NULL, &st)) goto done;
+    scores = xmalloc(sizeof(float) * (size_t)n_pos * h->ctx);
+    indexer_forward_cpu(scores, NULL, &set.cfg, set.params[layer], x, h->ctx, pos, n_pos);
+    NpyWriter w;
+    if (npy_writer_open(&w, flags[5].value, n_pos, h->ctx, &st)) goto done;
+    if (npy_writer_rows(&w, scores, n_pos, &st)) {
+        npy_writer_abort(&w);
+        goto done;
+    }
+    if (npy_writer_close(&w, &st)) goto done;
+    rc = 0;
+done:
+    if (rc) cli_fail("scores", &st);
+    if (r) shard_close(r);
+    indexer_set_free(&set);
+    free(x), free(scores);
+    return rc;
 }

@@ -62,5 +62,25 @@ check "a fresh run into a used folder is refused" "[ $rc = 1 ] && grep -q 'not e
 check "export wrote model.safetensors + config.json" "[ -s '$work/idx/model.safetensors' ] && [ -s '$work/idx/config.json' ]"
 "$bin" export --run "$work/full" --out "$work/idx" 2>"$work/err"; rc=$?
 check "export refuses an existing --out" "[ $rc = 1 ]"
+here=$(cd "$(dirname "$0")/.." && pwd)
+check "another stack (numpy + safetensors + h5py) recomputes the exported scores" \
+  "python3 '$here/scripts/check-export.py' '$bin' '$work/idx' '$work/held/shard-00000.h5' 1"
+"$bin" train --model "$g" --shards "$work/shards" --out "$work/exp" --steps 5 --d-index 16 --d-rope 8 \
+  --variant expanded --heads 2 --key-norm rms 2>/dev/null
+"$bin" export --run "$work/exp" --out "$work/idx_exp" 2>/dev/null
+check "... and the expanded variant's" \
+  "python3 '$here/scripts/check-export.py' '$bin' '$work/idx_exp' '$work/held/shard-00000.h5' 0"
+
+# The export at inference: k >= T is dense exactly; another checkpoint is refused.
+"$bin" logits --model "$g" --ids "$g/ids.txt" --out "$work/dense.npy" 2>/dev/null
+"$bin" logits --model "$g" --ids "$g/ids.txt" --out "$work/ix.npy" --indexer "$work/idx" --k 48 2>/dev/null
+check "logits --indexer with k >= T == dense (bytes)" "cmp -s '$work/dense.npy' '$work/ix.npy'"
+"$bin" logits --model "$g" --ids "$g/ids.txt" --out "$work/ix8.npy" --indexer "$work/idx" --k 8 --bsel 4 2>/dev/null
+check "logits --indexer with k = 8 differs from dense" "[ -s '$work/ix8.npy' ] && ! cmp -s '$work/dense.npy' '$work/ix8.npy'"
+"$bin" logits --model "$goldens/qwen3_qknorm" --ids "$g/ids.txt" --out "$work/x.npy" --indexer "$work/idx" 2>"$work/err"; rc=$?
+check "an indexer of another checkpoint is refused" "[ $rc = 1 ] && grep -q 'another checkpoint' '$work/err' && [ ! -e '$work/x.npy' ]"
+"$bin" eval --model "$g" --ids "$work/ids.txt" --ctx 48 --k 8 --bsel 1 --indexer "$work/idx" --json "$work/ev.json" 2>/dev/null
+check "eval --indexer adds indexer rows" "grep -q '\"mode\":.*\"indexer\"' '$work/ev.json'"
+
 [ "$fails" = 0 ] && echo "all train checks passed"
 [ "$fails" = 0 ]
