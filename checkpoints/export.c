@@ -55,7 +55,8 @@ static void tensor_name(char *buf, size_t n, int layer, const char *t) {
     else snprintf(buf, n, "model.layers.%d.self_attn.indexer.%s.weight", layer, t);
 }
 
-int export_indexer(const char *run_dir, const char *out_dir, int default_k, int default_bsel, Status *st) {
+int export_indexer(const char *run_dir, const char *out_dir, int64_t at_step, int default_k, int default_bsel,
+                   Status *st) {
     char path[4300], tmp[4200];
     snprintf(path, sizeof path, "%s/config.json", run_dir);
     if (access(out_dir, F_OK) == 0) return status_fail(st, "%s: already exists; choose another --out", out_dir);
@@ -73,8 +74,8 @@ int export_indexer(const char *run_dir, const char *out_dir, int default_k, int 
         if (!st->msg[0] || cJSON_IsArray(layers)) status_fail(st, "%s: not a spindle run config", path);
         goto done;
     }
-    int64_t step;
-    if (run_state_latest(run_dir, &step, st)) {
+    int64_t step = at_step;
+    if (step < 0 && run_state_latest(run_dir, &step, st)) {
         status_fail(st, "%s: no checkpoint to export (train first)", run_dir);
         goto done;
     }

@@ -9,12 +9,16 @@
 // and INDEXER/config.json the base checkpoint's fingerprint, the layers, the
 // indexer configuration (model/indexer.h), default k and b_sel, steps, tokens.
 #pragma once
+#include <stdint.h>
+
 #include "indexer.h"
 #include "status.h"
 
-// Exports the newest checkpoint of run_dir into out_dir (created via
-// out_dir.tmp + rename; an existing out_dir is refused).
-int export_indexer(const char *run_dir, const char *out_dir, int default_k, int default_bsel, Status *st);
+// Exports the checkpoint of at_step (−1: the newest; 0: the initialisation)
+// of run_dir into out_dir (created via out_dir.tmp + rename; an existing
+// out_dir is refused).
+int export_indexer(const char *run_dir, const char *out_dir, int64_t at_step, int default_k, int default_bsel,
+                   Status *st);
 
 typedef struct IndexerSet {
     IndexerConfig cfg;

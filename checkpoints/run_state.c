@@ -79,6 +79,7 @@ int run_state_save(const char *run_dir, const RunState *rs, int keep, Status *st
     int n;
     list_steps(run_dir, &steps, &n);
     for (int i = 0; i < n - keep; i++) {
+        if (steps[i] == 0) continue;
         ckpt_path(path, sizeof path, run_dir, steps[i]);
         unlink(path);
     }

@@ -23,7 +23,8 @@ typedef struct {
     float **params, **m, **v;  // [n_layers][n_params], owned by the caller
 } RunState;
 
-// Writes RUN/checkpoints/ckpt-<step>.bin and keeps only the newest `keep`.
+// Writes RUN/checkpoints/ckpt-<step>.bin and keeps only the newest `keep`
+// (step 0, the initialisation, is always kept).
 int run_state_save(const char *run_dir, const RunState *rs, int keep, Status *st);
 // Finds the newest checkpoint in RUN/checkpoints (returns 0 and sets *step, or
 // 1 when there is none).

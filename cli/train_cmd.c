@@ -149,17 +149,22 @@ int cmd_export(int argc, char **argv) {
         {"--out", 1, "indexer folder to create: model.safetensors + config.json", NULL},
         {"--k", 1, "default k written to config.json (default 256)", NULL},
         {"--bsel", 1, "default b_sel written to config.json (default 1)", NULL},
+        {"--step", 1, "export this checkpoint's step (default: the newest; 0 = the untrained initialisation)", NULL},
     };
     const int nf = N_FLAGS(flags);
     int rc = cli_parse(argc, argv, flags, nf, "export", (const char *const[]){"--run", "--out", NULL});
     if (rc) return rc;
-    int k = 256, bsel = 1;
+    int k = 256, bsel = 1, step = -1;
     const char *v;
     if (((v = args_get(flags, nf, "--k")) && cli_positive("export", "--k", v, &k)) ||
         ((v = args_get(flags, nf, "--bsel")) && cli_positive("export", "--bsel", v, &bsel)))
         return 1;
+    if ((v = args_get(flags, nf, "--step")) && (sscanf(v, "%d", &step) != 1 || step < 0)) {
+        fprintf(stderr, "spindle export: --step must be a non-negative integer (got \"%s\")\n", v);
+        return 1;
+    }
     Status st;
-    if (export_indexer(flags[0].value, flags[1].value, k, bsel, &st)) return cli_fail("export", &st);
+    if (export_indexer(flags[0].value, flags[1].value, step, k, bsel, &st)) return cli_fail("export", &st);
     fprintf(stderr, "spindle export: %s -> %s\n", flags[0].value, flags[1].value);
     return 0;
 }

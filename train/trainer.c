@@ -316,6 +316,9 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
     rope_tables(c, T, cos_t, sin_t);
     const float scale = (float)c->attn_scale;
 
+    // A fresh run checkpoints its initialisation as step 0: the untrained
+    // indexer can be exported and evaluated as the floor.
+    if (rs.step == 0 && run_state_save(tc->run_dir, &rs, tc->keep_ckpts + 1, st)) goto done;
     double t_start = omp_get_wtime();
     long steps_here = 0;
     while (rs.step < tc->steps) {
