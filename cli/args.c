@@ -2,6 +2,7 @@
 #include "args.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 void args_usage(const char *cmd, const Flag *flags, int n_flags) {
@@ -13,6 +14,10 @@ void args_usage(const char *cmd, const Flag *flags, int n_flags) {
 
 int args_parse(int argc, char **argv, int first, Flag *flags, int n_flags, const char *cmd) {
     for (int i = first; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {  // nothing is held yet: just leave
+            args_usage(cmd, flags, n_flags);
+            exit(0);
+        }
         Flag *f = NULL;
         for (int j = 0; j < n_flags && !f; j++)
             if (!strcmp(argv[i], flags[j].name)) f = &flags[j];

@@ -11,7 +11,8 @@ typedef struct {
 } Flag;
 
 // Fills flags[].value from argv[first..argc). Unknown flags, a missing value,
-// or a repeated flag print a usage message for cmd and return -1.
+// or a repeated flag print a usage message for cmd and return -1; --help / -h
+// prints the usage to stderr and exits 0.
 int args_parse(int argc, char **argv, int first, Flag *flags, int n_flags, const char *cmd);
 // Prints "usage: spindle CMD" and the flag list to stderr.
 void args_usage(const char *cmd, const Flag *flags, int n_flags);
