@@ -28,52 +28,9 @@
 #include "fastexp.h"
 #include "indexer_ops.h"
 #include "status.h"
+#include "topk.h"
 
 enum { BQ = 32, BK = 64 };
-
-// ---- top-k with the oracle's tie rule (a copy of kernels/cpu/oracle_cpu.c's
-// select_top / choose_support, which are static there) ----
-
-// Orders candidates by value descending, then index ascending (the tie rule).
-static inline int ranks_before(const float *val, int a, int b) {
-    return val[a] > val[b] || (val[a] == val[b] && a < b);
-}
-
-// Rearranges idx[0..n) so that its first k entries are the k best by
-// ranks_before (quickselect; Hoare partition around a median-of-three pivot).
-static void select_top(int *idx, int n, int k, const float *val) {
-    int lo = 0, hi = n - 1;
-    while (lo < hi) {
-        int mid = lo + (hi - lo) / 2, a = idx[lo], b = idx[mid], c = idx[hi];
-        int pivot = ranks_before(val, a, b) ? (ranks_before(val, b, c) ? b : ranks_before(val, a, c) ? c : a)
-                                            : (ranks_before(val, a, c) ? a : ranks_before(val, b, c) ? c : b);
-        int i = lo, j = hi;
-        while (i <= j) {
-            while (ranks_before(val, idx[i], pivot)) i++;
-            while (ranks_before(val, pivot, idx[j])) j--;
-            if (i <= j) {
-                int tmp = idx[i];
-                idx[i++] = idx[j];
-                idx[j--] = tmp;
-            }
-        }
-        if (k - 1 <= j) hi = j;
-        else if (k - 1 >= i) lo = i;
-        else break;
-    }
-}
-
-static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
-
-// sel ← the top k of candidates 0..n_cand-1 by val (all when n_cand ≤ k),
-// sorted ascending; returns the count.
-static int choose_support(int *sel, const float *val, int n_cand, int k) {
-    for (int j = 0; j < n_cand; j++) sel[j] = j;
-    if (n_cand <= k) return n_cand;
-    select_top(sel, n_cand, k, val);
-    qsort(sel, (size_t)k, sizeof *sel, cmp_int);
-    return k;
-}
 
 // ---- projections and score tiles ----
 
@@ -388,7 +345,7 @@ double indexer_mass_recall_cpu(float *recall, const IndexerConfig *cfg, const fl
             score_rows(R, n_keys, D, &p, r0, nr, kend);
             for (int i = 0; i < nr; i++) {
                 const int t = queries[r0 + i];
-                const int n = choose_support(sel, R + (int64_t)i * n_keys, t + 1, k);
+                const int n = topk_support(sel, R + (int64_t)i * n_keys, t + 1, k);
                 // Σ_{j∈S} P_t(j), P_t(j) = (1/Hq) Σ_h exp(s·q_{h,t}·k_{h/G,j} − lse_{h,t})
                 float mass = 0.0f;
                 for (int h = 0; h < Hq; h++) {
@@ -440,7 +397,7 @@ void indexer_select_cpu(int *sel, int *n_sel, const IndexerConfig *cfg, const fl
                 // S_t = top-k of score_{t,·} over j ≤ t.
                 score_rows(R, T, D, &p, q0, q1 - q0, q1);
                 for (int t = q0; t < q1; t++) {
-                    const int n = choose_support(idx, R + (int64_t)(t - q0) * T, t + 1, k);
+                    const int n = topk_support(idx, R + (int64_t)(t - q0) * T, t + 1, k);
                     int *row = sel + (int64_t)t * k;
                     for (int a = 0; a < k; a++) row[a] = a < n ? idx[a] : -1;
                     n_sel[t] = n;
@@ -462,7 +419,7 @@ void indexer_select_cpu(int *sel, int *n_sel, const IndexerConfig *cfg, const fl
                     for (int j = 0; j <= t; j++) Agg[j] += s[j] * inv;
                 }
             }
-            const int b = q0 / bsel, n = choose_support(idx, Agg, q1, k);
+            const int b = q0 / bsel, n = topk_support(idx, Agg, q1, k);
             int *row = sel + (int64_t)b * k;
             for (int a = 0; a < k; a++) row[a] = a < n ? idx[a] : -1;
             n_sel[b] = n;

@@ -19,49 +19,8 @@
 
 #include "fastexp.h"
 #include "ops.h"
+#include "topk.h"
 #include "status.h"
-
-// Orders candidates by value descending, then index ascending (the tie rule).
-static inline int ranks_before(const float *val, int a, int b) {
-    return val[a] > val[b] || (val[a] == val[b] && a < b);
-}
-
-// Rearranges idx[0..n) so that its first k entries are the k best by
-// ranks_before (quickselect; Hoare partition around a median-of-three pivot).
-static void select_top(int *idx, int n, int k, const float *val) {
-    int lo = 0, hi = n - 1;
-    while (lo < hi) {
-        int mid = lo + (hi - lo) / 2, a = idx[lo], b = idx[mid], c = idx[hi];
-        int pivot = ranks_before(val, a, b) ? (ranks_before(val, b, c) ? b : ranks_before(val, a, c) ? c : a)
-                                            : (ranks_before(val, a, c) ? a : ranks_before(val, b, c) ? c : b);
-        int i = lo, j = hi;
-        while (i <= j) {
-            while (ranks_before(val, idx[i], pivot)) i++;
-            while (ranks_before(val, pivot, idx[j])) j--;
-            if (i <= j) {
-                int tmp = idx[i];
-                idx[i++] = idx[j];
-                idx[j--] = tmp;
-            }
-        }
-        if (k - 1 <= j) hi = j;
-        else if (k - 1 >= i) lo = i;
-        else break;
-    }
-}
-
-static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
-
-// Chooses the support among candidates 0..n_cand-1 with scores val: all of
-// them when n_cand ≤ k, else the top k. Writes sorted indices to sel; returns
-// the count.
-static int choose_support(int *sel, const float *val, int n_cand, int k) {
-    for (int j = 0; j < n_cand; j++) sel[j] = j;
-    if (n_cand <= k) return n_cand;
-    select_top(sel, n_cand, k, val);
-    qsort(sel, (size_t)k, sizeof *sel, cmp_int);
-    return k;
-}
 
 // Unnormalised softmax weights w[i] of scale·q·k_{keys[i]} from the scores
 // themselves, and their sum: for a support whose full-softmax probabilities
@@ -140,14 +99,14 @@ void support_attention_cpu(float *out, float *recall, float *support, const floa
                     n_sel = given_n[b0 / bsel];
                     memcpy(sel, given_sel + (int64_t)(b0 / bsel) * topk, sizeof(int) * (size_t)n_sel);
                 } else if (bsel == 1) {
-                    n_sel = choose_support(sel, P + (int64_t)(b0 - q0) * q1, b0 + 1, topk);
+                    n_sel = topk_support(sel, P + (int64_t)(b0 - q0) * q1, b0 + 1, topk);
                 } else {
                     memset(A, 0, sizeof(float) * (size_t)b1);
                     for (int t = b0; t < b1; t++) {
                         const float *p = P + (int64_t)(t - q0) * q1;
                         for (int j = 0; j <= t; j++) A[j] += p[j];
                     }
-                    n_sel = choose_support(sel, A, b1, topk);
+                    n_sel = topk_support(sel, A, b1, topk);
                 }
                 for (int t = b0; t < b1; t++) {
                     const float *p = P + (int64_t)(t - q0) * q1;
