@@ -1,0 +1,50 @@
+// matmul.cu: out[T, C_out] = in[T, C_in] · w[C_out, C_in]ᵀ (+ bias), CUDA twin.
+//
+// cuBLAS is column-major; a row-major [R, C] matrix is its column-major
+// transpose [C, R]. So outᵀ[C_out, T] = w[C_out, C_in] · inᵀ[C_in, T] is one
+// GEMM with opA = T on w (seen by cuBLAS as [C_in, C_out]) and opB = N on in.
+// fp32: cublasSgemm, TF32 off (handle math mode, cublas_check.cuh): the
+// reference mode. bf16: cublasGemmEx with bf16 A/B, fp32 C and
+// CUBLAS_COMPUTE_32F: bf16 storage, fp32 accumulation.
+#include <cuda_bf16.h>
+
+#include "cublas_check.cuh"
+#include "cuda_check.cuh"
+#include "ops_cuda.h"
+
+// ---- kernels ------------------------------------------------------------------------
+
+// out[t, c] += bias[c]; one thread per element, grid-stride.
+__global__ void add_bias_kernel(float *out, const float *bias, int64_t n, int C_out) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        out[i] += bias[i % C_out];
+}
+
+// ---- launchers ------------------------------------------------------------------------
+
+static void add_bias(float *out, const float *bias, int T, int C_out) {
+    const int64_t n = (int64_t)T * C_out;
+    int64_t grid = (n + 255) / 256;
+    if (grid > 65535 * 16) grid = 65535 * 16;
+    add_bias_kernel<<<(int)grid, 256>>>(out, bias, n, C_out);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+extern "C" void matmul_forward_cuda(float *out, const float *in, const float *w, const float *bias, int T,
+                                    int C_in, int C_out) {
+    if (T <= 0 || C_out <= 0) return;
+    const float one = 1.0f, zero = 0.0f;
+    CUBLAS_CHECK(cublasSgemm(cuda_cublas_handle(), CUBLAS_OP_T, CUBLAS_OP_N, C_out, T, C_in, &one, w, C_in,
+                             in, C_in, &zero, out, C_out));
+    if (bias) add_bias(out, bias, T, C_out);
+}
+
+extern "C" void matmul_forward_bf16_cuda(float *out, const void *in, const void *w, const float *bias, int T,
+                                         int C_in, int C_out) {
+    if (T <= 0 || C_out <= 0) return;
+    const float one = 1.0f, zero = 0.0f;
+    CUBLAS_CHECK(cublasGemmEx(cuda_cublas_handle(), CUBLAS_OP_T, CUBLAS_OP_N, C_out, T, C_in, &one, w,
+                              CUDA_R_16BF, C_in, in, CUDA_R_16BF, C_in, &zero, out, CUDA_R_32F, C_out,
+                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    if (bias) add_bias(out, bias, T, C_out);
+}

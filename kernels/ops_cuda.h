@@ -1,0 +1,66 @@
+// ops_cuda.h: the CUDA twin API (only with SPINDLE_HAVE_CUDA). Plain C, no CUDA
+// types: device pointers are float* (fp32) or void* (bf16 storage, 2 bytes per
+// element). Each op keeps its CPU twin's name (ops.h) with _cuda, its argument
+// order (outputs → inputs → dimensions) and its semantics; the CPU twin is the
+// reference, and tests/test_cuda_twins.c judges every op here against it.
+//
+// Launches go to the default stream; ops are asynchronous like any kernel
+// launch, and cuda_sync() waits for them. Device faults abort with the failing
+// statement, function, file and line (kernels/cuda/cuda_check.cuh): they are
+// never a user's input error.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// ---- helpers (kernels/cuda/common.cu) ----------------------------------------
+
+// Number of usable GPUs, 0 when there is none or no driver (any error from
+// cudaGetDeviceCount counts as none; never aborts). When why is not NULL it
+// receives a one-line reason for 0 or the name of device 0.
+int cuda_available(char *why, size_t len);
+// Device memory; cuda_malloc aborts on failure, caller frees with cuda_free.
+void *cuda_malloc(size_t bytes);
+void cuda_free(void *p);
+void cuda_to_device(void *dst, const void *src, size_t bytes);
+void cuda_to_host(void *dst, const void *src, size_t bytes);
+// Fills bytes of device memory with the byte value (0xFF makes every float NaN:
+// the tests poison outputs with it before each op).
+void cuda_memset(void *p, int value, size_t bytes);
+void cuda_sync(void);
+// dst[i] = bf16(src[i]) (round to nearest even) / src[i] widened to fp32.
+void cuda_f32_to_bf16(void *dst, const float *src, int64_t n);
+void cuda_bf16_to_f32(float *dst, const void *src, int64_t n);
+
+// ---- ops ----------------------------------------------------------------------
+
+// out[T, C_out] = in[T, C_in] · w[C_out, C_in]ᵀ (+ bias[C_out] if not NULL).
+// fp32 in, out and arithmetic: cublasSgemm with TF32 off (the reference mode).
+void matmul_forward_cuda(float *out, const float *in, const float *w, const float *bias, int T, int C_in,
+                         int C_out);
+// The same with bf16 storage of in and w (void* to bf16), fp32 accumulation and
+// fp32 out (cublasGemmEx, CUBLAS_COMPUTE_32F); bias stays fp32.
+void matmul_forward_bf16_cuda(float *out, const void *in, const void *w, const float *bias, int T,
+                              int C_in, int C_out);
+
+// out[r, :] = in[r, :] / sqrt(mean(in[r, :]²) + eps) · w, for rows r < R. out may alias in.
+void rmsnorm_forward_cuda(float *out, const float *in, const float *w, int R, int C, float eps);
+
+// Rotates x[T, H, dh] in place, "rotate half" layout, cos/sin [T, rot/2] (as the CPU twin).
+void rope_forward_cuda(float *x, const float *cos, const float *sin, int T, int H, int dh, int rot);
+
+// out[i] = silu(gate[i]) · up[i]. out may alias gate.
+void swiglu_forward_cuda(float *out, const float *gate, const float *up, int64_t n);
+
+// Causal GQA attention, fp32, flash style (online softmax over key tiles, no T×T
+// buffer). q [T, Hq·dh], k/v [T, Hkv·dh], out [T, Hq·dh]; lse [Hq, T] (may be
+// NULL) gets each row's log-sum-exp of scale·q·k. dh ≤ 256.
+void attention_forward_cuda(float *out, float *lse, const float *q, const float *k, const float *v, int T,
+                            int Hq, int Hkv, int dh, float scale);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# device-prepare.sh: run HERE (the Debian 12 development machine), from the repo
+# root, before a device call. Downloads into .deb/ (git-ignored) the .debs that
+# scripts/device-check.sh unpacks on the GPU machine, which runs Ubuntu 24.04
+# with CUDA, CMake and gcc but without the C libraries spindle links (cJSON,
+# PCRE2, utf8proc, OpenSSL headers, OpenBLAS, HDF5) and without network access.
+#
+# These are Debian 12 (bookworm) amd64 packages, fetched with this machine's own
+# apt lists. They are plain C libraries; Ubuntu 24.04's glibc (2.39) is newer
+# than bookworm's (2.36), so bookworm binaries run there. device-check.sh
+# unpacks them with `dpkg -x` into a private prefix (never into /) and uses the
+# system's copy of every shared library the device already has, so only the
+# missing ones come from bookworm.
+#
+# Usage: scripts/device-prepare.sh        (then: run with carry [".deb"])
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# -dev packages: headers, .pc files, link-time .so symlinks.
+DEV="libcjson-dev libpcre2-dev libutf8proc-dev libssl-dev libopenblas-dev libopenblas-pthread-dev
+     libhdf5-dev pkgconf pkgconf-bin libpkgconf3"
+# Runtime libraries: the shared objects those link against and their whole
+# NEEDED closure (read with ldd on this machine), except glibc, libgcc_s and
+# zlib, which every Ubuntu 24.04 system has in a newer version.
+RUNTIME="libcjson1 libpcre2-8-0 libutf8proc2 libssl3 libopenblas0-pthread libgfortran5 libquadmath0
+     libhdf5-103-1 libaec0 libsz2 libcurl4 libbrotli1 libffi8 libgmp10 libgnutls30 libgssapi-krb5-2
+     libhogweed6 libidn2-0 libk5crypto3 libkrb5-3 libkrb5support0 libldap-2.5-0 libnettle8
+     libnghttp2-14 libp11-kit0 libpsl5 librtmp1 libsasl2-2 libssh2-1 libtasn1-6 libunistring2
+     libzstd1 libcom-err2 libkeyutils1"
+mkdir -p .deb
+(cd .deb && apt-get download $DEV $RUNTIME)
+# libhdf5-dev carries static archives and tools we never use: keep the .deb as
+# is (dpkg -x needs it whole) but report the folder's size against the 64 MiB
+# a device call can carry.
+du -sh .deb
+n=$(ls .deb/*.deb | wc -l)
+size=$(du -sm .deb | cut -f1)
+echo "device-prepare: $n packages, ${size} MiB in .deb/"
+if [ "$size" -ge 60 ]; then echo "device-prepare: .deb/ is too large to carry (limit 64 MiB)" >&2; exit 1; fi

@@ -1,0 +1,353 @@
+// test_cuda_twins.c: every CUDA twin (ops_cuda.h) against its CPU twin (ops.h)
+// on fresh random inputs of awkward sizes: T = 1, 7, 130, 1000; MHA and GQA 8:1;
+// d_h 64/128/256; partial RoPE; aliased outputs. Each case prints the max
+// absolute error and the normalised MSE (Σ(gpu − cpu)² / Σ cpu²); outputs are
+// poisoned with NaN before every op, so an unwritten element fails.
+//
+// Tolerances (a case fails beyond either):
+//   fp32 ops: nmse ≤ 1e-10 and max|err| ≤ 2e-5·max(1, max|cpu|). Both twins are
+//     fp32; they differ only in summation order and in expf/sqrtf rounding
+//     (a few ulp), which over sums of ≤ 4096 terms leaves a relative error near
+//     1e-6 at worst; an indexing or masking bug gives errors of order 1.
+//   bf16 matmul, same operands (the CPU twin fed the bf16-rounded inputs):
+//     nmse ≤ 1e-9, max|err| ≤ 1e-4·max(1, max|cpu|): only the accumulation
+//     differs (tensor-core fp32 accumulation), so this checks "fp32 accumulate".
+//   bf16 matmul vs the fp32 inputs: nmse ≤ 1e-4. Rounding each operand to bf16
+//     (8 bits of mantissa) gives a relative error with variance ≈ 2·(2⁻⁹)²/3
+//     ≈ 2.5e-6 per product, so nmse ≈ 2.5e-6 expected; 1e-4 leaves 40×.
+//   bf16 conversion: exact (round to nearest even on both sides).
+//
+// Exit: 0 all pass, 1 a failure, 77 (CTest: skipped) without a usable GPU,
+// 1 without one when SPINDLE_REQUIRE_GPU=1 (scripts/device-check.sh sets it).
+// `test_cuda_twins --quick` keeps T ≤ 130 (for compute-sanitizer runs).
+// SPINDLE_SEED=N repeats a run; the seed is printed either way.
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ops.h"
+#include "ops_cuda.h"
+
+// ---- random inputs ------------------------------------------------------------------
+
+static uint64_t rng_state;
+
+static uint64_t splitmix64(void) {
+    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+static double uniform01(void) { return ((splitmix64() >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
+
+static float normal(void) {
+    return (float)(sqrt(-2.0 * log(uniform01())) * cos(6.283185307179586 * uniform01()));
+}
+
+static float *randn(int64_t n, float sd) {
+    float *x = malloc(sizeof(float) * (n > 0 ? n : 1));
+    if (!x) abort();
+    for (int64_t i = 0; i < n; i++) x[i] = sd * normal();
+    return x;
+}
+
+static float *host_alloc(int64_t n) {
+    float *x = malloc(sizeof(float) * (n > 0 ? n : 1));
+    if (!x) abort();
+    return x;
+}
+
+// Device copy of a host array.
+static float *dev_from(const float *h, int64_t n) {
+    float *d = cuda_malloc(sizeof(float) * n);
+    cuda_to_device(d, h, sizeof(float) * n);
+    return d;
+}
+
+// A poisoned (all-NaN) device array of n floats.
+static float *dev_poisoned(int64_t n) {
+    float *d = cuda_malloc(sizeof(float) * n);
+    cuda_memset(d, 0xFF, sizeof(float) * n);
+    return d;
+}
+
+static float *host_from_dev(const float *d, int64_t n) {
+    float *h = host_alloc(n);
+    cuda_sync();
+    cuda_to_host(h, d, sizeof(float) * n);
+    return h;
+}
+
+// bf16 round to nearest even, as __float2bfloat16_rn (inputs here are finite).
+static float bf16_round(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    u += 0x7FFFu + ((u >> 16) & 1u);
+    u &= 0xFFFF0000u;
+    memcpy(&x, &u, 4);
+    return x;
+}
+
+// ---- comparison ------------------------------------------------------------------
+
+typedef struct {
+    const char *op;
+    double worst_max, worst_nmse;
+    int cases, fails;
+} OpStats;
+
+enum { N_OPS = 9 };
+static OpStats stats[N_OPS] = {
+    {"matmul fp32", 0, 0, 0, 0},      {"matmul bf16 (same operands)", 0, 0, 0, 0},
+    {"matmul bf16 (vs fp32)", 0, 0, 0, 0}, {"rmsnorm", 0, 0, 0, 0},
+    {"rope", 0, 0, 0, 0},             {"swiglu", 0, 0, 0, 0},
+    {"attention out", 0, 0, 0, 0},    {"attention lse", 0, 0, 0, 0},
+    {"bf16 conversion", 0, 0, 0, 0},
+};
+enum { MM32, MMBF_SAME, MMBF_F32, RMS, ROPE, SWIGLU, ATT_OUT, ATT_LSE, BF16CVT };
+
+static int failures = 0;
+
+// Compares gpu with ref (n values); fails on a non-finite gpu value, on
+// nmse > tol_nmse, or on max|err| > tol_rel_max·max(1, max|ref|).
+static void compare(int op, const char *shape, const float *gpu, const float *ref, int64_t n, double tol_nmse,
+                    double tol_rel_max) {
+    double max_err = 0.0, max_ref = 0.0, se = 0.0, sr = 0.0;
+    int64_t nonfinite = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(gpu[i])) {
+            nonfinite++;
+            continue;
+        }
+        double e = fabs((double)gpu[i] - ref[i]);
+        if (e > max_err) max_err = e;
+        if (fabs(ref[i]) > max_ref) max_ref = fabs(ref[i]);
+        se += e * e;
+        sr += (double)ref[i] * ref[i];
+    }
+    double nmse = sr > 0 ? se / sr : se;
+    double tol_max = tol_rel_max * (max_ref > 1.0 ? max_ref : 1.0);
+    int ok = nonfinite == 0 && nmse <= tol_nmse && max_err <= tol_max;
+    OpStats *s = &stats[op];
+    s->cases++;
+    if (max_err > s->worst_max) s->worst_max = max_err;
+    if (nmse > s->worst_nmse) s->worst_nmse = nmse;
+    if (!ok) {
+        s->fails++;
+        failures++;
+    }
+    printf("%-4s %-28s %-40s max|err| %.3e (tol %.1e)  nmse %.3e (tol %.0e)%s\n", ok ? "ok" : "FAIL", s->op,
+           shape, max_err, tol_max, nmse, tol_nmse, nonfinite ? "  NON-FINITE OUTPUT" : "");
+    if (nonfinite) printf("     %lld non-finite values (unwritten or NaN)\n", (long long)nonfinite);
+}
+
+// fp32 tolerances, bf16 tolerances (see the header).
+#define F32_NMSE 1e-10
+#define F32_MAX 2e-5
+#define BF_SAME_NMSE 1e-9
+#define BF_SAME_MAX 1e-4
+#define BF_F32_NMSE 1e-4
+
+// ---- per-op checks ------------------------------------------------------------------
+
+static void check_matmul(int T, int C_in, int C_out, int with_bias) {
+    char shape[96];
+    snprintf(shape, sizeof shape, "T=%d C_in=%d C_out=%d%s", T, C_in, C_out, with_bias ? " +bias" : "");
+    const int64_t n_in = (int64_t)T * C_in, n_w = (int64_t)C_out * C_in, n_out = (int64_t)T * C_out;
+    float *in = randn(n_in, 1.0f), *w = randn(n_w, 1.0f / sqrtf((float)C_in)), *bias = randn(C_out, 1.0f);
+    float *ref = host_alloc(n_out);
+    matmul_forward_cpu(ref, in, w, with_bias ? bias : NULL, T, C_in, C_out);
+
+    float *d_in = dev_from(in, n_in), *d_w = dev_from(w, n_w), *d_b = dev_from(bias, C_out);
+    float *d_out = dev_poisoned(n_out);
+    matmul_forward_cuda(d_out, d_in, d_w, with_bias ? d_b : NULL, T, C_in, C_out);
+    float *got = host_from_dev(d_out, n_out);
+    compare(MM32, shape, got, ref, n_out, F32_NMSE, F32_MAX);
+    free(got);
+
+    // bf16 storage: the device rounds in and w; the CPU twin gets the same
+    // rounded operands (same-operand check) and the original fp32 ones.
+    void *b_in = cuda_malloc(2 * (size_t)n_in), *b_w = cuda_malloc(2 * (size_t)n_w);
+    cuda_f32_to_bf16(b_in, d_in, n_in);
+    cuda_f32_to_bf16(b_w, d_w, n_w);
+    cuda_memset(d_out, 0xFF, sizeof(float) * n_out);
+    matmul_forward_bf16_cuda(d_out, b_in, b_w, with_bias ? d_b : NULL, T, C_in, C_out);
+    got = host_from_dev(d_out, n_out);
+    float *in_r = host_alloc(n_in), *w_r = host_alloc(n_w), *ref_r = host_alloc(n_out);
+    for (int64_t i = 0; i < n_in; i++) in_r[i] = bf16_round(in[i]);
+    for (int64_t i = 0; i < n_w; i++) w_r[i] = bf16_round(w[i]);
+    matmul_forward_cpu(ref_r, in_r, w_r, with_bias ? bias : NULL, T, C_in, C_out);
+    compare(MMBF_SAME, shape, got, ref_r, n_out, BF_SAME_NMSE, BF_SAME_MAX);
+    compare(MMBF_F32, shape, got, ref, n_out, BF_F32_NMSE, INFINITY);
+    free(got);
+
+    // The conversion itself, round trip, exact.
+    float *d_back = dev_poisoned(n_in);
+    cuda_bf16_to_f32(d_back, b_in, n_in);
+    got = host_from_dev(d_back, n_in);
+    compare(BF16CVT, shape, got, in_r, n_in, 0.0, 0.0);
+    free(got);
+
+    cuda_free(d_back);
+    cuda_free(b_in);
+    cuda_free(b_w);
+    cuda_free(d_in);
+    cuda_free(d_w);
+    cuda_free(d_b);
+    cuda_free(d_out);
+    free(in);
+    free(w);
+    free(bias);
+    free(ref);
+    free(in_r);
+    free(w_r);
+    free(ref_r);
+}
+
+static void check_rmsnorm(int R, int C, int alias) {
+    char shape[96];
+    snprintf(shape, sizeof shape, "R=%d C=%d%s", R, C, alias ? " out=in" : "");
+    const int64_t n = (int64_t)R * C;
+    float *in = randn(n, 2.0f), *w = randn(C, 1.0f), *ref = host_alloc(n);
+    const float eps = 1e-6f;
+    rmsnorm_forward_cpu(ref, in, w, R, C, eps);
+    float *d_in = dev_from(in, n), *d_w = dev_from(w, C);
+    float *d_out = alias ? d_in : dev_poisoned(n);
+    rmsnorm_forward_cuda(d_out, d_in, d_w, R, C, eps);
+    float *got = host_from_dev(d_out, n);
+    compare(RMS, shape, got, ref, n, F32_NMSE, F32_MAX);
+    free(got);
+    if (!alias) cuda_free(d_out);
+    cuda_free(d_in);
+    cuda_free(d_w);
+    free(in);
+    free(w);
+    free(ref);
+}
+
+static void check_rope(int T, int H, int dh, int rot) {
+    char shape[96];
+    snprintf(shape, sizeof shape, "T=%d H=%d dh=%d rot=%d", T, H, dh, rot);
+    const int64_t n = (int64_t)T * H * dh;
+    const int half = rot / 2;
+    float *x = randn(n, 1.0f), *cs = host_alloc((int64_t)T * half), *sn = host_alloc((int64_t)T * half);
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < half; i++) {
+            double ang = t * pow(10000.0, -2.0 * i / rot);
+            cs[(int64_t)t * half + i] = (float)cos(ang);
+            sn[(int64_t)t * half + i] = (float)sin(ang);
+        }
+    float *d_x = dev_from(x, n), *d_c = dev_from(cs, (int64_t)T * half), *d_s = dev_from(sn, (int64_t)T * half);
+    rope_forward_cpu(x, cs, sn, T, H, dh, rot);  // x is now the reference
+    rope_forward_cuda(d_x, d_c, d_s, T, H, dh, rot);
+    float *got = host_from_dev(d_x, n);
+    compare(ROPE, shape, got, x, n, F32_NMSE, F32_MAX);
+    free(got);
+    cuda_free(d_x);
+    cuda_free(d_c);
+    cuda_free(d_s);
+    free(x);
+    free(cs);
+    free(sn);
+}
+
+static void check_swiglu(int64_t n, int alias) {
+    char shape[96];
+    snprintf(shape, sizeof shape, "n=%lld%s", (long long)n, alias ? " out=gate" : "");
+    float *gate = randn(n, 3.0f), *up = randn(n, 1.0f), *ref = host_alloc(n);
+    swiglu_forward_cpu(ref, gate, up, n);
+    float *d_g = dev_from(gate, n), *d_u = dev_from(up, n);
+    float *d_out = alias ? d_g : dev_poisoned(n);
+    swiglu_forward_cuda(d_out, d_g, d_u, n);
+    float *got = host_from_dev(d_out, n);
+    compare(SWIGLU, shape, got, ref, n, F32_NMSE, F32_MAX);
+    free(got);
+    if (!alias) cuda_free(d_out);
+    cuda_free(d_g);
+    cuda_free(d_u);
+    free(gate);
+    free(up);
+    free(ref);
+}
+
+static void check_attention(int T, int Hq, int Hkv, int dh) {
+    char shape[96];
+    snprintf(shape, sizeof shape, "T=%d Hq=%d Hkv=%d dh=%d", T, Hq, Hkv, dh);
+    const int64_t nq = (int64_t)T * Hq * dh, nkv = (int64_t)T * Hkv * dh, nl = (int64_t)Hq * T;
+    const float scale = 1.0f / sqrtf((float)dh);
+    // q has sd 2 so that the softmax rows are peaked, not flat.
+    float *q = randn(nq, 2.0f), *k = randn(nkv, 1.0f), *v = randn(nkv, 1.0f);
+    float *ref = host_alloc(nq), *ref_lse = host_alloc(nl);
+    attention_forward_cpu(ref, ref_lse, q, k, v, T, Hq, Hkv, dh, scale);
+    float *d_q = dev_from(q, nq), *d_k = dev_from(k, nkv), *d_v = dev_from(v, nkv);
+    float *d_out = dev_poisoned(nq), *d_lse = dev_poisoned(nl);
+    attention_forward_cuda(d_out, d_lse, d_q, d_k, d_v, T, Hq, Hkv, dh, scale);
+    float *got = host_from_dev(d_out, nq), *got_lse = host_from_dev(d_lse, nl);
+    compare(ATT_OUT, shape, got, ref, nq, F32_NMSE, F32_MAX);
+    compare(ATT_LSE, shape, got_lse, ref_lse, nl, F32_NMSE, F32_MAX);
+    free(got);
+    free(got_lse);
+    cuda_free(d_q);
+    cuda_free(d_k);
+    cuda_free(d_v);
+    cuda_free(d_out);
+    cuda_free(d_lse);
+    free(q);
+    free(k);
+    free(v);
+    free(ref);
+    free(ref_lse);
+}
+
+// ---- main ------------------------------------------------------------------------
+
+int main(int argc, char **argv) {
+    char why[256];
+    if (cuda_available(why, sizeof why) == 0) {
+        const char *req = getenv("SPINDLE_REQUIRE_GPU");
+        if (req && strcmp(req, "1") == 0) {
+            fprintf(stderr, "test_cuda_twins: FAIL: SPINDLE_REQUIRE_GPU=1 but no usable GPU (%s)\n", why);
+            return 1;
+        }
+        printf("test_cuda_twins: skipped: no usable GPU (%s)\n", why);
+        return 77;
+    }
+    const int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    const char *seed_env = getenv("SPINDLE_SEED");
+    uint64_t seed = seed_env ? strtoull(seed_env, NULL, 10) : (uint64_t)time(NULL);
+    rng_state = seed;
+    printf("test_cuda_twins: %s; seed %llu%s\n", why, (unsigned long long)seed, quick ? "; quick (T <= 130)" : "");
+
+    const int Ts[] = {1, 7, 130, 1000};
+    const int nT = quick ? 3 : 4;
+    for (int ti = 0; ti < nT; ti++) {
+        const int T = Ts[ti];
+        check_matmul(T, 576, 1536, 1);
+        check_matmul(T, 77, 129, 0);
+        check_matmul(T, 1000, 33, 1);
+        check_rmsnorm(T, 576, 0);
+        check_rmsnorm(T, 77, 1);
+        check_rmsnorm(T, 4096, 0);
+        for (int dh = 64; dh <= 256; dh *= 2) {
+            check_rope(T, 9, dh, dh);
+            check_rope(T, 3, dh, dh / 2);
+        }
+        check_swiglu((int64_t)T * 1536 + 3, 0);
+        check_swiglu((int64_t)T * 77, 1);
+        for (int dh = 64; dh <= 256; dh *= 2) {
+            check_attention(T, 8, 8, dh);   // MHA
+            check_attention(T, 16, 2, dh);  // GQA 8:1
+        }
+    }
+
+    printf("\n%-28s %6s %6s %12s %12s\n", "op", "cases", "fails", "worst max", "worst nmse");
+    for (int i = 0; i < N_OPS; i++)
+        printf("%-28s %6d %6d %12.3e %12.3e\n", stats[i].op, stats[i].cases, stats[i].fails, stats[i].worst_max,
+               stats[i].worst_nmse);
+    printf("test_cuda_twins: %s (%d failure%s)\n", failures ? "FAIL" : "PASS", failures, failures == 1 ? "" : "s");
+    return failures ? 1 : 0;
+}
