@@ -27,7 +27,9 @@ int main(int argc, char **argv) {
         snprintf(ref_path, sizeof ref_path, "%s/oracle_k%s_bsel%s.npy", dir, argv[5], argv[6]);
         snprintf(label, sizeof label, "%s oracle k=%s bsel=%s", name, argv[5], argv[6]);
     }
-    snprintf(out, sizeof out, "%s/golden_%s%s%s.npy", outdir, name, argc > 6 ? "_oracle" : "", argc > 6 ? argv[5] : "");
+    // One output name per test, so tests can run in parallel (ctest -j).
+    if (argc > 6) snprintf(out, sizeof out, "%s/golden_%s_oracle_k%s_bsel%s.npy", outdir, name, argv[5], argv[6]);
+    else snprintf(out, sizeof out, "%s/golden_%s.npy", outdir, name);
     snprintf(cmd, sizeof cmd, "'%s' logits --model '%s' --ids '%s/ids.txt' --out '%s'%s", bin, dir, dir, out, extra);
     name = label;
     if (system(cmd) != 0) {

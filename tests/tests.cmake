@@ -58,3 +58,10 @@ add_test(NAME indexer COMMAND test_indexer)
 
 add_test(NAME train_resume_export COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_train.sh
          $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/train)
+
+if(SPINDLE_CUDA)
+  add_executable(test_cuda_twins tests/test_cuda_twins.c)
+  target_link_libraries(test_cuda_twins PRIVATE spindle_core)
+  add_test(NAME cuda_twins COMMAND test_cuda_twins)
+  set_tests_properties(cuda_twins PROPERTIES SKIP_RETURN_CODE 77)
+endif()
