@@ -24,6 +24,8 @@
 #include "tokenizer.h"
 #ifdef SPINDLE_HAVE_CUDA
 #include "cuda_device.h"
+#include "forward_cuda.h"
+#include "ops_cuda.h"
 #endif
 
 // Loads the exported indexer in dir for model m (its fingerprint must match).
@@ -133,6 +135,7 @@ int cmd_logits(int argc, char **argv) {
         {"--bsel", 1, "queries sharing one support (default 1: per query)", NULL},
         {"--indexer", 1, "trained indexer folder (spindle export): it picks the supports", NULL},
         {"--k", 1, "keys kept per support with --indexer (default: the export's default_k)", NULL},
+        {"--precision", 1, "with --device cuda: fp32 (default, the reference) or bf16 (bf16 weights and GEMM inputs)", NULL},
     };
     int rc = cli_parse(argc, argv, flags, N_FLAGS(flags), "logits",
                        (const char *const[]){"--model", "--ids", "--out", NULL});
@@ -158,9 +161,34 @@ int cmd_logits(int argc, char **argv) {
         fprintf(stderr, "spindle logits: --device must be cpu or cuda (got \"%s\")\n", device);
         return 2;
     }
-    if (device && !strcmp(device, "cuda")) {
-        fprintf(stderr, "spindle logits: --device cuda: the CUDA forward pass is not implemented yet\n");
+    // --device cuda: the dense forward on GPU 0 (model/forward_cuda.h).
+    const int use_cuda = device && !strcmp(device, "cuda");
+    const char *prec = args_get(flags, N_FLAGS(flags), "--precision");
+    if (prec && strcmp(prec, "fp32") && strcmp(prec, "bf16")) {
+        fprintf(stderr, "spindle logits: --precision must be fp32 or bf16 (got \"%s\")\n", prec);
+        return 2;
+    }
+    if (prec && !strcmp(prec, "bf16") && !use_cuda) {
+        fprintf(stderr, "spindle logits: --precision bf16 needs --device cuda (the CPU twin is fp32)\n");
+        return 2;
+    }
+    const int bf16 = prec && !strcmp(prec, "bf16");
+    if (use_cuda) {
+#ifndef SPINDLE_HAVE_CUDA
+        fprintf(stderr, "spindle logits: --device cuda: built without CUDA; configure with -DSPINDLE_CUDA=ON\n");
         return 1;
+#else
+        if (ok_s || ix_dir) {
+            fprintf(stderr, "spindle logits: --device cuda: %s is not on the GPU yet; use --device cpu\n",
+                    ok_s ? "--oracle-k (the attention-mass oracle)" : "--indexer");
+            return 1;
+        }
+        char why[256];
+        if (cuda_available(why, sizeof why) == 0) {
+            fprintf(stderr, "spindle logits: --device cuda: no usable GPU (%s)\n", why);
+            return 1;
+        }
+#endif
     }
     if ((rc = cli_threads("logits", args_get(flags, N_FLAGS(flags), "--threads")))) return rc;
     const char *out = flags[2].value;
@@ -192,18 +220,36 @@ int cmd_logits(int argc, char **argv) {
     NpyWriter w;
     rc = 1;
     float *hidden = NULL, *logits = NULL;
+    ForwardProfile prof = {0};
+    double t0 = omp_get_wtime(), t_upload = 0;
+#ifdef SPINDLE_HAVE_CUDA
+    FwdCuda *gpu = NULL;
+    if (use_cuda) {
+        if (fwd_cuda_upload(&m, bf16, &gpu, &st)) goto done;
+        t_upload = omp_get_wtime() - t0;
+    }
+#endif
     if (npy_writer_open(&w, out, T, V, &st)) goto done;
     hidden = xmalloc(sizeof(float) * (size_t)T * H);
-    ForwardProfile prof;
-    double t0 = omp_get_wtime();
-    forward_hidden(&m, ids, T, hidden, &(ForwardOpts){.sparse = sparse ? &sp : NULL, .indexer = ix_dir ? &set : NULL, .prof = &prof});
+    double t_fwd = omp_get_wtime();
+#ifdef SPINDLE_HAVE_CUDA
+    if (gpu) fwd_cuda_hidden(gpu, ids, T, hidden);
+    else
+#endif
+        forward_hidden(&m, ids, T, hidden,
+                       &(ForwardOpts){.sparse = sparse ? &sp : NULL, .indexer = ix_dir ? &set : NULL, .prof = &prof});
+    t_fwd = omp_get_wtime() - t_fwd;
     // The logits go out in row chunks: [T, vocab] never sits in memory at once.
     const int chunk = 256;
     logits = xmalloc(sizeof(float) * (size_t)chunk * V);
     double t_head = omp_get_wtime();
     for (int r = 0; r < T; r += chunk) {
         int rows = T - r < chunk ? T - r : chunk;
-        forward_lm_head(&m, hidden + (size_t)r * H, rows, logits);
+#ifdef SPINDLE_HAVE_CUDA
+        if (gpu) fwd_cuda_lm_head(gpu, hidden + (size_t)r * H, rows, logits);
+        else
+#endif
+            forward_lm_head(&m, hidden + (size_t)r * H, rows, logits);
         if (npy_writer_rows(&w, logits, rows, &st)) {
             npy_writer_abort(&w);
             goto done;
@@ -212,9 +258,12 @@ int cmd_logits(int argc, char **argv) {
     prof.lm_head = omp_get_wtime() - t_head;
     if (npy_writer_close(&w, &st)) goto done;
     double secs = omp_get_wtime() - t0;
-    fprintf(stderr, "spindle logits: %d tokens -> %s [%d, %d] in %.2f s (%.1f tokens/s)\n", T, out, T, V,
-            secs, T / secs);
-    if (flags[5].value)
+    fprintf(stderr, "spindle logits: %d tokens -> %s [%d, %d] in %.2f s (%.1f tokens/s)%s%s\n", T, out, T, V,
+            secs, T / secs, use_cuda ? ", cuda " : "", use_cuda ? (bf16 ? "bf16" : "fp32") : "");
+    if (flags[5].value && use_cuda)
+        fprintf(stderr, "profile: weight upload %.3f s, backbone %.3f s, lm_head+write %.3f s\n", t_upload, t_fwd,
+                prof.lm_head);
+    else if (flags[5].value)
         fprintf(stderr, "profile: gemm %.3f s, attention %.3f s, lm_head+write %.3f s, other %.3f s\n",
                 prof.gemm, prof.attention, prof.lm_head, prof.other);
     rc = 0;
@@ -223,6 +272,9 @@ done:
     free(hidden);
     free(logits);
     free(ids);
+#ifdef SPINDLE_HAVE_CUDA
+    fwd_cuda_free(gpu);
+#endif
     indexer_set_free(&set);
     model_free(&m);
     return rc;

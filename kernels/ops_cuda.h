@@ -61,6 +61,16 @@ void swiglu_forward_cuda(float *out, const float *gate, const float *up, int64_t
 void attention_forward_cuda(float *out, float *lse, const float *q, const float *k, const float *v, int T,
                             int Hq, int Hkv, int dh, float scale);
 
+// ---- glue of the forward pass (kernels/cuda/elementwise.cu) ---------------------------
+
+// out[t, :] = table[ids[t], :] for t < T; ids is a device array of T valid row
+// indices, table [rows, C] fp32 / bf16 (void*), out [T, C] fp32. Exact.
+void embedding_forward_cuda(float *out, const int32_t *ids, const float *table, int T, int C);
+void embedding_forward_bf16_cuda(float *out, const int32_t *ids, const void *table, int T, int C);
+
+// out[i] = a[i] + b[i] (the residual stream). out may alias a or b.
+void residual_forward_cuda(float *out, const float *a, const float *b, int64_t n);
+
 #ifdef __cplusplus
 }
 #endif

@@ -8,11 +8,18 @@
 #   3. runs tests/test_cuda_twins.c with SPINDLE_REQUIRE_GPU=1 (so "no GPU" fails),
 #      then under compute-sanitizer --tool memcheck and --tool racecheck (--quick
 #      sizes, T ≤ 130);
-#   4. runs the CPU ctest suite (every test but the twin test; the ones needing
+#   4. runs tests/test_goldens_cuda.sh with SPINDLE_REQUIRE_GPU=1: `spindle logits
+#      --device cuda` in fp32 and bf16 on every dense golden case vs HF logits;
+#   5. SmolLM2-shaped synthetic checkpoint (SmolLM2 itself does not travel):
+#      python3 + transformers (on the device image) writes a random-weight
+#      llama with SmolLM2-135M's shapes; spindle logits at T=2048 on the CPU
+#      twin and the GPU (fp32, bf16) are compared and timed, then the GPU alone
+#      at T=8192 (SKIP_SYNTH=1 leaves this step out);
+#   6. runs the CPU ctest suite (every test but the CUDA ones; the ones needing
 #      models/ or corpus/ skip themselves, since those folders do not travel).
 # Everything goes to $OUT (default ./device-out): device-check.log (all of it),
-# twins.txt, memcheck.txt, racecheck.txt, ctest.txt, build.log. Exit 0 only if
-# every step passed.
+# twins.txt, memcheck.txt, racecheck.txt, goldens_cuda.txt, synth.txt,
+# ctest.txt, build.log. Exit 0 only if every step passed.
 #
 # Device call (see docs/device-runs.md):
 #   run(command="bash scripts/device-check.sh", carry=[".deb"], kind="nvidia-h200")
@@ -112,17 +119,75 @@ for tool in memcheck racecheck; do
     [ $rc -eq 0 ] || fail "$tool exit $rc"
 done
 
+step "golden logits on the GPU: SPINDLE_REQUIRE_GPU=1 tests/test_goldens_cuda.sh"
+SPINDLE_REQUIRE_GPU=1 bash tests/test_goldens_cuda.sh "$B/spindle" tests/goldens /tmp/spindle-goldens-cuda \
+    >"$OUT/goldens_cuda.txt" 2>&1
+rc=$?
+cat "$OUT/goldens_cuda.txt"
+[ $rc -eq 0 ] || fail "test_goldens_cuda exit $rc"
+
+if [ "${SKIP_SYNTH:-0}" != 1 ]; then
+    step "SmolLM2-shaped synthetic checkpoint: CPU twin vs GPU fp32/bf16, T=2048; GPU at T=8192"
+    S=/tmp/spindle-synth
+    rm -rf "$S" && mkdir -p "$S"
+    (
+        python3 - "$S" <<'PY'
+import sys, numpy as np, torch, transformers
+from transformers import LlamaConfig, LlamaForCausalLM
+d = sys.argv[1]
+torch.manual_seed(0)
+cfg = LlamaConfig(vocab_size=49152, hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
+                  num_attention_heads=9, num_key_value_heads=3, max_position_embeddings=8192,
+                  rms_norm_eps=1e-5, rope_theta=100000.0, tie_word_embeddings=True)
+m = LlamaForCausalLM(cfg).float()
+m.save_pretrained(d + "/model")
+rng = np.random.default_rng(0)
+for T in (2048, 8192):
+    np.savetxt(f"{d}/ids{T}.txt", rng.integers(0, 49152, T)[None], fmt="%d", delimiter=",")
+print("transformers", transformers.__version__, "params", sum(p.numel() for p in m.parameters()))
+PY
+        [ $? -eq 0 ] || exit 1
+        "$B/spindle" info --model "$S/model" | head -12
+        for run in "cpu 2048" "cuda 2048 fp32" "cuda 2048 bf16" "cuda 8192 fp32" "cuda 8192 bf16"; do
+            set -- $run
+            dev=$1 T=$2 prec=${3:-}
+            "$B/spindle" logits --model "$S/model" --ids "$S/ids$T.txt" --out "$S/$dev$T$prec.npy" --device "$dev" \
+                ${prec:+--precision $prec} --profile || exit 1
+        done
+        python3 - "$S" <<'PY'
+import sys, numpy as np
+d = sys.argv[1]
+ref = np.load(f"{d}/cpu2048.npy").astype(np.float64)
+ok = True
+for prec in ("fp32", "bf16"):
+    g = np.load(f"{d}/cuda2048{prec}.npy").astype(np.float64)
+    mx = float(np.abs(g - ref).max()); nmse = float(((g - ref) ** 2).sum() / (ref ** 2).sum())
+    top1 = float((g.argmax(1) == ref.argmax(1)).mean())
+    print(f"synthetic SmolLM2 T=2048 GPU {prec} vs CPU twin: max|diff| {mx:.3e} nmse {nmse:.3e} top1 {100*top1:.2f}%")
+    ok &= np.isfinite(g).all() and (mx <= 2e-3 if prec == "fp32" else (nmse <= 1e-4 and top1 >= 0.99))
+print("synthetic:", "PASS" if ok else "FAIL")
+sys.exit(0 if ok else 1)
+PY
+    ) >"$OUT/synth.txt" 2>&1
+    rc=$?
+    grep -vE "^\s*$" "$OUT/synth.txt" | tail -30
+    rm -rf "$S"
+    [ $rc -eq 0 ] || fail "synthetic SmolLM2 step exit $rc"
+fi
+
 # Serially, as scripts/test.sh runs it: under ctest -j the golden oracle tests
 # k8_bsel1 and k8_bsel8 write the same output file (tests/test_goldens.c names
 # it by k only) and one fails to rename its .tmp (seen on the H200, 2026-11-29).
-step "CPU ctest suite (all but cuda_twins, serial)"
-(cd "$B" && timeout 300 ctest --timeout 240 -E '^cuda_twins$' --output-on-failure) >"$OUT/ctest.txt" 2>&1
+step "CPU ctest suite (all but cuda_twins and goldens_cuda, serial)"
+(cd "$B" && timeout 300 ctest --timeout 240 -E '^(cuda_twins|goldens_cuda)$' --output-on-failure) >"$OUT/ctest.txt" 2>&1
 rc=$?
 grep -E "tests passed|Not Run|\*\*\*|Skipped|Failed|Passed" "$OUT/ctest.txt" | tail -40
 [ $rc -eq 0 ] || fail "ctest exit $rc"
 
 step "summary"
 sed -n '/^op /,$p' "$OUT/twins.txt"
+tail -1 "$OUT/goldens_cuda.txt"
+[ -f "$OUT/synth.txt" ] && grep -E "^synthetic" "$OUT/synth.txt"
 for tool in memcheck racecheck; do echo "$tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$tool.txt" | tr '\n' ' ')"; done
 grep -E "tests passed" "$OUT/ctest.txt"
 echo "device-check: $([ $status -eq 0 ] && echo PASS || echo FAIL)"

@@ -16,6 +16,8 @@
 //     (8 bits of mantissa) gives a relative error with variance ≈ 2·(2⁻⁹)²/3
 //     ≈ 2.5e-6 per product, so nmse ≈ 2.5e-6 expected; 1e-4 leaves 40×.
 //   bf16 conversion: exact (round to nearest even on both sides).
+//   embedding gather (fp32 table; bf16 table vs the bf16-rounded table) and
+//     residual add: exact (a copy, one fp32 add), aliased outputs included.
 //
 // Exit: 0 all pass, 1 a failure, 77 (CTest: skipped) without a usable GPU,
 // 1 without one when SPINDLE_REQUIRE_GPU=1 (scripts/device-check.sh sets it).
@@ -100,15 +102,17 @@ typedef struct {
     int cases, fails;
 } OpStats;
 
-enum { N_OPS = 9 };
+enum { N_OPS = 12 };
 static OpStats stats[N_OPS] = {
     {"matmul fp32", 0, 0, 0, 0},      {"matmul bf16 (same operands)", 0, 0, 0, 0},
     {"matmul bf16 (vs fp32)", 0, 0, 0, 0}, {"rmsnorm", 0, 0, 0, 0},
     {"rope", 0, 0, 0, 0},             {"swiglu", 0, 0, 0, 0},
     {"attention out", 0, 0, 0, 0},    {"attention lse", 0, 0, 0, 0},
     {"bf16 conversion", 0, 0, 0, 0},
+    {"embedding fp32", 0, 0, 0, 0},   {"embedding bf16", 0, 0, 0, 0},
+    {"residual add", 0, 0, 0, 0},
 };
-enum { MM32, MMBF_SAME, MMBF_F32, RMS, ROPE, SWIGLU, ATT_OUT, ATT_LSE, BF16CVT };
+enum { MM32, MMBF_SAME, MMBF_F32, RMS, ROPE, SWIGLU, ATT_OUT, ATT_LSE, BF16CVT, EMBED32, EMBEDBF, RESID };
 
 static int failures = 0;
 
@@ -303,6 +307,66 @@ static void check_attention(int T, int Hq, int Hkv, int dh) {
     free(ref_lse);
 }
 
+// Gather rows of a [rows, C] table by T random ids (repeats, first and last row
+// included); the CPU twin is forward.c's memcpy loop. Exact.
+static void check_embedding(int T, int rows, int C) {
+    char shape[96];
+    snprintf(shape, sizeof shape, "T=%d rows=%d C=%d", T, rows, C);
+    const int64_t n_tab = (int64_t)rows * C, n_out = (int64_t)T * C;
+    float *tab = randn(n_tab, 1.0f), *ref = host_alloc(n_out), *tab_r = host_alloc(n_tab), *ref_r = host_alloc(n_out);
+    int32_t *ids = malloc(sizeof(int32_t) * (size_t)T);
+    if (!ids) abort();
+    for (int t = 0; t < T; t++) ids[t] = t == 0 ? rows - 1 : t == 1 ? 0 : (int32_t)(splitmix64() % (uint64_t)rows);
+    for (int64_t i = 0; i < n_tab; i++) tab_r[i] = bf16_round(tab[i]);
+    for (int t = 0; t < T; t++) {
+        memcpy(ref + (int64_t)t * C, tab + (int64_t)ids[t] * C, sizeof(float) * C);
+        memcpy(ref_r + (int64_t)t * C, tab_r + (int64_t)ids[t] * C, sizeof(float) * C);
+    }
+    int32_t *d_ids = cuda_malloc(sizeof(int32_t) * (size_t)T);
+    cuda_to_device(d_ids, ids, sizeof(int32_t) * (size_t)T);
+    float *d_tab = dev_from(tab, n_tab), *d_out = dev_poisoned(n_out);
+    embedding_forward_cuda(d_out, d_ids, d_tab, T, C);
+    float *got = host_from_dev(d_out, n_out);
+    compare(EMBED32, shape, got, ref, n_out, 0.0, 0.0);
+    free(got);
+    void *b_tab = cuda_malloc(2 * (size_t)n_tab);
+    cuda_f32_to_bf16(b_tab, d_tab, n_tab);
+    cuda_memset(d_out, 0xFF, sizeof(float) * n_out);
+    embedding_forward_bf16_cuda(d_out, d_ids, b_tab, T, C);
+    got = host_from_dev(d_out, n_out);
+    compare(EMBEDBF, shape, got, ref_r, n_out, 0.0, 0.0);
+    free(got);
+    cuda_free(b_tab);
+    cuda_free(d_ids);
+    cuda_free(d_tab);
+    cuda_free(d_out);
+    free(tab);
+    free(ref);
+    free(tab_r);
+    free(ref_r);
+    free(ids);
+}
+
+// out = a + b; alias 0: fresh out, 1: out = a (x += y, as the forward uses it), 2: out = b.
+static void check_residual(int64_t n, int alias) {
+    char shape[96];
+    snprintf(shape, sizeof shape, "n=%lld%s", (long long)n, alias == 1 ? " out=a" : alias == 2 ? " out=b" : "");
+    float *a = randn(n, 3.0f), *b = randn(n, 1.0f), *ref = host_alloc(n);
+    for (int64_t i = 0; i < n; i++) ref[i] = a[i] + b[i];
+    float *d_a = dev_from(a, n), *d_b = dev_from(b, n);
+    float *d_out = alias == 1 ? d_a : alias == 2 ? d_b : dev_poisoned(n);
+    residual_forward_cuda(d_out, d_a, d_b, n);
+    float *got = host_from_dev(d_out, n);
+    compare(RESID, shape, got, ref, n, 0.0, 0.0);
+    free(got);
+    if (!alias) cuda_free(d_out);
+    cuda_free(d_a);
+    cuda_free(d_b);
+    free(a);
+    free(b);
+    free(ref);
+}
+
 // ---- main ------------------------------------------------------------------------
 
 int main(int argc, char **argv) {
@@ -338,6 +402,9 @@ int main(int argc, char **argv) {
         }
         check_swiglu((int64_t)T * 1536 + 3, 0);
         check_swiglu((int64_t)T * 77, 1);
+        check_embedding(T, 1000, 576);
+        check_embedding(T, 3, 77);
+        for (int alias = 0; alias < 3; alias++) check_residual((int64_t)T * 576 + alias, alias);
         for (int dh = 64; dh <= 256; dh *= 2) {
             check_attention(T, 8, 8, dh);   // MHA
             check_attention(T, 16, 2, dh);  // GQA 8:1

@@ -64,4 +64,8 @@ if(SPINDLE_CUDA)
   target_link_libraries(test_cuda_twins PRIVATE spindle_core)
   add_test(NAME cuda_twins COMMAND test_cuda_twins)
   set_tests_properties(cuda_twins PROPERTIES SKIP_RETURN_CODE 77)
+  # `spindle logits --device cuda` (fp32 and bf16) on every dense golden case.
+  add_test(NAME goldens_cuda COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_goldens_cuda.sh
+           $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/goldens_cuda)
+  set_tests_properties(goldens_cuda PROPERTIES SKIP_RETURN_CODE 77)
 endif()

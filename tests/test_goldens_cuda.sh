@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# test_goldens_cuda.sh SPINDLE_BIN GOLDENS_DIR TMP_DIR
+# `spindle logits --device cuda` on every dense golden case (each folder of
+# GOLDENS_DIR holding logits.npy: the cases test_goldens runs on the CPU),
+# in both precisions, against the HF transformers logits (logits.npy):
+#   fp32: max |Δlogit| ≤ 2e-3 (the CPU twin's tolerance).
+#   bf16: normalised MSE Σ(gpu − ref)² / Σ ref² ≤ 1e-4 and top-1 agreement
+#         (argmax per row) ≥ 99%. bf16 weights and GEMM inputs round each
+#         operand to 8 mantissa bits (relative error ≈ 2⁻⁹ per product), so the
+#         logits move by ~0.3% rms: fine for nmse, but where a row's top two
+#         logits are that close the argmax may flip.
+# Prints one line per case and precision: max|Δ|, nmse, top-1 agreement.
+# Exit 0 all pass, 1 a failure, 77 (CTest: skipped) without a usable GPU (or a
+# build without CUDA); with SPINDLE_REQUIRE_GPU=1 no GPU is a failure.
+# Comparison in python3 + numpy (a failure when missing and a GPU is present).
+set -uo pipefail
+if [ $# -ne 3 ]; then echo "usage: $0 SPINDLE_BIN GOLDENS_DIR TMP_DIR" >&2; exit 2; fi
+bin=$1 goldens=$2 tmp=$3
+mkdir -p "$tmp"
+
+cases=()
+for d in "$goldens"/*/; do
+    d=${d%/}
+    [ -f "$d/logits.npy" ] && [ -f "$d/ids.txt" ] && cases+=("$d")
+done
+[ ${#cases[@]} -gt 0 ] || { echo "FAIL: no golden cases (logits.npy) under $goldens"; exit 1; }
+
+# A usable GPU? Ask spindle itself, on the first case.
+first=${cases[0]}
+if ! "$bin" logits --model "$first" --ids "$first/ids.txt" --out "$tmp/probe.npy" --device cuda \
+        >/dev/null 2>"$tmp/probe.err"; then
+    if grep -qE "no usable GPU|built without CUDA" "$tmp/probe.err"; then
+        if [ "${SPINDLE_REQUIRE_GPU:-0}" = 1 ]; then
+            echo "FAIL: SPINDLE_REQUIRE_GPU=1 but: $(cat "$tmp/probe.err")"
+            exit 1
+        fi
+        echo "skipped: $(cat "$tmp/probe.err")"
+        exit 77
+    fi
+    echo "FAIL: spindle logits --device cuda on $first: $(cat "$tmp/probe.err")"
+    exit 1
+fi
+rm -f "$tmp/probe.npy"
+python3 -c "import numpy" 2>/dev/null || { echo "FAIL: python3 with numpy is needed for the comparison"; exit 1; }
+
+fails=0
+printf '%-28s %-5s %5s %6s %11s %11s %9s  %s\n' case prec T vocab "max|diff|" nmse top1 verdict
+for d in "${cases[@]}"; do
+    name=$(basename "$d")
+    for prec in fp32 bf16; do
+        out="$tmp/$name.$prec.npy"
+        if ! "$bin" logits --model "$d" --ids "$d/ids.txt" --out "$out" --device cuda --precision "$prec" \
+                >/dev/null 2>"$tmp/err"; then
+            echo "FAIL $name $prec: spindle logits: $(cat "$tmp/err")"
+            fails=$((fails + 1))
+            continue
+        fi
+        python3 - "$out" "$d/logits.npy" "$name" "$prec" <<'PY'
+import sys
+import numpy as np
+got_p, ref_p, name, prec = sys.argv[1:5]
+got = np.load(got_p).astype(np.float64)
+ref = np.load(ref_p).astype(np.float64)
+if got.shape != ref.shape:
+    print(f"FAIL {name} {prec}: shape {got.shape} vs reference {ref.shape}")
+    sys.exit(1)
+finite = bool(np.isfinite(got).all())
+diff = np.abs(got - ref)
+max_abs = float(diff.max()) if finite else float("nan")
+nmse = float(((got - ref) ** 2).sum() / (ref ** 2).sum()) if finite else float("nan")
+top1 = float((got.argmax(axis=1) == ref.argmax(axis=1)).mean())
+if prec == "fp32":
+    ok = finite and max_abs <= 2e-3
+else:
+    ok = finite and nmse <= 1e-4 and top1 >= 0.99
+T, V = ref.shape
+# Rows whose argmax moved, with the reference's top-2 margin there (a flip at a
+# near-tie is rounding; one at a wide margin is a bug).
+srt = np.sort(ref, axis=1)
+margin = srt[:, -1] - srt[:, -2]
+flips = np.nonzero(got.argmax(axis=1) != ref.argmax(axis=1))[0]
+fl = " ".join(f"t={t}(margin {margin[t]:.2g})" for t in flips[:6]) + (" ..." if len(flips) > 6 else "")
+print(f"{name:<28} {prec:<5} {T:5d} {V:6d} {max_abs:11.3e} {nmse:11.3e} {100 * top1:8.2f}%  "
+      f"{'PASS' if ok else 'FAIL'}" + (f"  flips: {fl}" if len(flips) else ""))
+sys.exit(0 if ok else 1)
+PY
+        [ $? -eq 0 ] || fails=$((fails + 1))
+        rm -f "$out"
+    done
+done
+rm -f "$tmp/err" "$tmp/probe.err"
+echo "goldens_cuda: ${#cases[@]} cases x 2 precisions: $([ $fails -eq 0 ] && echo PASS || echo "FAIL ($fails)")"
+[ $fails -eq 0 ]
