@@ -9,6 +9,12 @@
 #         operand to 8 mantissa bits (relative error ≈ 2⁻⁹ per product), so the
 #         logits move by ~0.3% rms: fine for nmse, but where a row's top two
 #         logits are that close the argmax may flip.
+#   SPINDLE_BF16_NMSE / SPINDLE_BF16_TOP1 override the two bf16 bounds.
+#   Seen on the H200 (docs/performance.md): fp32 passes everywhere (max|Δ| ≤ 1e-5);
+#   bf16 misses these bounds on llama_linear_tied_f16 (nmse 2.2e-4, top-1 39/40)
+#   and llama_yarn_long (top-1 98.8%), and a CPU emulation of the bf16 mode
+#   (transformers with bf16-rounded Linear weights and inputs) gives the same
+#   numbers to three digits: the precision's own error on these toy models.
 # Prints one line per case and precision: max|Δ|, nmse, top-1 agreement.
 # Exit 0 all pass, 1 a failure, 77 (CTest: skipped) without a usable GPU (or a
 # build without CUDA); with SPINDLE_REQUIRE_GPU=1 no GPU is a failure.
@@ -55,10 +61,11 @@ for d in "${cases[@]}"; do
             fails=$((fails + 1))
             continue
         fi
-        python3 - "$out" "$d/logits.npy" "$name" "$prec" <<'PY'
+        python3 - "$out" "$d/logits.npy" "$name" "$prec" "${SPINDLE_BF16_NMSE:-1e-4}" "${SPINDLE_BF16_TOP1:-0.99}" <<'PY'
 import sys
 import numpy as np
 got_p, ref_p, name, prec = sys.argv[1:5]
+bf16_nmse, bf16_top1 = float(sys.argv[5]), float(sys.argv[6])
 got = np.load(got_p).astype(np.float64)
 ref = np.load(ref_p).astype(np.float64)
 if got.shape != ref.shape:
@@ -72,7 +79,7 @@ top1 = float((got.argmax(axis=1) == ref.argmax(axis=1)).mean())
 if prec == "fp32":
     ok = finite and max_abs <= 2e-3
 else:
-    ok = finite and nmse <= 1e-4 and top1 >= 0.99
+    ok = finite and nmse <= bf16_nmse and top1 >= bf16_top1
 T, V = ref.shape
 # Rows whose argmax moved, with the reference's top-2 margin there (a flip at a
 # near-tie is rounding; one at a wide margin is a bug).
