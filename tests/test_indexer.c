@@ -18,16 +18,7 @@
 #include "indexer.h"
 #include "indexer_ops.h"
 
-static int failures = 0;
-#define EXPECT(cond, ...)                                        \
-    do {                                                         \
-        if (!(cond)) {                                           \
-            failures++;                                          \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                        \
-            fprintf(stderr, "\n");                               \
-        }                                                        \
-    } while (0)
+#include "expect.h"
 
 // ---- deterministic random numbers ----
 static uint64_t rng_state = 12345;

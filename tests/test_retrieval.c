@@ -14,16 +14,7 @@
 #include "retrieval.h"
 #include "tokenizer.h"
 
-static int failures = 0;
-#define EXPECT(cond, ...)                                        \
-    do {                                                         \
-        if (!(cond)) {                                           \
-            failures++;                                          \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                        \
-            fprintf(stderr, "\n");                               \
-        }                                                        \
-    } while (0)
+#include "expect.h"
 
 static void write_text(const char *path, const char *text) {
     FILE *f = fopen(path, "wb");

@@ -11,16 +11,7 @@
 #include "ops.h"
 #include "safetensors.h"
 
-static int failures = 0;
-#define EXPECT(cond, ...)                                     \
-    do {                                                      \
-        if (!(cond)) {                                        \
-            failures++;                                       \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                     \
-            fprintf(stderr, "\n");                            \
-        }                                                     \
-    } while (0)
+#include "expect.h"
 
 static const char *tmp;
 
