@@ -50,16 +50,21 @@ done
 
 # --- Fetch the .deb files (cached; pinned version first) ----------------------------------------
 mkdir -p "$CACHE/debs"
+# cached_deb PKG SHA: prints the cached .deb of PKG with the pinned sha256, else
+# (with --any-version) any cached .deb of PKG, else nothing.
+cached_deb() {
+  local f found=""
+  for f in "$CACHE/debs/${1}_"*.deb; do
+    [[ -f "$f" ]] || continue
+    if [[ "$(sha "$f")" == "$2" ]]; then echo "$f"; return; fi
+    if ((ANY_VERSION)); then found="$f"; fi
+  done
+  echo "$found"
+}
 DEBS=()
 for s in "${SOURCES[@]}"; do
   IFS='|' read -r name pkg ver want_sha sub <<<"$s"
-  deb=""
-  # A cached .deb of the pinned version with the pinned hash, else (with --any-version) any cached one.
-  for f in "$CACHE/debs/${pkg}_"*.deb; do
-    [[ -f "$f" ]] || continue
-    if [[ "$(sha "$f")" == "$want_sha" ]]; then deb="$f"; break; fi
-    if ((ANY_VERSION)); then deb="$f"; fi
-  done
+  deb=$(cached_deb "$pkg" "$want_sha")
   if [[ -z "$deb" ]]; then
     log "downloading ${pkg}=${ver}"
     if ! (cd "$CACHE/debs" && apt-get download -q "${pkg}=${ver}" >&2); then
@@ -67,12 +72,7 @@ for s in "${SOURCES[@]}"; do
       log "pinned version unavailable; downloading the current ${pkg}"
       (cd "$CACHE/debs" && apt-get download -q "${pkg}" >&2) || die "cannot download ${pkg} (run 'apt-get update' as root)"
     fi
-    deb=""
-    for f in "$CACHE/debs/${pkg}_"*.deb; do
-      [[ -f "$f" ]] || continue
-      if [[ "$(sha "$f")" == "$want_sha" ]]; then deb="$f"; break; fi
-      if ((ANY_VERSION)); then deb="$f"; fi
-    done
+    deb=$(cached_deb "$pkg" "$want_sha")
     [[ -n "$deb" ]] || die "${pkg}: downloaded .deb does not have the pinned sha256 ${want_sha} (pass --any-version to accept it)"
   fi
   DEBS+=("$deb")

@@ -61,16 +61,5 @@ python3 scripts/plot-train.py "${PLOT:-docs/img/indexer_training.png}" "d_I 128 
   "expanded H3 d_I 64=$out/run_expanded"
 total=$(( $(date +%s) - start ))
 python3 scripts/indexer-section.py "$out" "$total" "$CTX" "$TRAIN_SEQ" "$STEPS" "$ABL_STEPS" "$EVAL_SEQ" >"$out/section.md"
-python3 - "$out/section.md" "$doc" <<'PY'
-import os, sys
-gen, doc = open(sys.argv[1]).read(), sys.argv[2]
-text = open(doc).read()
-b, e = "<!-- INDEXER-REPORT:BEGIN", "<!-- INDEXER-REPORT:END -->"
-if b in text:
-    text = text[:text.index(b)] + gen.rstrip("\n") + text[text.index(e) + len(e):]
-else:
-    text = text.rstrip("\n") + "\n\n" + gen
-open(doc + ".tmp", "w").write(text)
-os.replace(doc + ".tmp", doc)
-PY
+python3 scripts/replace-section.py INDEXER-REPORT "$out/section.md" "$doc"
 stamp "done; docs/results.md and docs/img/indexer_training.png updated"

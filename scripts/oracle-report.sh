@@ -46,16 +46,5 @@ gen="$out/section.md"
   echo; echo "![oracle gap](img/oracle_gap.png)"
   echo "<!-- ORACLE-REPORT:END -->"
 } >"$gen"
-python3 - "$gen" docs/results.md <<'PY'
-import sys, os
-gen, doc = open(sys.argv[1]).read(), sys.argv[2]
-text = open(doc).read() if os.path.exists(doc) else "# Results\n\n## Oracle gap\n\n"
-b, e = "<!-- ORACLE-REPORT:BEGIN", "<!-- ORACLE-REPORT:END -->"
-if b in text:
-    text = text[:text.index(b)] + gen.rstrip("\n") + text[text.index(e) + len(e):]
-else:
-    text = text.rstrip("\n") + "\n\n" + gen
-open(doc + ".tmp", "w").write(text)
-os.replace(doc + ".tmp", doc)
-PY
+python3 scripts/replace-section.py ORACLE-REPORT "$gen" docs/results.md
 echo "oracle-report: done in $total s; docs/results.md and docs/img/oracle_gap.png updated"
