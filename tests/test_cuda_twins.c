@@ -19,6 +19,9 @@
 //   embedding gather (fp32 table; bf16 table vs the bf16-rounded table) and
 //     residual add: exact (a copy, one fp32 add), aliased outputs included.
 //
+// The other parts live in tests/twins/ (twins.h lists them); each documents
+// its own tolerances.
+//
 // Exit: 0 all pass, 1 a failure, 77 (CTest: skipped) without a usable GPU,
 // 1 without one when SPINDLE_REQUIRE_GPU=1 (scripts/device-check.sh sets it).
 // `test_cuda_twins --quick` keeps T ≤ 130 (for compute-sanitizer runs).
@@ -32,129 +35,7 @@
 
 #include "ops.h"
 #include "ops_cuda.h"
-
-// ---- random inputs ------------------------------------------------------------------
-
-static uint64_t rng_state;
-
-static uint64_t splitmix64(void) {
-    uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static double uniform01(void) { return ((splitmix64() >> 11) + 0.5) * (1.0 / 9007199254740992.0); }
-
-static float normal(void) {
-    return (float)(sqrt(-2.0 * log(uniform01())) * cos(6.283185307179586 * uniform01()));
-}
-
-static float *randn(int64_t n, float sd) {
-    float *x = malloc(sizeof(float) * (n > 0 ? n : 1));
-    if (!x) abort();
-    for (int64_t i = 0; i < n; i++) x[i] = sd * normal();
-    return x;
-}
-
-static float *host_alloc(int64_t n) {
-    float *x = malloc(sizeof(float) * (n > 0 ? n : 1));
-    if (!x) abort();
-    return x;
-}
-
-// Device copy of a host array.
-static float *dev_from(const float *h, int64_t n) {
-    float *d = cuda_malloc(sizeof(float) * n);
-    cuda_to_device(d, h, sizeof(float) * n);
-    return d;
-}
-
-// A poisoned (all-NaN) device array of n floats.
-static float *dev_poisoned(int64_t n) {
-    float *d = cuda_malloc(sizeof(float) * n);
-    cuda_memset(d, 0xFF, sizeof(float) * n);
-    return d;
-}
-
-static float *host_from_dev(const float *d, int64_t n) {
-    float *h = host_alloc(n);
-    cuda_sync();
-    cuda_to_host(h, d, sizeof(float) * n);
-    return h;
-}
-
-// bf16 round to nearest even, as __float2bfloat16_rn (inputs here are finite).
-static float bf16_round(float x) {
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    u += 0x7FFFu + ((u >> 16) & 1u);
-    u &= 0xFFFF0000u;
-    memcpy(&x, &u, 4);
-    return x;
-}
-
-// ---- comparison ------------------------------------------------------------------
-
-typedef struct {
-    const char *op;
-    double worst_max, worst_nmse;
-    int cases, fails;
-} OpStats;
-
-enum { N_OPS = 12 };
-static OpStats stats[N_OPS] = {
-    {"matmul fp32", 0, 0, 0, 0},      {"matmul bf16 (same operands)", 0, 0, 0, 0},
-    {"matmul bf16 (vs fp32)", 0, 0, 0, 0}, {"rmsnorm", 0, 0, 0, 0},
-    {"rope", 0, 0, 0, 0},             {"swiglu", 0, 0, 0, 0},
-    {"attention out", 0, 0, 0, 0},    {"attention lse", 0, 0, 0, 0},
-    {"bf16 conversion", 0, 0, 0, 0},
-    {"embedding fp32", 0, 0, 0, 0},   {"embedding bf16", 0, 0, 0, 0},
-    {"residual add", 0, 0, 0, 0},
-};
-enum { MM32, MMBF_SAME, MMBF_F32, RMS, ROPE, SWIGLU, ATT_OUT, ATT_LSE, BF16CVT, EMBED32, EMBEDBF, RESID };
-
-static int failures = 0;
-
-// Compares gpu with ref (n values); fails on a non-finite gpu value, on
-// nmse > tol_nmse, or on max|err| > tol_rel_max·max(1, max|ref|).
-static void compare(int op, const char *shape, const float *gpu, const float *ref, int64_t n, double tol_nmse,
-                    double tol_rel_max) {
-    double max_err = 0.0, max_ref = 0.0, se = 0.0, sr = 0.0;
-    int64_t nonfinite = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (!isfinite(gpu[i])) {
-            nonfinite++;
-            continue;
-        }
-        double e = fabs((double)gpu[i] - ref[i]);
-        if (e > max_err) max_err = e;
-        if (fabs(ref[i]) > max_ref) max_ref = fabs(ref[i]);
-        se += e * e;
-        sr += (double)ref[i] * ref[i];
-    }
-    double nmse = sr > 0 ? se / sr : se;
-    double tol_max = tol_rel_max * (max_ref > 1.0 ? max_ref : 1.0);
-    int ok = nonfinite == 0 && nmse <= tol_nmse && max_err <= tol_max;
-    OpStats *s = &stats[op];
-    s->cases++;
-    if (max_err > s->worst_max) s->worst_max = max_err;
-    if (nmse > s->worst_nmse) s->worst_nmse = nmse;
-    if (!ok) {
-        s->fails++;
-        failures++;
-    }
-    printf("%-4s %-28s %-40s max|err| %.3e (tol %.1e)  nmse %.3e (tol %.0e)%s\n", ok ? "ok" : "FAIL", s->op,
-           shape, max_err, tol_max, nmse, tol_nmse, nonfinite ? "  NON-FINITE OUTPUT" : "");
-    if (nonfinite) printf("     %lld non-finite values (unwritten or NaN)\n", (long long)nonfinite);
-}
-
-// fp32 tolerances, bf16 tolerances (see the header).
-#define F32_NMSE 1e-10
-#define F32_MAX 2e-5
-#define BF_SAME_NMSE 1e-9
-#define BF_SAME_MAX 1e-4
-#define BF_F32_NMSE 1e-4
+#include "twins.h"
 
 // ---- per-op checks ------------------------------------------------------------------
 
@@ -170,7 +51,7 @@ static void check_matmul(int T, int C_in, int C_out, int with_bias) {
     float *d_out = dev_poisoned(n_out);
     matmul_forward_cuda(d_out, d_in, d_w, with_bias ? d_b : NULL, T, C_in, C_out);
     float *got = host_from_dev(d_out, n_out);
-    compare(MM32, shape, got, ref, n_out, F32_NMSE, F32_MAX);
+    compare("matmul fp32", shape, got, ref, n_out, F32_NMSE, F32_MAX);
     free(got);
 
     // bf16 storage: the device rounds in and w; the CPU twin gets the same
@@ -185,15 +66,15 @@ static void check_matmul(int T, int C_in, int C_out, int with_bias) {
     for (int64_t i = 0; i < n_in; i++) in_r[i] = bf16_round(in[i]);
     for (int64_t i = 0; i < n_w; i++) w_r[i] = bf16_round(w[i]);
     matmul_forward_cpu(ref_r, in_r, w_r, with_bias ? bias : NULL, T, C_in, C_out);
-    compare(MMBF_SAME, shape, got, ref_r, n_out, BF_SAME_NMSE, BF_SAME_MAX);
-    compare(MMBF_F32, shape, got, ref, n_out, BF_F32_NMSE, INFINITY);
+    compare("matmul bf16 (same operands)", shape, got, ref_r, n_out, BF_SAME_NMSE, BF_SAME_MAX);
+    compare("matmul bf16 (vs fp32)", shape, got, ref, n_out, BF_F32_NMSE, INFINITY);
     free(got);
 
     // The conversion itself, round trip, exact.
     float *d_back = dev_poisoned(n_in);
     cuda_bf16_to_f32(d_back, b_in, n_in);
     got = host_from_dev(d_back, n_in);
-    compare(BF16CVT, shape, got, in_r, n_in, 0.0, 0.0);
+    compare("bf16 conversion", shape, got, in_r, n_in, 0.0, 0.0);
     free(got);
 
     cuda_free(d_back);
@@ -223,7 +104,7 @@ static void check_rmsnorm(int R, int C, int alias) {
     float *d_out = alias ? d_in : dev_poisoned(n);
     rmsnorm_forward_cuda(d_out, d_in, d_w, R, C, eps);
     float *got = host_from_dev(d_out, n);
-    compare(RMS, shape, got, ref, n, F32_NMSE, F32_MAX);
+    compare("rmsnorm", shape, got, ref, n, F32_NMSE, F32_MAX);
     free(got);
     if (!alias) cuda_free(d_out);
     cuda_free(d_in);
@@ -249,7 +130,7 @@ static void check_rope(int T, int H, int dh, int rot) {
     rope_forward_cpu(x, cs, sn, T, H, dh, rot);  // x is now the reference
     rope_forward_cuda(d_x, d_c, d_s, T, H, dh, rot);
     float *got = host_from_dev(d_x, n);
-    compare(ROPE, shape, got, x, n, F32_NMSE, F32_MAX);
+    compare("rope", shape, got, x, n, F32_NMSE, F32_MAX);
     free(got);
     cuda_free(d_x);
     cuda_free(d_c);
@@ -268,7 +149,7 @@ static void check_swiglu(int64_t n, int alias) {
     float *d_out = alias ? d_g : dev_poisoned(n);
     swiglu_forward_cuda(d_out, d_g, d_u, n);
     float *got = host_from_dev(d_out, n);
-    compare(SWIGLU, shape, got, ref, n, F32_NMSE, F32_MAX);
+    compare("swiglu", shape, got, ref, n, F32_NMSE, F32_MAX);
     free(got);
     if (!alias) cuda_free(d_out);
     cuda_free(d_g);
@@ -291,8 +172,8 @@ static void check_attention(int T, int Hq, int Hkv, int dh) {
     float *d_out = dev_poisoned(nq), *d_lse = dev_poisoned(nl);
     attention_forward_cuda(d_out, d_lse, d_q, d_k, d_v, T, Hq, Hkv, dh, scale);
     float *got = host_from_dev(d_out, nq), *got_lse = host_from_dev(d_lse, nl);
-    compare(ATT_OUT, shape, got, ref, nq, F32_NMSE, F32_MAX);
-    compare(ATT_LSE, shape, got_lse, ref_lse, nl, F32_NMSE, F32_MAX);
+    compare("attention out", shape, got, ref, nq, F32_NMSE, F32_MAX);
+    compare("attention lse", shape, got_lse, ref_lse, nl, F32_NMSE, F32_MAX);
     free(got);
     free(got_lse);
     cuda_free(d_q);
@@ -316,7 +197,7 @@ static void check_embedding(int T, int rows, int C) {
     float *tab = randn(n_tab, 1.0f), *ref = host_alloc(n_out), *tab_r = host_alloc(n_tab), *ref_r = host_alloc(n_out);
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)T);
     if (!ids) abort();
-    for (int t = 0; t < T; t++) ids[t] = t == 0 ? rows - 1 : t == 1 ? 0 : (int32_t)(splitmix64() % (uint64_t)rows);
+    for (int t = 0; t < T; t++) ids[t] = t == 0 ? rows - 1 : t == 1 ? 0 : (int32_t)(twins_u64() % (uint64_t)rows);
     for (int64_t i = 0; i < n_tab; i++) tab_r[i] = bf16_round(tab[i]);
     for (int t = 0; t < T; t++) {
         memcpy(ref + (int64_t)t * C, tab + (int64_t)ids[t] * C, sizeof(float) * C);
@@ -327,14 +208,14 @@ static void check_embedding(int T, int rows, int C) {
     float *d_tab = dev_from(tab, n_tab), *d_out = dev_poisoned(n_out);
     embedding_forward_cuda(d_out, d_ids, d_tab, T, C);
     float *got = host_from_dev(d_out, n_out);
-    compare(EMBED32, shape, got, ref, n_out, 0.0, 0.0);
+    compare("embedding fp32", shape, got, ref, n_out, 0.0, 0.0);
     free(got);
     void *b_tab = cuda_malloc(2 * (size_t)n_tab);
     cuda_f32_to_bf16(b_tab, d_tab, n_tab);
     cuda_memset(d_out, 0xFF, sizeof(float) * n_out);
     embedding_forward_bf16_cuda(d_out, d_ids, b_tab, T, C);
     got = host_from_dev(d_out, n_out);
-    compare(EMBEDBF, shape, got, ref_r, n_out, 0.0, 0.0);
+    compare("embedding bf16", shape, got, ref_r, n_out, 0.0, 0.0);
     free(got);
     cuda_free(b_tab);
     cuda_free(d_ids);
@@ -357,7 +238,7 @@ static void check_residual(int64_t n, int alias) {
     float *d_out = alias == 1 ? d_a : alias == 2 ? d_b : dev_poisoned(n);
     residual_forward_cuda(d_out, d_a, d_b, n);
     float *got = host_from_dev(d_out, n);
-    compare(RESID, shape, got, ref, n, 0.0, 0.0);
+    compare("residual add", shape, got, ref, n, 0.0, 0.0);
     free(got);
     if (!alias) cuda_free(d_out);
     cuda_free(d_a);
@@ -369,23 +250,8 @@ static void check_residual(int64_t n, int alias) {
 
 // ---- main ------------------------------------------------------------------------
 
-int main(int argc, char **argv) {
-    char why[256];
-    if (cuda_available(why, sizeof why) == 0) {
-        const char *req = getenv("SPINDLE_REQUIRE_GPU");
-        if (req && strcmp(req, "1") == 0) {
-            fprintf(stderr, "test_cuda_twins: FAIL: SPINDLE_REQUIRE_GPU=1 but no usable GPU (%s)\n", why);
-            return 1;
-        }
-        printf("test_cuda_twins: skipped: no usable GPU (%s)\n", why);
-        return 77;
-    }
-    const int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
-    const char *seed_env = getenv("SPINDLE_SEED");
-    uint64_t seed = seed_env ? strtoull(seed_env, NULL, 10) : (uint64_t)time(NULL);
-    rng_state = seed;
-    printf("test_cuda_twins: %s; seed %llu%s\n", why, (unsigned long long)seed, quick ? "; quick (T <= 130)" : "");
-
+// The backbone's ops (the forward pass of model/forward_cuda.c).
+void twins_backbone(int quick) {
     const int Ts[] = {1, 7, 130, 1000};
     const int nT = quick ? 3 : 4;
     for (int ti = 0; ti < nT; ti++) {
@@ -411,10 +277,31 @@ int main(int argc, char **argv) {
         }
     }
 
-    printf("\n%-28s %6s %6s %12s %12s\n", "op", "cases", "fails", "worst max", "worst nmse");
-    for (int i = 0; i < N_OPS; i++)
-        printf("%-28s %6d %6d %12.3e %12.3e\n", stats[i].op, stats[i].cases, stats[i].fails, stats[i].worst_max,
-               stats[i].worst_nmse);
+}
+
+int main(int argc, char **argv) {
+    char why[256];
+    if (cuda_available(why, sizeof why) == 0) {
+        const char *req = getenv("SPINDLE_REQUIRE_GPU");
+        if (req && strcmp(req, "1") == 0) {
+            fprintf(stderr, "test_cuda_twins: FAIL: SPINDLE_REQUIRE_GPU=1 but no usable GPU (%s)\n", why);
+            return 1;
+        }
+        printf("test_cuda_twins: skipped: no usable GPU (%s)\n", why);
+        return 77;
+    }
+    const int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
+    const char *seed_env = getenv("SPINDLE_SEED");
+    uint64_t seed = seed_env ? strtoull(seed_env, NULL, 10) : (uint64_t)time(NULL);
+    twins_seed(seed);
+    printf("test_cuda_twins: %s; seed %llu%s\n", why, (unsigned long long)seed, quick ? "; quick (T <= 130)" : "");
+
+    twins_backbone(quick);
+    twins_sdpa(quick);
+    twins_oracle(quick);
+    twins_indexer(quick);
+
+    int failures = twins_summary();
     printf("test_cuda_twins: %s (%d failure%s)\n", failures ? "FAIL" : "PASS", failures, failures == 1 ? "" : "s");
     return failures ? 1 : 0;
 }

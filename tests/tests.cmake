@@ -60,7 +60,9 @@ add_test(NAME train_resume_export COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_tr
          $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/train)
 
 if(SPINDLE_CUDA)
-  add_executable(test_cuda_twins tests/test_cuda_twins.c)
+  add_executable(test_cuda_twins tests/test_cuda_twins.c tests/twins/common.c tests/twins/oracle.c
+    tests/twins/indexer.c tests/twins/sdpa.c)
+  target_include_directories(test_cuda_twins PRIVATE tests/twins)
   target_link_libraries(test_cuda_twins PRIVATE spindle_core)
   add_test(NAME cuda_twins COMMAND test_cuda_twins)
   set_tests_properties(cuda_twins PROPERTIES SKIP_RETURN_CODE 77)
