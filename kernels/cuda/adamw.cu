@@ -1,0 +1,1 @@
+// adamw.cu: (being written)

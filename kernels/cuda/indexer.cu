@@ -1,0 +1,1 @@
+// indexer.cu: (being written)

@@ -1,0 +1,1 @@
+// sdpa.cu: (being written)

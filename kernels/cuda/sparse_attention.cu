@@ -1,0 +1,1 @@
+// sparse_attention.cu: (being written)

@@ -1,0 +1,1 @@
+// topk.cu: (being written)

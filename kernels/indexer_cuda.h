@@ -1,0 +1,47 @@
+// indexer_cuda.h: the indexer on the GPU (only with SPINDLE_HAVE_CUDA), the
+// CUDA twins of kernels/indexer_ops.h and train/adamw.h with the same
+// semantics, argument order and definitions (model/indexer.h, DESIGN.md
+// "Indexer", "Loss"). Pointers are device pointers unless named *_host;
+// cfg is a host struct. params/grads use the flat layout of model/indexer.h.
+// x [T, d_model] is the layer's normed attention input; tq [T, Hq·dh],
+// tk [T, Hkv·dh] the teacher's q, k as attention uses them; tlse [Hq, T].
+// No T×T buffer: the loss is fused flash style over key tiles; inference
+// scores a chunk of query rows × T at a time and selects from it.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include "indexer.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// indexer_kl_loss_cpu on the GPU: returns the mean KL over the queries and
+// accumulates (+=) the parameter gradients into grads (NULL: loss only).
+// queries: device array of n_queries distinct ascending positions in [0, T).
+double indexer_kl_loss_cuda(float *grads, const IndexerConfig *cfg, const float *params, const float *x,
+                            const float *tq, const float *tk, const float *tlse, int T, int Hq, int Hkv, int dh,
+                            float scale, const int32_t *queries, int n_queries);
+
+// indexer_mass_recall_cpu on the GPU (recall [n_queries] device, may be NULL).
+double indexer_mass_recall_cuda(float *recall, const IndexerConfig *cfg, const float *params, const float *x,
+                                const float *tq, const float *tk, const float *tlse, int T, int Hq, int Hkv,
+                                int dh, float scale, const int32_t *queries, int n_queries, int k);
+
+// indexer_select_cpu on the GPU: sel [rows, k] ascending then −1, n_sel [rows];
+// rows = T (bsel = 1) or ceil(T/bsel), block rows aggregate Q like the oracle.
+void indexer_select_cuda(int32_t *sel, int32_t *n_sel, const IndexerConfig *cfg, const float *params,
+                         const float *x, int T, int k, int bsel);
+
+// adamw_step on the GPU (t counts from 1); decay_mask device bytes or NULL.
+void adamw_step_cuda(double lr, double beta1, double beta2, double eps, double weight_decay, long t, float *params,
+                     const float *grads, float *m, float *v, size_t n, const unsigned char *decay_mask);
+
+// grad_clip on the GPU: returns the global L2 norm before clipping and scales
+// grads to max_norm when above it (max_norm ≤ 0: no clipping).
+double grad_clip_cuda(float *grads, size_t n, double max_norm);
+
+#ifdef __cplusplus
+}
+#endif

@@ -1,0 +1,50 @@
+// oracle_cuda.h: top-k selection, the attention-mass oracle and attention over
+// given supports on the GPU (only with SPINDLE_HAVE_CUDA), the CUDA twins of
+// kernels/cpu/topk.c, oracle_attention_cpu and support_attention_cpu (ops.h),
+// with the same semantics (DESIGN.md "Oracle"). All pointers are device
+// pointers; q [T, Hq·dh], k/v [T, Hkv·dh], out [T, Hq·dh], lse [Hq, T] fp32.
+// Nothing here allocates a T×T buffer: rows are processed in chunks, and the
+// widest buffer is a chunk of rows × T floats.
+//
+// Tie rule of every top-k (as the CPU twin): larger value first, then lower
+// index. Selections are written sorted ascending, padded with −1.
+#pragma once
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+// For each row r < rows, with len_r = min(len0 + r·step, cap): the top-k of
+// score[r·ld + j] over j < len_r (all of 0..len_r−1 when len_r ≤ k), written
+// to sel[r·k ..] ascending then −1, and n_sel[r] = min(len_r, k). k ≥ 1.
+// Per-query rows of a query chunk starting at t0: len0 = t0 + 1, step = 1;
+// block rows starting at block b0: len0 = (b0 + 1)·bsel, step = bsel, cap = T.
+void topk_rows_cuda(int32_t *sel, int32_t *n_sel, const float *score, int rows, int64_t ld, int len0, int step,
+                    int cap, int k);
+
+// The oracle's supports (DESIGN.md): bsel = 1, T rows, row t = top-k of P_t(j)
+// over j ≤ t; bsel = s, ceil(T/s) rows, row b = top-k of A_B(j) = Σ_{t∈B, t≥j}
+// P_t(j) over j < end(B). P is rebuilt from q, k and lse (the log-sum-exp of
+// scale·q·k per head and query, as attention_forward_cuda writes it).
+// sel [rows, topk], n_sel [rows].
+void oracle_select_cuda(int32_t *sel, int32_t *n_sel, const float *q, const float *k, const float *lse, int T,
+                        int Hq, int Hkv, int dh, float scale, int topk, int bsel);
+
+// Attention of every head over the given supports (semantics of
+// support_attention_cpu): row b = t / bsel holds n_sel[b] sorted key indices at
+// sel + b·topk; query t attends to those ≤ t, or to {t} alone when none is.
+// When recall / support [T] are not NULL: recall[t] += Σ_{j∈S_t} P_t(j) (needs
+// lse; otherwise lse may be NULL) and support[t] += |S_t|.
+void support_attention_cuda(float *out, float *recall, float *support, const float *q, const float *k,
+                            const float *v, const float *lse, int T, int Hq, int Hkv, int dh, float scale, int topk,
+                            int bsel, const int32_t *sel, const int32_t *n_sel);
+
+// oracle_attention_cpu on the GPU: lse (dense attention's), oracle_select_cuda,
+// support_attention_cuda. With topk ≥ T it equals dense attention.
+void oracle_attention_cuda(float *out, float *recall, float *support, const float *q, const float *k,
+                           const float *v, int T, int Hq, int Hkv, int dh, float scale, int topk, int bsel);
+
+#ifdef __cplusplus
+}
+#endif
