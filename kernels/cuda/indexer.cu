@@ -1,1 +1,784 @@
-// indexer.cu: (being written)
+// indexer.cu: the indexer on the GPU, CUDA twin of kernels/cpu/indexer_cpu.c
+// and of the projections in model/indexer.c (head-collapsed variant, fp32).
+//
+// What. The projections q^I = R(W_q x), k^I = R(N(W_k x)) and their backward;
+// the fused distillation loss KL(P ‖ Q) with the gradients of every indexer
+// parameter; the attention-mass recall of the indexer's top-k; the indexer's
+// supports (top-k per query, or per block of b_sel queries by the aggregated
+// A_B(j) = Σ_{t∈B, t≥j} Q_t(j)). Definitions: model/indexer.h, DESIGN.md.
+//
+// How.
+//   Projections: the GEMMs go through cuBLAS (fp32, TF32 off), the key norm is
+//   one warp per row, RoPE one thread per rotated pair. The cos/sin tables are
+//   built on the host with the CPU twin's exact recipe (inv_freq in double
+//   stored fp32, angle = (float)t·inv_freq, cosf/sinf) and uploaded once, so
+//   RoPE matches the CPU twin bit for bit; its products and sums use the _rn
+//   intrinsics so nvcc does not fuse them into FMAs the CPU does not use.
+//   The loss, flash style, never a T×T buffer:
+//     kernel lse:  one block per tile of BQ = 32 sampled queries streams all
+//                  key tiles of BK = 32 and keeps an online max/sum per row:
+//                  lse^I_t = log Σ_{j≤t} exp(score_{t,j}).
+//     kernel loss: grid (query tile, key chunk of KCH keys). Per key tile the
+//                  block scores the tile again (same code, same bits), rebuilds
+//                  P from the teacher (one staged K^teacher tile per kv head,
+//                  one staged q^teacher tile per query head:
+//                  P = (1/Hq) Σ_h exp(s·q_h·k_{h/G} − lse_h)), adds the KL terms
+//                  P·(log P − log Q) (P = 0 terms skipped, as the CPU twin) and
+//                  forms G = (Q − P)/|𝒯| in shared memory, then
+//                    dq^I += G·K^I/√d_I  (shared accumulator, atomics at the end)
+//                    dk^I += Gᵀ·q^I/√d_I (atomics into a [keys, d_I] buffer).
+//                  256 threads; thread (i = tid/8, l = tid%8) owns row i and the
+//                  keys l, l+8, l+16, l+24 of the tile. Every shared tile has an
+//                  odd row stride, so those reads fall in distinct banks.
+//     The KL partial of each block is a double; the host adds them in block
+//     order. Then the projections' backward: RoPE transpose, the key norm's
+//     backward (a warp per row; its gain/bias gradients a column reduction
+//     over row slabs with atomics), and dW += dᵀ·x as cuBLAS GEMMs (beta = 1).
+//   Recall and select score a chunk of query rows against all keys with one
+//   cuBLAS GEMM into a [chunk, keys] buffer (at most 2^26 floats) and select
+//   with topk_rows_cuda (oracle_cuda.h). Recall masks keys past each query's
+//   position with −FLT_MAX (the rows of a sparse query set have unequal
+//   lengths), takes the top k of the chunk-wide row and keeps the picks ≤ t,
+//   which is the CPU twin's top-k over j ≤ t; then one block per query sums P
+//   over its picks. Block selection turns each score row into Q (row max, sum,
+//   Q = exp(s − max)·(1/sum) as the CPU twin) and sums the rows of a block in
+//   position order into A_B.
+//
+// Why this shape. The teacher term, Hq·d_h multiply-adds per (query, key)
+// pair, dominates the loss; it is computed with fp32 FMAs from shared memory
+// (the twin must hold fp32: no tensor cores, no TF32). Splitting the keys of a
+// query tile over blockIdx.y keeps the GPU busy when the sampled queries are
+// few; the price is atomics for dq^I as well as dk^I, so the gradients are not
+// bitwise reproducible run to run (the sums differ in the last bits; the loss
+// is, up to the order of the per-block double sum, which is fixed).
+//
+// Not here: the head-expanded variant (score = Σ_h w_h·ReLU(q_h·k)). Every
+// function aborts with a message for it; the CPU twin serves that ablation.
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cublas_check.cuh"
+#include "cuda_check.cuh"
+#include "indexer_cuda.h"
+#include "oracle_cuda.h"
+#include "ops_cuda.h"
+
+enum {
+    BQ = 32,         // sampled queries per tile
+    BK = 32,         // keys per tile
+    NT = 256,        // threads of the loss kernels (BQ rows × 8 threads)
+    KPT = BK / 8,    // keys per thread in a tile
+    KCH = 8 * BK,    // keys per block of the loss kernel (blockIdx.y)
+    MAX_DI = 256,    // largest d_I the loss kernels take (shared memory: ≤ 169 KiB at both limits)
+    MAX_DH = 256,    // largest teacher head dim
+};
+
+static const int64_t CHUNK_FLOATS = (int64_t)1 << 26;  // widest score buffer (256 MiB)
+
+// ---- kernels: projections ----------------------------------------------------------------
+
+// out[r, :] = x[pos[r], :]; one thread per element.
+__global__ void gather_rows_kernel(float *out, const float *x, const int32_t *pos, int n, int dm) {
+    const int64_t total = (int64_t)n * dm;
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = e / dm, c = e % dm;
+        out[e] = x[(int64_t)pos[r] * dm + c];
+    }
+}
+
+// RoPE ("rotate half") on the first 2·half dims of each head of v[n, H, dI],
+// row r at position pos[r] (pos NULL: r); cs/sn [positions, half]. inverse
+// turns by −angle (R_tᵀ). Explicit _rn ops: no FMA contraction, like the CPU.
+__global__ void rope_kernel(float *v, const float *cs, const float *sn, const int32_t *pos, int n, int H, int dI,
+                            int half, int inverse) {
+    const int64_t total = (int64_t)n * H * half;
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
+        const int i = (int)(e % half);
+        const int64_t rh = e / half, r = rh / H;
+        const int64_t t = pos ? pos[r] : r;
+        const float c = cs[t * half + i], s = inverse ? -sn[t * half + i] : sn[t * half + i];
+        float *x = v + rh * dI;
+        const float a = x[i], b = x[i + half];
+        x[i] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
+        x[i + half] = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
+    }
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
+    return v;
+}
+
+// Key norm, in place on y[n, dI] (y = u on entry): one warp per row.
+//   RMS:   y = u·rstd ⊙ g,               rstd = 1/sqrt(mean(u²) + eps)
+//   Layer: y = (u − mean)·rstd ⊙ g + b,  rstd = 1/sqrt(var(u) + eps)
+// stat[2r] = mean (0 for RMS), stat[2r+1] = rstd when stat is not NULL.
+__global__ void key_norm_kernel(float *y, float *stat, const float *g, const float *b, int n, int dI, float eps,
+                                int layer) {
+    const int r = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (r >= n) return;
+    float *row = y + (int64_t)r * dI;
+    float mean = 0.0f;
+    if (layer) {
+        float s = 0.0f;
+        for (int i = lane; i < dI; i += 32) s += row[i];
+        mean = warp_sum(s) / dI;
+    }
+    float var = 0.0f;
+    for (int i = lane; i < dI; i += 32) var += (row[i] - mean) * (row[i] - mean);
+    const float rstd = 1.0f / sqrtf(warp_sum(var) / dI + eps);
+    for (int i = lane; i < dI; i += 32) row[i] = (row[i] - mean) * rstd * g[i] + (b ? b[i] : 0.0f);
+    if (stat && lane == 0) stat[2 * r] = mean, stat[2 * r + 1] = rstd;
+}
+
+// Gain and bias gradients of the key norm: dg[c] += Σ_j dn[j,c]·x̂[j,c],
+// db[c] += Σ_j dn[j,c] (db may be NULL), x̂ = (u − mean)·rstd. Block (32, 8)
+// covers 32 channels and a slab of rows; slabs meet through atomics.
+__global__ void key_norm_param_grad_kernel(float *dg, float *db, const float *dn, const float *u, const float *stat,
+                                          int n, int dI, int rows_per_block) {
+    __shared__ float sg[8][33], sb[8][33];
+    const int c = blockIdx.x * 32 + threadIdx.x;
+    const int j0 = blockIdx.y * rows_per_block, j1 = min(n, j0 + rows_per_block);
+    float ag = 0.0f, ab = 0.0f;
+    if (c < dI)
+        for (int j = j0 + threadIdx.y; j < j1; j += 8) {
+            const int64_t e = (int64_t)j * dI + c;
+            ag += dn[e] * ((u[e] - stat[2 * j]) * stat[2 * j + 1]);
+            ab += dn[e];
+        }
+    sg[threadIdx.y][threadIdx.x] = ag, sb[threadIdx.y][threadIdx.x] = ab;
+    __syncthreads();
+    if (threadIdx.y != 0 || c >= dI) return;
+    for (int y = 1; y < 8; y++) ag += sg[y][threadIdx.x], ab += sb[y][threadIdx.x];
+    atomicAdd(dg + c, ag);
+    if (db) atomicAdd(db + c, ab);
+}
+
+// Input gradient of the key norm, in place: d[j] (= dn, the gradient at the
+// norm's output) becomes du = rstd·(ĝ − mean(ĝ) − x̂·mean(ĝ ⊙ x̂)) with ĝ = g ⊙ dn
+// (no mean(ĝ) term for RMS). One warp per row.
+__global__ void key_norm_backward_kernel(float *d, const float *u, const float *stat, const float *g, int n, int dI,
+                                         int layer) {
+    const int r = blockIdx.x * (blockDim.x / 32) + threadIdx.x / 32, lane = threadIdx.x % 32;
+    if (r >= n) return;
+    float *dr = d + (int64_t)r * dI;
+    const float *ur = u + (int64_t)r * dI;
+    const float mean = stat[2 * r], rstd = stat[2 * r + 1];
+    float mg = 0.0f, mgx = 0.0f;
+    for (int i = lane; i < dI; i += 32) {
+        const float xh = (ur[i] - mean) * rstd, gh = g[i] * dr[i];
+        mg += gh;
+        mgx += gh * xh;
+    }
+    mg = layer ? warp_sum(mg) / dI : 0.0f;
+    mgx = warp_sum(mgx) / dI;
+    for (int i = lane; i < dI; i += 32) {
+        const float xh = (ur[i] - mean) * rstd;
+        dr[i] = rstd * (g[i] * dr[i] - mg - xh * mgx);
+    }
+}
+
+// ---- kernels: the loss -------------------------------------------------------------------
+
+// Scores of thread (i, l) against its KPT keys of a staged tile: one dot of
+// length dI each, scaled by c_col = 1/√d_I. Shared by both loss kernels so that
+// pass 1 and pass 2 see the same bits.
+__device__ __forceinline__ void tile_scores(float s[KPT], const float *Qi, const float *Ki, int ld, int i, int l,
+                                            int dI, float c_col) {
+    float acc[KPT];
+#pragma unroll
+    for (int m = 0; m < KPT; m++) acc[m] = 0.0f;
+    const float *q = Qi + i * ld;
+    for (int c = 0; c < dI; c++) {
+        const float qc = q[c];
+#pragma unroll
+        for (int m = 0; m < KPT; m++) acc[m] += qc * Ki[(l + 8 * m) * ld + c];
+    }
+#pragma unroll
+    for (int m = 0; m < KPT; m++) s[m] = acc[m] * c_col;
+}
+
+// Stages rows src[idx(r)·stride + off .. + n) for r < rows into dst[r·ld ..],
+// zeros for r ≥ valid.
+__device__ __forceinline__ void stage_rows(float *dst, int ld, const float *src, int64_t stride, int64_t off,
+                                           const int *rowpos, int row0, int rows, int valid, int n) {
+    for (int e = threadIdx.x; e < rows * n; e += blockDim.x) {
+        const int r = e / n, c = e % n;
+        const int64_t sr = rowpos ? rowpos[r] : row0 + r;
+        dst[r * ld + c] = r < valid ? src[sr * stride + off + c] : 0.0f;
+    }
+}
+
+// Pass 1: lse[r] = log Σ_{j≤t_r} exp(score_{t_r,j}) for the sampled queries of
+// tile blockIdx.x (online max/sum over key tiles).
+__global__ void __launch_bounds__(NT) indexer_lse_kernel(float *lse, const float *qI, const float *kI,
+                                                         const int32_t *queries, int nq, int dI, float c_col) {
+    extern __shared__ float smem[];
+    const int ld = dI + 1;
+    float *Qi = smem, *Ki = Qi + BQ * ld;
+    __shared__ int pos[BQ];
+    const int r0 = blockIdx.x * BQ, nr = min(BQ, nq - r0);
+    const int i = threadIdx.x / 8, l = threadIdx.x % 8;
+    if (threadIdx.x < BQ) pos[threadIdx.x] = threadIdx.x < nr ? queries[r0 + threadIdx.x] : -1;
+    stage_rows(Qi, ld, qI, dI, 0, NULL, r0, BQ, nr, dI);
+    __syncthreads();
+    const int t = pos[i], kend = pos[nr - 1] + 1;
+    float m = -INFINITY, lsum = 0.0f;
+    for (int j0 = 0; j0 < kend; j0 += BK) {
+        const int nk = min(BK, kend - j0);
+        __syncthreads();
+        stage_rows(Ki, ld, kI, dI, 0, NULL, j0, BK, nk, dI);
+        __syncthreads();
+        float s[KPT];
+        tile_scores(s, Qi, Ki, ld, i, l, dI, c_col);
+        float mx = -INFINITY;
+#pragma unroll
+        for (int a = 0; a < KPT; a++)
+            if (j0 + l + 8 * a <= t && l + 8 * a < nk) mx = fmaxf(mx, s[a]);
+        for (int off = 4; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+        const float m_new = fmaxf(m, mx);
+        // m_new = −inf: nothing visible to this row yet (the shuffles still run on every lane).
+        float sum = 0.0f;
+#pragma unroll
+        for (int a = 0; a < KPT; a++)
+            if (j0 + l + 8 * a <= t && l + 8 * a < nk) sum += expf(s[a] - m_new);
+        for (int off = 4; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+        if (m_new > -INFINITY) lsum = lsum * expf(m - m_new) + sum, m = m_new;
+    }
+    if (l == 0 && i < nr) lse[r0 + i] = m + logf(lsum);
+}
+
+// Pass 2: for query tile blockIdx.x and keys [blockIdx.y·KCH, +KCH) ∩ [0, kend):
+// KL terms into kl_part[block] (double), and with grads dq (+= atomics),
+// dk (+= atomics). See the header comment. Shared (dynamic): Qi [BQ][dI+1],
+// Ki [BK][dI+1], Tq [BQ][dh+1], Tk [BK][dh+1], Gs [BQ][BK+1], dQ [BQ][dI].
+__global__ void __launch_bounds__(NT)
+    indexer_kl_kernel(double *kl_part, float *dq, float *dk, const float *qI, const float *kI, const float *lseI,
+                      const float *tq, const float *tk, const float *tlse, const int32_t *queries, int nq, int T,
+                      int Hq, int Hkv, int dh, int dI, float scale, float c_col, float inv_n, float inv_hq) {
+    extern __shared__ float smem[];
+    const int ld = dI + 1, ldh = dh + 1;
+    float *Qi = smem, *Ki = Qi + BQ * ld, *Tq = Ki + BK * ld, *Tk = Tq + BQ * ldh, *Gs = Tk + BK * ldh;
+    float *dQ = Gs + BQ * (BK + 1);
+    __shared__ int pos[BQ];
+    __shared__ float lse_s[BQ];
+    __shared__ double red[NT / 32];
+
+    const int r0 = blockIdx.x * BQ, nr = min(BQ, nq - r0);
+    const int i = threadIdx.x / 8, l = threadIdx.x % 8, G = Hq / Hkv;
+    const int64_t tqs = (int64_t)Hq * dh, tks = (int64_t)Hkv * dh;
+    if (threadIdx.x < BQ) {
+        pos[threadIdx.x] = threadIdx.x < nr ? queries[r0 + threadIdx.x] : -1;
+        lse_s[threadIdx.x] = threadIdx.x < nr ? lseI[r0 + threadIdx.x] : 0.0f;
+    }
+    const int kend = queries[r0 + nr - 1] + 1;
+    const int jbeg = blockIdx.y * KCH, jend = min(kend, jbeg + KCH);
+    double kl = 0.0;
+    if (jbeg < kend) {  // uniform over the block
+        stage_rows(Qi, ld, qI, dI, 0, NULL, r0, BQ, nr, dI);
+        if (dq)
+            for (int e = threadIdx.x; e < BQ * dI; e += NT) dQ[e] = 0.0f;
+        __syncthreads();
+        const int t = pos[i];
+        for (int j0 = jbeg; j0 < jend; j0 += BK) {
+            const int nk = min(BK, jend - j0);
+            __syncthreads();  // the previous tile's Ki, Gs are consumed
+            stage_rows(Ki, ld, kI, dI, 0, NULL, j0, BK, nk, dI);
+            __syncthreads();
+            float s[KPT], p[KPT];
+            tile_scores(s, Qi, Ki, ld, i, l, dI, c_col);
+#pragma unroll
+            for (int a = 0; a < KPT; a++) p[a] = 0.0f;
+            // P_t(j)·Hq = Σ_h exp(s·q_{h,t}·k_{h/G,j} − lse_{h,t})
+            for (int kvh = 0; kvh < Hkv; kvh++) {
+                __syncthreads();
+                stage_rows(Tk, ldh, tk, tks, (int64_t)kvh * dh, NULL, j0, BK, nk, dh);
+                for (int g = 0; g < G; g++) {
+                    const int h = kvh * G + g;
+                    if (g > 0) __syncthreads();
+                    stage_rows(Tq, ldh, tq, tqs, (int64_t)h * dh, pos, 0, BQ, nr, dh);
+                    __syncthreads();
+                    const float lh = i < nr ? tlse[(int64_t)h * T + t] : 0.0f;
+                    float acc[KPT];
+#pragma unroll
+                    for (int a = 0; a < KPT; a++) acc[a] = 0.0f;
+                    const float *qr = Tq + i * ldh;
+                    for (int c = 0; c < dh; c++) {
+                        const float qc = qr[c];
+#pragma unroll
+                        for (int a = 0; a < KPT; a++) acc[a] += qc * Tk[(l + 8 * a) * ldh + c];
+                    }
+#pragma unroll
+                    for (int a = 0; a < KPT; a++)
+                        if (j0 + l + 8 * a <= t && l + 8 * a < nk) p[a] += expf(scale * acc[a] - lh);
+                }
+            }
+            // KL terms and G = (Q − P)/|𝒯| (0 where j > t).
+            float row = 0.0f;
+#pragma unroll
+            for (int a = 0; a < KPT; a++) {
+                const int jj = l + 8 * a;
+                float gv = 0.0f;
+                if (j0 + jj <= t && jj < nk) {
+                    const float pj = p[a] * inv_hq, lq = s[a] - lse_s[i], qj = expf(lq);
+                    if (pj > 0.0f) row += pj * (logf(pj) - lq);
+                    gv = (qj - pj) * inv_n;
+                }
+                Gs[i * (BK + 1) + jj] = gv;
+            }
+            kl += row;
+            if (!dq) continue;
+            __syncthreads();
+            // dq^I[i, c] += c_col·Σ_j G[i, j]·k^I[j, c]
+            for (int e = threadIdx.x; e < BQ * dI; e += NT) {
+                const int ii = e / dI, c = e % dI;
+                float acc = 0.0f;
+                for (int j = 0; j < nk; j++) acc += Gs[ii * (BK + 1) + j] * Ki[j * ld + c];
+                dQ[e] += c_col * acc;
+            }
+            // dk^I[j, c] += c_col·Σ_i G[i, j]·q^I[i, c]
+            for (int e = threadIdx.x; e < nk * dI; e += NT) {
+                const int j = e / dI, c = e % dI;
+                float acc = 0.0f;
+                for (int ii = 0; ii < nr; ii++) acc += Gs[ii * (BK + 1) + j] * Qi[ii * ld + c];
+                if (acc != 0.0f) atomicAdd(dk + (int64_t)(j0 + j) * dI + c, c_col * acc);
+            }
+        }
+        if (dq) {
+            __syncthreads();
+            for (int e = threadIdx.x; e < nr * dI; e += NT) atomicAdd(dq + (int64_t)r0 * dI + e, dQ[e]);
+        }
+    }
+    // The block's KL sum, in double.
+    for (int off = 16; off > 0; off >>= 1) kl += __shfl_xor_sync(0xffffffffu, kl, off);
+    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = kl;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        double sum = 0.0;
+        for (int w = 0; w < NT / 32; w++) sum += red[w];
+        kl_part[(int64_t)blockIdx.y * gridDim.x + blockIdx.x] = sum;
+    }
+}
+
+// ---- kernels: inference -------------------------------------------------------------------
+
+// R[r·ld + j] = −FLT_MAX for pos[r] < j < len: keys a query may not see rank
+// below every real score.
+__global__ void mask_future_kernel(float *R, int64_t ld, const int32_t *pos, int rows, int len) {
+    const int r = blockIdx.y;
+    if (r >= rows) return;
+    for (int j = pos[r] + 1 + blockIdx.x * blockDim.x + threadIdx.x; j < len; j += gridDim.x * blockDim.x)
+        R[r * ld + j] = -FLT_MAX;
+}
+
+// recall[r] = (1/Hq) Σ_{a < n_sel[r], sel[r,a] ≤ t} Σ_h exp(s·q_{h,t}·k_{h/G,sel} − lse_{h,t}),
+// t = pos[r]: one block per query, a warp per selected key, lanes over d_h.
+__global__ void recall_kernel(float *recall, const int32_t *sel, const int32_t *n_sel, int k, const int32_t *pos,
+                              const float *tq, const float *tk, const float *tlse, int T, int Hq, int Hkv, int dh,
+                              float scale) {
+    __shared__ float red[32];
+    const int r = blockIdx.x, t = pos[r], warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    const int nw = blockDim.x / 32, G = Hq / Hkv, n = n_sel[r];
+    const int64_t tqs = (int64_t)Hq * dh, tks = (int64_t)Hkv * dh;
+    float mass = 0.0f;
+    for (int a = warp; a < n; a += nw) {
+        const int j = sel[(int64_t)r * k + a];
+        if (j < 0 || j > t) continue;
+        for (int h = 0; h < Hq; h++) {
+            const float *qv = tq + (int64_t)t * tqs + (int64_t)h * dh, *kv = tk + (int64_t)j * tks + (int64_t)(h / G) * dh;
+            float d = 0.0f;
+            for (int c = lane; c < dh; c += 32) d += qv[c] * kv[c];
+            d = warp_sum(d);
+            mass += lane == 0 ? expf(scale * d - tlse[(int64_t)h * T + t]) : 0.0f;
+        }
+    }
+    mass = warp_sum(mass);
+    if (lane == 0) red[warp] = mass;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float s = 0.0f;
+        for (int w = 0; w < nw; w++) s += red[w];
+        recall[r] = s / Hq;
+    }
+}
+
+// Row statistics of Q for score rows of queries t = t0 + r (keys j ≤ t):
+// mx[r] = max_j score, inv[r] = 1/Σ_j exp(score − mx). One block per row.
+__global__ void row_softmax_stats_kernel(float *mx, float *inv, const float *R, int64_t ld, int t0) {
+    __shared__ float red[32];
+    const int r = blockIdx.x, n = t0 + r + 1, lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int nw = blockDim.x / 32;
+    const float *s = R + r * ld;
+    float m = -INFINITY;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) m = fmaxf(m, s[j]);
+    for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+    if (lane == 0) red[warp] = m;
+    __syncthreads();
+    m = red[0];
+    for (int w = 1; w < nw; w++) m = fmaxf(m, red[w]);
+    __syncthreads();
+    float sum = 0.0f;
+    for (int j = threadIdx.x; j < n; j += blockDim.x) sum += expf(s[j] - m);
+    sum = warp_sum(sum);
+    if (lane == 0) red[warp] = sum;
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float tot = 0.0f;
+        for (int w = 0; w < nw; w++) tot += red[w];
+        mx[r] = m, inv[r] = 1.0f / tot;
+    }
+}
+
+// A[b·ld + j] = Σ_{t∈B, t≥j} exp(R[t] − mx_t)·inv_t for block b of the chunk
+// (B = [q0 + b·bsel, min(q0 + (b+1)·bsel, T))), j < end(B); rows of R are the
+// queries q0, q0+1, … Sums go in position order, as the CPU twin's.
+__global__ void block_aggregate_kernel(float *A, int64_t ld, const float *R, const float *mx, const float *inv,
+                                       int q0, int bsel, int T) {
+    const int b = blockIdx.y;
+    const int tb = q0 + b * bsel, te = min(tb + bsel, T);
+    for (int j = blockIdx.x * blockDim.x + threadIdx.x; j < te; j += gridDim.x * blockDim.x) {
+        float acc = 0.0f;
+        for (int t = max(tb, j); t < te; t++) {
+            const int r = t - q0;
+            acc += expf(R[r * ld + j] - mx[r]) * inv[r];
+        }
+        A[b * ld + j] = acc;
+    }
+}
+
+// ---- host helpers -----------------------------------------------------------------------
+
+static int grid_for(int64_t n, int block) {
+    const int64_t g = (n + block - 1) / block;
+    return (int)(g < 65535 * 16 ? (g > 0 ? g : 1) : 65535 * 16);
+}
+
+static void require_collapsed(const IndexerConfig *cfg, const char *fn) {
+    if (cfg->variant == INDEXER_COLLAPSED && cfg->n_heads == 1) return;
+    fprintf(stderr,
+            "spindle: %s: the head-expanded indexer has no CUDA twin yet (variant %d, %d heads); "
+            "use the CPU twin (--device cpu) for it\n",
+            fn, (int)cfg->variant, cfg->n_heads);
+    abort();
+}
+
+static void require_shapes(const IndexerConfig *cfg, int dh, const char *fn) {
+    if (cfg->d_index <= MAX_DI && dh <= MAX_DH) return;
+    fprintf(stderr, "spindle: %s: d_index %d / teacher head dim %d above the kernels' limits (%d / %d)\n", fn,
+            cfg->d_index, dh, MAX_DI, MAX_DH);
+    abort();
+}
+
+// cos/sin tables [n, d_rope/2] for positions 0..n−1, built on the host exactly
+// as model/indexer.c forms them, uploaded once and kept (regrown when a longer
+// sequence or another θ / d_rope comes). Never freed.
+static struct {
+    float theta;
+    int d_rope;
+    int n;
+    float *cos, *sin;
+} g_rope;
+
+static void rope_tables(const IndexerConfig *c, int n, const float **cs, const float **sn) {
+    const int half = c->d_rope / 2;
+    if (g_rope.cos && g_rope.theta == c->rope_theta && g_rope.d_rope == c->d_rope && g_rope.n >= n) {
+        *cs = g_rope.cos, *sn = g_rope.sin;
+        return;
+    }
+    cuda_free(g_rope.cos), cuda_free(g_rope.sin);
+    const int cap = n > g_rope.n && g_rope.d_rope == c->d_rope ? (n + 1023) / 1024 * 1024 : n;
+    float *inv_freq = (float *)malloc(sizeof(float) * half);
+    float *hc = (float *)malloc(sizeof(float) * (size_t)cap * half), *hs = (float *)malloc(sizeof(float) * (size_t)cap * half);
+    if (!inv_freq || !hc || !hs) {
+        fprintf(stderr, "spindle: out of host memory for the indexer's RoPE tables\n");
+        abort();
+    }
+    for (int i = 0; i < half; i++) inv_freq[i] = (float)(1.0 / pow((double)c->rope_theta, (2.0 * i) / c->d_rope));
+    for (int t = 0; t < cap; t++)
+        for (int i = 0; i < half; i++) {
+            const float ang = (float)t * inv_freq[i];
+            hc[(int64_t)t * half + i] = cosf(ang);
+            hs[(int64_t)t * half + i] = sinf(ang);
+        }
+    g_rope.cos = (float *)cuda_malloc(sizeof(float) * (size_t)cap * half);
+    g_rope.sin = (float *)cuda_malloc(sizeof(float) * (size_t)cap * half);
+    cuda_to_device(g_rope.cos, hc, sizeof(float) * (size_t)cap * half);
+    cuda_to_device(g_rope.sin, hs, sizeof(float) * (size_t)cap * half);
+    g_rope.theta = c->rope_theta, g_rope.d_rope = c->d_rope, g_rope.n = cap;
+    free(inv_freq), free(hc), free(hs);
+    *cs = g_rope.cos, *sn = g_rope.sin;
+}
+
+// RoPE on v[n, 1, d_I] (rows at pos[r], or r when pos is NULL); n_pos bounds the positions.
+static void rope_apply(float *v, const IndexerConfig *c, const int32_t *pos, int n, int n_pos, int inverse) {
+    const int half = c->d_rope / 2;
+    if (half == 0 || n <= 0) return;
+    const float *cs, *sn;
+    rope_tables(c, n_pos, &cs, &sn);
+    rope_kernel<<<grid_for((int64_t)n * half, 256), 256>>>(v, cs, sn, pos, n, 1, c->d_index, half, inverse);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+// Row-major C[m, n] (+)= alpha·A[m, k]·B[n, k]ᵀ (ldc given): cuBLAS sees the
+// column-major transposes, Cᵀ = B·Aᵀ.
+static void gemm_abt(float *C, int64_t ldc, const float *A, int lda, const float *B, int ldb, int m, int n, int k,
+                     float alpha, float beta) {
+    CUBLAS_CHECK(cublasSgemm(cuda_cublas_handle(), CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, B, ldb, A, lda, &beta,
+                             C, (int)ldc));
+}
+
+// Row-major W[m, dm] += D[n, m]ᵀ·X[n, dm]: the weight gradient of y = x·Wᵀ.
+static void gemm_weight_grad(float *W, const float *D, const float *X, int n, int m, int dm) {
+    const float one = 1.0f;
+    CUBLAS_CHECK(cublasSgemm(cuda_cublas_handle(), CUBLAS_OP_N, CUBLAS_OP_T, dm, m, n, &one, X, dm, D, m, &one, W,
+                             dm));
+}
+
+// q[n, d_I] = R_pos(xq·W_qᵀ) for the gathered query rows xq [n, d_model].
+static void queries_forward(float *q, const IndexerConfig *c, const float *params, const float *xq,
+                            const int32_t *pos, int n, int n_pos) {
+    const IndexerLayout L = indexer_layout(c);
+    matmul_forward_cuda(q, xq, params + L.wq, NULL, n, c->d_model, c->d_index);
+    rope_apply(q, c, pos, n, n_pos, 0);
+}
+
+// k[T, d_I] = R(N(x·W_kᵀ)); u, stat (may be NULL) saved for the backward.
+static void keys_forward(float *k, float *u, float *stat, const IndexerConfig *c, const float *params, const float *x,
+                         int T) {
+    const IndexerLayout L = indexer_layout(c);
+    const int dI = c->d_index;
+    matmul_forward_cuda(k, x, params + L.wk, NULL, T, c->d_model, dI);
+    if (u) CUDA_CHECK(cudaMemcpyAsync(u, k, sizeof(float) * (size_t)T * dI, cudaMemcpyDeviceToDevice, 0));
+    if (c->key_norm != INDEXER_NORM_NONE) {
+        const float *b = L.k_norm_bias >= 0 ? params + L.k_norm_bias : NULL;
+        key_norm_kernel<<<(T + 7) / 8, 256>>>(k, stat, params + L.k_norm, b, T, dI, c->norm_eps,
+                                              c->key_norm == INDEXER_NORM_LAYER);
+        CUDA_CHECK(cudaGetLastError());
+    }
+    rope_apply(k, c, NULL, T, T, 0);
+}
+
+// grads.wq += (R_posᵀ dq)ᵀ·xq. dq is overwritten (rotated back).
+static void queries_backward(float *grads, float *dq, const IndexerConfig *c, const float *xq, const int32_t *pos,
+                             int n, int n_pos) {
+    const IndexerLayout L = indexer_layout(c);
+    rope_apply(dq, c, pos, n, n_pos, 1);
+    gemm_weight_grad(grads + L.wq, dq, xq, n, c->d_index, c->d_model);
+}
+
+// grads.wk (+ k_norm, k_norm_bias) from dk [T, d_I], overwritten on the way.
+static void keys_backward(float *grads, float *dk, const IndexerConfig *c, const float *params, const float *x,
+                          const float *u, const float *stat, int T) {
+    const IndexerLayout L = indexer_layout(c);
+    const int dI = c->d_index;
+    rope_apply(dk, c, NULL, T, T, 1);  // dn = R_jᵀ dk
+    if (c->key_norm != INDEXER_NORM_NONE) {
+        const int layer = c->key_norm == INDEXER_NORM_LAYER;
+        const int rows_per_block = 256;
+        const dim3 grid((dI + 31) / 32, (T + rows_per_block - 1) / rows_per_block), block(32, 8);
+        key_norm_param_grad_kernel<<<grid, block>>>(grads + L.k_norm, layer ? grads + L.k_norm_bias : NULL, dk, u,
+                                                    stat, T, dI, rows_per_block);
+        CUDA_CHECK(cudaGetLastError());
+        key_norm_backward_kernel<<<(T + 7) / 8, 256>>>(dk, u, stat, params + L.k_norm, T, dI, layer);
+        CUDA_CHECK(cudaGetLastError());
+    }
+    gemm_weight_grad(grads + L.wk, dk, x, T, dI, c->d_model);
+}
+
+// The query positions on the host, checked: in [0, T), ascending and distinct
+// when sorted ≠ 0. Returns them (caller frees) and the number of keys any of
+// them sees (max + 1).
+static int32_t *host_queries(const int32_t *queries, int nq, int T, int sorted, int *n_keys, const char *fn) {
+    int32_t *h = (int32_t *)malloc(sizeof(int32_t) * (size_t)nq);
+    if (!h) abort();
+    cuda_to_host(h, queries, sizeof(int32_t) * (size_t)nq);
+    int mx = -1;
+    for (int r = 0; r < nq; r++) {
+        if (h[r] < 0 || h[r] >= T || (sorted && r > 0 && h[r] <= h[r - 1])) {
+            fprintf(stderr, "spindle: %s: query %d at position %d is out of [0, %d)%s\n", fn, r, h[r], T,
+                    sorted ? " or not ascending" : "");
+            abort();
+        }
+        mx = h[r] > mx ? h[r] : mx;
+    }
+    *n_keys = mx + 1;
+    return h;
+}
+
+static void gather_rows(float *out, const float *x, const int32_t *pos, int n, int dm) {
+    gather_rows_kernel<<<grid_for((int64_t)n * dm, 256), 256>>>(out, x, pos, n, dm);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+// ---- the API ---------------------------------------------------------------------------------
+
+extern "C" double indexer_kl_loss_cuda(float *grads, const IndexerConfig *cfg, const float *params, const float *x,
+                                       const float *tq, const float *tk, const float *tlse, int T, int Hq, int Hkv,
+                                       int dh, float scale, const int32_t *queries, int n_queries) {
+    if (n_queries <= 0) return 0.0;
+    require_collapsed(cfg, __func__);
+    require_shapes(cfg, dh, __func__);
+    if (Hq % Hkv != 0) {
+        fprintf(stderr, "spindle: %s: Hq = %d is not a multiple of Hkv = %d\n", __func__, Hq, Hkv);
+        abort();
+    }
+    const int nq = n_queries, dI = cfg->d_index, dm = cfg->d_model;
+    int n_keys;
+    free(host_queries(queries, nq, T, 1, &n_keys, __func__));
+
+    float *xq = (float *)cuda_malloc(sizeof(float) * (size_t)nq * dm);
+    float *q = (float *)cuda_malloc(sizeof(float) * (size_t)nq * dI);
+    float *k = (float *)cuda_malloc(sizeof(float) * (size_t)n_keys * dI);
+    float *lse = (float *)cuda_malloc(sizeof(float) * (size_t)nq);
+    float *u = NULL, *stat = NULL, *dq = NULL, *dk = NULL;
+    if (grads) {
+        u = (float *)cuda_malloc(sizeof(float) * (size_t)n_keys * dI);
+        stat = (float *)cuda_malloc(sizeof(float) * (size_t)n_keys * 2);
+        dq = (float *)cuda_malloc(sizeof(float) * (size_t)nq * dI);
+        dk = (float *)cuda_malloc(sizeof(float) * (size_t)n_keys * dI);
+        cuda_memset(dq, 0, sizeof(float) * (size_t)nq * dI);
+        cuda_memset(dk, 0, sizeof(float) * (size_t)n_keys * dI);
+    }
+    gather_rows(xq, x, queries, nq, dm);
+    queries_forward(q, cfg, params, xq, queries, nq, n_keys);
+    keys_forward(k, u, stat, cfg, params, x, n_keys);
+
+    const float c_col = 1.0f / sqrtf((float)dI);
+    const int n_tiles = (nq + BQ - 1) / BQ, n_chunks = (n_keys + KCH - 1) / KCH;
+    const size_t smem_lse = sizeof(float) * (size_t)(BQ + BK) * (dI + 1);
+    CUDA_CHECK(cudaFuncSetAttribute(indexer_lse_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_lse));
+    indexer_lse_kernel<<<n_tiles, NT, smem_lse>>>(lse, q, k, queries, nq, dI, c_col);
+    CUDA_CHECK(cudaGetLastError());
+
+    const size_t smem_kl = sizeof(float) * ((size_t)(BQ + BK) * (dI + 1) + (size_t)(BQ + BK) * (dh + 1) +
+                                            (size_t)BQ * (BK + 1) + (size_t)BQ * dI);
+    CUDA_CHECK(cudaFuncSetAttribute(indexer_kl_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kl));
+    const int n_part = n_tiles * n_chunks;
+    double *part = (double *)cuda_malloc(sizeof(double) * (size_t)n_part);
+    indexer_kl_kernel<<<dim3(n_tiles, n_chunks), NT, smem_kl>>>(part, dq, dk, q, k, lse, tq, tk, tlse, queries, nq, T,
+                                                                Hq, Hkv, dh, dI, scale, c_col, 1.0f / nq, 1.0f / Hq);
+    CUDA_CHECK(cudaGetLastError());
+    double *hpart = (double *)malloc(sizeof(double) * (size_t)n_part);
+    if (!hpart) abort();
+    cuda_to_host(hpart, part, sizeof(double) * (size_t)n_part);
+    double loss = 0.0;
+    for (int b = 0; b < n_part; b++) loss += hpart[b];
+    loss /= nq;
+    free(hpart);
+
+    if (grads) {
+        queries_backward(grads, dq, cfg, xq, queries, nq, n_keys);
+        keys_backward(grads, dk, cfg, params, x, u, stat, n_keys);
+    }
+    cuda_free(part), cuda_free(xq), cuda_free(q), cuda_free(k), cuda_free(lse);
+    cuda_free(u), cuda_free(stat), cuda_free(dq), cuda_free(dk);
+    return loss;
+}
+
+extern "C" double indexer_mass_recall_cuda(float *recall, const IndexerConfig *cfg, const float *params,
+                                           const float *x, const float *tq, const float *tk, const float *tlse, int T,
+                                           int Hq, int Hkv, int dh, float scale, const int32_t *queries, int n_queries,
+                                           int k) {
+    if (n_queries <= 0) return 0.0;
+    require_collapsed(cfg, __func__);
+    if (Hq % Hkv != 0 || k < 1) {
+        fprintf(stderr, "spindle: %s: Hq = %d not a multiple of Hkv = %d, or k = %d < 1\n", __func__, Hq, Hkv, k);
+        abort();
+    }
+    const int nq = n_queries, dI = cfg->d_index, dm = cfg->d_model;
+    int n_keys;
+    int32_t *hpos = host_queries(queries, nq, T, 0, &n_keys, __func__);
+
+    float *xq = (float *)cuda_malloc(sizeof(float) * (size_t)nq * dm);
+    float *q = (float *)cuda_malloc(sizeof(float) * (size_t)nq * dI);
+    float *kk = (float *)cuda_malloc(sizeof(float) * (size_t)n_keys * dI);
+    gather_rows(xq, x, queries, nq, dm);
+    queries_forward(q, cfg, params, xq, queries, nq, n_keys);
+    keys_forward(kk, NULL, NULL, cfg, params, x, n_keys);
+    cuda_free(xq);
+
+    int64_t ch = CHUNK_FLOATS / n_keys;
+    ch = ch < 1 ? 1 : ch > 1024 ? 1024 : ch;
+    if (ch > nq) ch = nq;
+    float *R = (float *)cuda_malloc(sizeof(float) * (size_t)ch * n_keys);
+    int32_t *sel = (int32_t *)cuda_malloc(sizeof(int32_t) * (size_t)ch * k);
+    int32_t *nsel = (int32_t *)cuda_malloc(sizeof(int32_t) * (size_t)ch);
+    float *rec = (float *)cuda_malloc(sizeof(float) * (size_t)nq);
+    const float c_col = 1.0f / sqrtf((float)dI);
+    for (int r0 = 0; r0 < nq; r0 += (int)ch) {
+        const int nr = nq - r0 < ch ? nq - r0 : (int)ch;
+        int len = 0;
+        for (int r = r0; r < r0 + nr; r++) len = hpos[r] + 1 > len ? hpos[r] + 1 : len;
+        // R[r, j] = q^I_r·k^I_j/√d_I for j < len; −FLT_MAX past the row's position.
+        gemm_abt(R, n_keys, q + (int64_t)r0 * dI, dI, kk, dI, nr, len, dI, c_col, 0.0f);
+        mask_future_kernel<<<dim3((len + 255) / 256 < 64 ? (len + 255) / 256 : 64, nr), 256>>>(R, n_keys, queries + r0,
+                                                                                             nr, len);
+        CUDA_CHECK(cudaGetLastError());
+        topk_rows_cuda(sel, nsel, R, nr, n_keys, len, 0, len, k);
+        recall_kernel<<<nr, 256>>>(rec + r0, sel, nsel, k, queries + r0, tq, tk, tlse, T, Hq, Hkv, dh, scale);
+        CUDA_CHECK(cudaGetLastError());
+    }
+    float *hrec = (float *)malloc(sizeof(float) * (size_t)nq);
+    if (!hrec) abort();
+    cuda_to_host(hrec, rec, sizeof(float) * (size_t)nq);
+    double mean = 0.0;
+    for (int r = 0; r < nq; r++) mean += hrec[r];
+    if (recall) CUDA_CHECK(cudaMemcpy(recall, rec, sizeof(float) * (size_t)nq, cudaMemcpyDeviceToDevice));
+    free(hrec), free(hpos);
+    cuda_free(R), cuda_free(sel), cuda_free(nsel), cuda_free(rec), cuda_free(q), cuda_free(kk);
+    return mean / nq;
+}
+
+extern "C" void indexer_select_cuda(int32_t *sel, int32_t *n_sel, const IndexerConfig *cfg, const float *params,
+                                    const float *x, int T, int k, int bsel) {
+    if (T < 0 || k < 1 || bsel < 1) {
+        fprintf(stderr, "spindle: %s: bad arguments T = %d, k = %d, bsel = %d\n", __func__, T, k, bsel);
+        abort();
+    }
+    if (T == 0) return;
+    require_collapsed(cfg, __func__);
+    const int dI = cfg->d_index;
+    float *q = (float *)cuda_malloc(sizeof(float) * (size_t)T * dI);
+    float *kk = (float *)cuda_malloc(sizeof(float) * (size_t)T * dI);
+    // Every position is a query; q and k share x.
+    queries_forward(q, cfg, params, x, NULL, T, T);
+    keys_forward(kk, NULL, NULL, cfg, params, x, T);
+    const float c_col = 1.0f / sqrtf((float)dI);
+
+    int64_t ch = CHUNK_FLOATS / T;  // score rows per chunk
+    ch = ch < 1 ? 1 : ch > 1024 ? 1024 : ch;
+    if (bsel == 1) {
+        if (ch > T) ch = T;
+        float *R = (float *)cuda_malloc(sizeof(float) * (size_t)ch * T);
+        for (int t0 = 0; t0 < T; t0 += (int)ch) {
+            const int nr = T - t0 < ch ? T - t0 : (int)ch, len = t0 + nr;
+            gemm_abt(R, T, q + (int64_t)t0 * dI, dI, kk, dI, nr, len, dI, c_col, 0.0f);
+            topk_rows_cuda(sel + (int64_t)t0 * k, n_sel + t0, R, nr, T, t0 + 1, 1, T, k);
+        }
+        cuda_free(R);
+    } else {
+        const int n_blocks = (T + bsel - 1) / bsel;
+        int nb = (int)(ch / bsel);  // blocks per chunk
+        nb = nb < 1 ? 1 : nb > n_blocks ? n_blocks : nb;
+        const int64_t rows = (int64_t)nb * bsel;
+        float *R = (float *)cuda_malloc(sizeof(float) * (size_t)rows * T);
+        float *A = (float *)cuda_malloc(sizeof(float) * (size_t)nb * T);
+        float *mx = (float *)cuda_malloc(sizeof(float) * (size_t)rows);
+        float *inv = (float *)cuda_malloc(sizeof(float) * (size_t)rows);
+        for (int b0 = 0; b0 < n_blocks; b0 += nb) {
+            const int nbk = n_blocks - b0 < nb ? n_blocks - b0 : nb;
+            const int q0 = b0 * bsel, q1 = (b0 + nbk) * bsel < T ? (b0 + nbk) * bsel : T;
+            gemm_abt(R, T, q + (int64_t)q0 * dI, dI, kk, dI, q1 - q0, q1, dI, c_col, 0.0f);
+            row_softmax_stats_kernel<<<q1 - q0, 256>>>(mx, inv, R, T, q0);
+            CUDA_CHECK(cudaGetLastError());
+            const int gx = (q1 + 255) / 256 < 128 ? (q1 + 255) / 256 : 128;
+            block_aggregate_kernel<<<dim3(gx, nbk), 256>>>(A, T, R, mx, inv, q0, bsel, T);
+            CUDA_CHECK(cudaGetLastError());
+            topk_rows_cuda(sel + (int64_t)b0 * k, n_sel + b0, A, nbk, T, (b0 + 1) * bsel, bsel, T, k);
+        }
+        cuda_free(R), cuda_free(A), cuda_free(mx), cuda_free(inv);
+    }
+    cuda_free(q), cuda_free(kk);
+}
