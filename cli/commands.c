@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "args.h"
+#include "backbone.h"
 #include "cli_util.h"
 #include "fileio.h"
 #include "forward.h"
@@ -135,7 +136,7 @@ int cmd_logits(int argc, char **argv) {
         {"--bsel", 1, "queries sharing one support (default 1: per query)", NULL},
         {"--indexer", 1, "trained indexer folder (spindle export): it picks the supports", NULL},
         {"--k", 1, "keys kept per support with --indexer (default: the export's default_k)", NULL},
-        {"--precision", 1, "with --device cuda: fp32 (default, the reference) or bf16 (bf16 weights and GEMM inputs)", NULL},
+        {"--precision", 1, "with --device cuda: fp32 (default, the reference), mixed (16-bit layer GEMMs) or bf16 (mixed + cuDNN bf16 attention)", NULL},
     };
     int rc = cli_parse(argc, argv, flags, N_FLAGS(flags), "logits",
                        (const char *const[]){"--model", "--ids", "--out", NULL});
@@ -156,40 +157,11 @@ int cmd_logits(int argc, char **argv) {
         return 2;
     }
     if (k_s && cli_positive("logits", "--k", k_s, &sp.topk)) return 2;
-    const char *device = args_get(flags, N_FLAGS(flags), "--device");
-    if (device && strcmp(device, "cpu") && strcmp(device, "cuda")) {
-        fprintf(stderr, "spindle logits: --device must be cpu or cuda (got \"%s\")\n", device);
-        return 2;
-    }
-    // --device cuda: the dense forward on GPU 0 (model/forward_cuda.h).
-    const int use_cuda = device && !strcmp(device, "cuda");
-    const char *prec = args_get(flags, N_FLAGS(flags), "--precision");
-    if (prec && strcmp(prec, "fp32") && strcmp(prec, "bf16")) {
-        fprintf(stderr, "spindle logits: --precision must be fp32 or bf16 (got \"%s\")\n", prec);
-        return 2;
-    }
-    if (prec && !strcmp(prec, "bf16") && !use_cuda) {
-        fprintf(stderr, "spindle logits: --precision bf16 needs --device cuda (the CPU twin is fp32)\n");
-        return 2;
-    }
-    const int bf16 = prec && !strcmp(prec, "bf16");
-    if (use_cuda) {
-#ifndef SPINDLE_HAVE_CUDA
-        fprintf(stderr, "spindle logits: --device cuda: built without CUDA; configure with -DSPINDLE_CUDA=ON\n");
-        return 1;
-#else
-        if (ok_s || ix_dir) {
-            fprintf(stderr, "spindle logits: --device cuda: %s is not on the GPU yet; use --device cpu\n",
-                    ok_s ? "--oracle-k (the attention-mass oracle)" : "--indexer");
-            return 1;
-        }
-        char why[256];
-        if (cuda_available(why, sizeof why) == 0) {
-            fprintf(stderr, "spindle logits: --device cuda: no usable GPU (%s)\n", why);
-            return 1;
-        }
-#endif
-    }
+    // --device cuda: the forward on GPU 0 (model/forward_cuda.h).
+    int use_cuda, prec;
+    if ((rc = backbone_flags("logits", args_get(flags, N_FLAGS(flags), "--device"),
+                             args_get(flags, N_FLAGS(flags), "--precision"), &use_cuda, &prec)))
+        return rc;
     if ((rc = cli_threads("logits", args_get(flags, N_FLAGS(flags), "--threads")))) return rc;
     const char *out = flags[2].value;
 
@@ -221,23 +193,15 @@ int cmd_logits(int argc, char **argv) {
     rc = 1;
     float *hidden = NULL, *logits = NULL;
     ForwardProfile prof = {0};
-    double t0 = omp_get_wtime(), t_upload = 0;
-#ifdef SPINDLE_HAVE_CUDA
-    FwdCuda *gpu = NULL;
-    if (use_cuda) {
-        if (fwd_cuda_upload(&m, bf16, &gpu, &st)) goto done;
-        t_upload = omp_get_wtime() - t0;
-    }
-#endif
+    double t0 = omp_get_wtime();
+    Backbone bb = {&m, NULL};
+    if (backbone_open(&bb, &m, use_cuda, prec, &st)) goto done;
+    const double t_upload = omp_get_wtime() - t0;
     if (npy_writer_open(&w, out, T, V, &st)) goto done;
     hidden = xmalloc(sizeof(float) * (size_t)T * H);
     double t_fwd = omp_get_wtime();
-#ifdef SPINDLE_HAVE_CUDA
-    if (gpu) fwd_cuda_hidden(gpu, ids, T, hidden);
-    else
-#endif
-        forward_hidden(&m, ids, T, hidden,
-                       &(ForwardOpts){.sparse = sparse ? &sp : NULL, .indexer = ix_dir ? &set : NULL, .prof = &prof});
+    const ForwardOpts fo = {.sparse = sparse ? &sp : NULL, .indexer = ix_dir ? &set : NULL, .prof = &prof};
+    backbone_hidden(&bb, ids, T, hidden, &fo);
     t_fwd = omp_get_wtime() - t_fwd;
     // The logits go out in row chunks: [T, vocab] never sits in memory at once.
     const int chunk = 256;
@@ -245,11 +209,7 @@ int cmd_logits(int argc, char **argv) {
     double t_head = omp_get_wtime();
     for (int r = 0; r < T; r += chunk) {
         int rows = T - r < chunk ? T - r : chunk;
-#ifdef SPINDLE_HAVE_CUDA
-        if (gpu) fwd_cuda_lm_head(gpu, hidden + (size_t)r * H, rows, logits);
-        else
-#endif
-            forward_lm_head(&m, hidden + (size_t)r * H, rows, logits);
+        backbone_lm_head(&bb, hidden + (size_t)r * H, rows, logits);
         if (npy_writer_rows(&w, logits, rows, &st)) {
             npy_writer_abort(&w);
             goto done;
@@ -258,11 +218,12 @@ int cmd_logits(int argc, char **argv) {
     prof.lm_head = omp_get_wtime() - t_head;
     if (npy_writer_close(&w, &st)) goto done;
     double secs = omp_get_wtime() - t0;
-    fprintf(stderr, "spindle logits: %d tokens -> %s [%d, %d] in %.2f s (%.1f tokens/s)%s%s\n", T, out, T, V,
-            secs, T / secs, use_cuda ? ", cuda " : "", use_cuda ? (bf16 ? "bf16" : "fp32") : "");
+    fprintf(stderr, "spindle logits: %d tokens -> %s [%d, %d] in %.2f s (%.1f tokens/s)%s\n", T, out, T, V, secs,
+            T / secs, use_cuda ? ", cuda" : "");
+    if (use_cuda) fprintf(stderr, "spindle logits: cuda %s\n", backbone_describe(&bb));
     if (flags[5].value && use_cuda)
-        fprintf(stderr, "profile: weight upload %.3f s, backbone %.3f s, lm_head+write %.3f s\n", t_upload, t_fwd,
-                prof.lm_head);
+        fprintf(stderr, "profile: weight upload %.3f s, backbone %.3f s (gemm %.3f, attention %.3f, other %.3f), "
+                "lm_head+write %.3f s\n", t_upload, t_fwd, prof.gemm, prof.attention, prof.other, prof.lm_head);
     else if (flags[5].value)
         fprintf(stderr, "profile: gemm %.3f s, attention %.3f s, lm_head+write %.3f s, other %.3f s\n",
                 prof.gemm, prof.attention, prof.lm_head, prof.other);
@@ -272,9 +233,7 @@ done:
     free(hidden);
     free(logits);
     free(ids);
-#ifdef SPINDLE_HAVE_CUDA
-    fwd_cuda_free(gpu);
-#endif
+    backbone_close(&bb);
     indexer_set_free(&set);
     model_free(&m);
     return rc;
@@ -330,6 +289,8 @@ int cmd_eval(int argc, char **argv) {
         {"--task-n", 1, "seeded instances per task and depth (default 4)", NULL},
         {"--seed", 1, "seed of the retrieval instances (default 1)", NULL},
         {"--indexer", 1, "trained indexer folder (spindle export): adds indexer rows at every (k, b_sel)", NULL},
+        {"--device", 1, "cpu (default) or cuda", NULL},
+        {"--precision", 1, "with --device cuda: fp32 (default), mixed or bf16 (see spindle logits)", NULL},
     };
     const int nf = N_FLAGS(flags);
     int rc = cli_parse(argc, argv, flags, nf, "eval", (const char *const[]){"--model", "--ctx", "--k", "--bsel", "--json", NULL});
@@ -341,6 +302,10 @@ int cmd_eval(int argc, char **argv) {
         return 2;
     }
     if ((rc = cli_threads("eval", args_get(flags, nf, "--threads")))) return rc;
+    int use_cuda, prec;
+    if ((rc = backbone_flags("eval", args_get(flags, nf, "--device"), args_get(flags, nf, "--precision"), &use_cuda,
+                             &prec)))
+        return rc;
     int ks[64], bsels[64], n_k, n_b, ctx, n_seq = 0;
     if (cli_positive("eval", "--ctx", args_get(flags, nf, "--ctx"), &ctx) ||
         cli_list("eval", "--k", args_get(flags, nf, "--k"), 1, ks, &n_k) ||
@@ -373,6 +338,7 @@ int cmd_eval(int argc, char **argv) {
     EvalResult *res = NULL;
     Tokenizer *tok = NULL;
     IndexerSet set = {0};
+    Backbone bb = {&m, NULL};
     int n_res = 0;
     rc = 1;
     if (ctx > m.cfg.max_pos) {
@@ -388,8 +354,9 @@ int cmd_eval(int argc, char **argv) {
         goto done;
     const char *ix_dir = args_get(flags, nf, "--indexer");
     if (ix_dir && load_indexer(&set, ix_dir, &m, flags[0].value, &st)) goto done;
+    if (backbone_open(&bb, &m, use_cuda, prec, &st)) goto done;
     EvalOpts o = {ctx, ks, n_k, bsels, n_b, ix_dir ? &set : NULL, n_seq, isatty(2), tok, tasks, n_tasks, depths,
-                  n_depths, task_n, (uint64_t)seed};
+                  n_depths, task_n, (uint64_t)seed, bb.gpu};
     if (eval_run(&m, ids, n, &o, &res, &n_res, &st)) goto done;
     if (eval_write(res, n_res, json, csv, md, &st)) goto done;
     const int n_lm = 1 + n_k * n_b * (ix_dir ? 2 : 1);
@@ -398,6 +365,7 @@ int cmd_eval(int argc, char **argv) {
     rc = 0;
 done:
     if (rc) cli_fail("eval", &st);
+    backbone_close(&bb);
     indexer_set_free(&set);
     tok_free(tok);
     free(res);

@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "args.h"
+#include "backbone.h"
 #include "commands.h"
 #include "corpus.h"
 #include "fileio.h"
@@ -201,6 +202,8 @@ int cmd_teacher(int argc, char **argv) {
         {"--max-seq", 1, "stop after this many sequences (default: every full window)", NULL},
         {"--resume", 0, "continue after the last complete shard of --out", NULL},
         {"--threads", 1, "OpenMP threads (default: all cores)", NULL},
+        {"--device", 1, "cpu (default) or cuda: where the backbone runs (the shards are the same)", NULL},
+        {"--precision", 1, "with --device cuda: fp32 (default: the teacher of the CPU twin), mixed or bf16", NULL},
     };
     const int nf = N_FLAGS(flags);
     int rc0 = cli_parse(argc, argv, flags, nf, CMD, (const char *const[]){"--model", "--ctx", "--out", NULL});
@@ -219,6 +222,8 @@ int cmd_teacher(int argc, char **argv) {
         ((v = flags[9].value) && cli_positive(CMD, "--threads", v, &threads)))
         return 2;
     if (flags[9].value) omp_set_num_threads(threads);
+    int use_cuda, prec;
+    if ((rc0 = backbone_flags(CMD, flags[10].value, flags[11].value, &use_cuda, &prec))) return rc0;
 
     Status st;
     Model m;
@@ -236,6 +241,7 @@ int cmd_teacher(int argc, char **argv) {
     int *slot = NULL;
     ShardWriter *w = NULL;
     ShardHeader *h = xcalloc(1, sizeof *h);
+    Backbone bb = {&m, NULL};
     int progress_shown = 0;  // a progress line without its newline is on stderr
 
     if (flags[5].value ? parse_layers(flags[5].value, c, h->layers, &h->n_layers) : 0) {
@@ -341,6 +347,7 @@ int cmd_teacher(int argc, char **argv) {
         ls[i] = lbuf + nl * i;
         slot[h->layers[i]] = i;
     }
+    if (backbone_open(&bb, &m, use_cuda, prec, &st)) goto done;
     Capture cap = {slot, xs, ls, D, Hq, 0};
     ForwardTap tap = {capture_fn, &cap};
 
@@ -354,7 +361,7 @@ int cmd_teacher(int argc, char **argv) {
         h->token_begin = seq * (int64_t)ctx;
         if (shard_writer_open(&w, path, h, &st)) goto done;
         for (int s = 0; s < sps && seq < (int64_t)n_win; s++, seq++) {
-            forward_hidden(&m, starts[seq], ctx, hidden, &(ForwardOpts){.tap = &tap});
+            backbone_hidden(&bb, starts[seq], ctx, hidden, &(ForwardOpts){.tap = &tap});
             SPINDLE_CHECK(!cap.missing_lse);
             if (shard_writer_append(w, starts[seq], (const float *const *)xs, (const float *const *)ls, &st)) goto done;
             if (progress) {
@@ -397,6 +404,7 @@ done:
     if (rc) fprintf(stderr, "%sspindle " CMD ": %s\n", progress_shown ? "\n" : "", st.msg);
     shard_writer_abort(w);
 out_free:
+    backbone_close(&bb);
     free(h);
     free(hidden), free(xbuf), free(lbuf), free(xs), free(ls), free(slot);
     free(starts);

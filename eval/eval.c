@@ -78,9 +78,10 @@ static void run_config(const Model *m, const EvalOpts *o, int c, const int32_t *
                        SparseStats *stats) {
     const Sparsity sp = config_of(o, c);
     const EvalMode mode = mode_of(o, c);
-    forward_hidden(m, ids, T, hidden, &(ForwardOpts){.sparse = mode == EVAL_DENSE ? NULL : &sp,
-                                                     .indexer = mode == EVAL_INDEXER ? o->indexer : NULL,
-                                                     .stats = stats});
+    const Backbone bb = {m, o->gpu};
+    backbone_hidden(&bb, ids, T, hidden, &(ForwardOpts){.sparse = mode == EVAL_DENSE ? NULL : &sp,
+                                                       .indexer = mode == EVAL_INDEXER ? o->indexer : NULL,
+                                                       .stats = stats});
 }
 
 // Wilson score interval for k successes in n trials (95%).
@@ -123,7 +124,7 @@ static int eval_retrieval(const Model *m, const int32_t *hay, size_t n_hay, cons
                                 done, total, omp_get_wtime() - t0);
                     run_config(m, o, c, task.ids, T, hidden, NULL);
                     const int first = task.ans_start - 1;
-                    forward_lm_head(m, hidden + (size_t)first * H, task.ans_len, logits);
+                    backbone_lm_head(&(Backbone){m, o->gpu}, hidden + (size_t)first * H, task.ans_len, logits);
                     hits[(ti * o->n_depths + di) * n_cfg + c] += retrieval_exact_match(&task, logits, first, V);
                 }
                 retrieval_free(&task);
@@ -185,7 +186,7 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
     for (int s = 0; s < n_seq; s++) {
         const int32_t *x = ids + (size_t)s * T;
         progress(o->progress, t0, s, n_seq, 0, n_cfg, tokens);
-        forward_hidden(m, x, T, hd, NULL);
+        backbone_hidden(&(Backbone){m, o->gpu}, x, T, hd, NULL);
         tokens += T;
         for (int c = 0; c < n_cfg; c++) {
             Samples *sm = &smp[c];
@@ -208,8 +209,8 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
             }
             for (int r0 = 0; r0 < T - 1; r0 += chunk) {
                 const int rows = T - 1 - r0 < chunk ? T - 1 - r0 : chunk;
-                forward_lm_head(m, hd + (size_t)r0 * H, rows, ld);
-                if (c) forward_lm_head(m, hs + (size_t)r0 * H, rows, ls);
+                backbone_lm_head(&(Backbone){m, o->gpu}, hd + (size_t)r0 * H, rows, ld);
+                if (c) backbone_lm_head(&(Backbone){m, o->gpu}, hs + (size_t)r0 * H, rows, ls);
                 for (int i = 0; i < rows; i++) {
                     const int t = r0 + i, next = x[t + 1];
                     const float *rd = ld + (size_t)i * V;

@@ -3,6 +3,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backbone.h"
 #include "forward.h"
 #include "model.h"
 #include "retrieval.h"
@@ -57,6 +58,7 @@ typedef struct {
     int n_depths;
     int task_n;
     uint64_t seed;
+    struct FwdCuda *gpu;  // not NULL: every forward pass runs on the GPU (model/backbone.h)
 } EvalOpts;
 
 // Evaluates dense and the oracle at every (k, bsel) on windows of ids. Results

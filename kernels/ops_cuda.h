@@ -34,6 +34,10 @@ void cuda_sync(void);
 // dst[i] = bf16(src[i]) (round to nearest even) / src[i] widened to fp32.
 void cuda_f32_to_bf16(void *dst, const float *src, int64_t n);
 void cuda_bf16_to_f32(float *dst, const void *src, int64_t n);
+// The two 16-bit storage types; the same conversions for either.
+typedef enum { HALF_BF16 = 0, HALF_F16 = 1 } HalfType;
+void cuda_f32_to_half(void *dst, const float *src, int64_t n, HalfType h);
+void cuda_half_to_f32(float *dst, const void *src, int64_t n, HalfType h);
 
 // ---- ops ----------------------------------------------------------------------
 
@@ -45,6 +49,9 @@ void matmul_forward_cuda(float *out, const float *in, const float *w, const floa
 // fp32 out (cublasGemmEx, CUBLAS_COMPUTE_32F); bias stays fp32.
 void matmul_forward_bf16_cuda(float *out, const void *in, const void *w, const float *bias, int T,
                               int C_in, int C_out);
+// The same for either 16-bit type (in and w both of type h).
+void matmul_forward_half_cuda(float *out, const void *in, const void *w, const float *bias, int T, int C_in,
+                              int C_out, HalfType h);
 
 // out[r, :] = in[r, :] / sqrt(mean(in[r, :]²) + eps) · w, for rows r < R. out may alias in.
 void rmsnorm_forward_cuda(float *out, const float *in, const float *w, int R, int C, float eps);

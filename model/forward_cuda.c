@@ -2,21 +2,27 @@
 //   x = embed[ids]
 //   per layer: xn = RMSNorm(x); q, k, v = xn·Wqᵀ (+b), xn·Wkᵀ (+b), xn·Wvᵀ (+b)
 //     [qwen3] q, k = per-head RMSNorm; q, k = RoPE(q), RoPE(k)
-//     x += Attention(q, k, v)·Woᵀ (+b)
+//     x += Attention(q, k, v)·Woᵀ (+b)     (dense, or over the oracle's or an
+//                                           indexer's supports)
 //     xn = RMSNorm(x); x += Wdown·(silu(xn·Wgateᵀ (+b)) ⊙ xn·Wupᵀ (+b)) (+b)
 //   hidden = RMSNorm(x)
-// In bf16 mode a GEMM's fp32 input is rounded into one bf16 scratch buffer
-// just before the GEMM (once for q/k/v, once for gate/up); see the header for
-// what is bf16 and what is not.
+// In the 16-bit modes a GEMM's fp32 input is rounded into one 16-bit scratch
+// buffer just before the GEMM (once for q/k/v, once for gate/up).
 #include "forward_cuda.h"
 
+#include <omp.h>
+#include <stdio.h>
 #include <string.h>
 
+#include "export.h"
+#include "indexer_cuda.h"
 #include "ops_cuda.h"
+#include "oracle_cuda.h"
 #include "rope.h"
+#include "sdpa_cuda.h"
 
 typedef struct {
-    // Matrices: float* (fp32 mode) or bf16 (bf16 mode), [C_out, C_in] as on the host.
+    // Matrices: float* (fp32) or 16-bit (mixed, bf16), [C_out, C_in] as on the host.
     void *wq, *wk, *wv, *wo, *w_gate, *w_up, *w_down;
     // Always fp32; NULL where the checkpoint has none.
     float *attn_norm, *mlp_norm, *q_norm, *k_norm;
@@ -25,18 +31,31 @@ typedef struct {
 
 struct FwdCuda {
     const Model *m;
-    int bf16;
+    FwdPrecision prec;
+    HalfType half;      // the 16-bit type of the layer GEMMs (mixed, bf16)
     LayerDev *layers;   // n_layers
-    void *embed;        // (vocab, hidden), fp32 or bf16
-    void *lm_head;      // (vocab, hidden); == embed when tied
+    float *embed;       // (vocab, hidden) fp32
+    float *lm_head;     // (vocab, hidden) fp32; == embed when tied
     float *final_norm;  // (hidden)
     size_t weight_bytes;
-    float *stage;       // upload staging (fp32) for bf16 conversion; only during upload
+    float *stage;       // upload staging (fp32) for 16-bit conversion; only during upload
     // lm_head scratch, grown to the largest row chunk seen
     int lm_rows;
     float *lm_in, *lm_out;
-    void *lm_in_bf;
+    char desc[160];
 };
+
+const char *fwd_precision_name(FwdPrecision p) {
+    return p == FWD_FP32 ? "fp32" : p == FWD_MIXED ? "mixed" : "bf16";
+}
+
+int fwd_precision_parse(const char *s, FwdPrecision *p) {
+    if (!strcmp(s, "fp32")) *p = FWD_FP32;
+    else if (!strcmp(s, "mixed")) *p = FWD_MIXED;
+    else if (!strcmp(s, "bf16")) *p = FWD_BF16;
+    else return -1;
+    return 0;
+}
 
 // ---- upload ----------------------------------------------------------------------------
 
@@ -48,39 +67,42 @@ static float *upload_f32(FwdCuda *f, const float *h, int64_t n) {
     return d;
 }
 
-// A weight matrix: fp32 as is, or rounded to bf16 on the device (via f->stage).
+// A layer's weight matrix: fp32 as is, or rounded to 16 bits on the device (via f->stage).
 static void *upload_matrix(FwdCuda *f, const float *h, int64_t n) {
-    if (!f->bf16) return upload_f32(f, h, n);
+    if (f->prec == FWD_FP32) return upload_f32(f, h, n);
     void *d = cuda_malloc(2 * (size_t)n);
     cuda_to_device(f->stage, h, sizeof(float) * (size_t)n);
-    cuda_f32_to_bf16(d, f->stage, n);
+    cuda_f32_to_half(d, f->stage, n, f->half);
     cuda_sync();  // the stage is overwritten by the next upload
     f->weight_bytes += 2 * (size_t)n;
     return d;
 }
 
-int fwd_cuda_upload(const Model *m, int bf16, FwdCuda **out, Status *st) {
+int fwd_cuda_upload(const Model *m, FwdPrecision prec, FwdCuda **out, Status *st) {
     *out = NULL;
     char why[256];
     if (cuda_available(why, sizeof why) == 0) return status_fail(st, "no usable GPU (%s)", why);
     const ModelConfig *c = &m->cfg;
     if (c->head_dim > 256)
-        return status_fail(st, "head_dim %d: the CUDA attention kernel takes head_dim <= 256", c->head_dim);
+        return status_fail(st, "head_dim %d: the CUDA attention kernels take head_dim <= 256", c->head_dim);
     const int64_t H = c->hidden, I = c->intermediate, V = c->vocab;
     const int64_t nq = (int64_t)c->n_heads * c->head_dim, nkv = (int64_t)c->n_kv_heads * c->head_dim;
 
     FwdCuda *f = xcalloc(1, sizeof *f);
     f->m = m;
-    f->bf16 = bf16 ? 1 : 0;
+    f->prec = prec;
+    // The checkpoint's 16-bit type: f16 when its layer matrices are stored F16.
+    const StTensor *probe = st_find(&m->st, "model.layers.0.self_attn.q_proj.weight");
+    f->half = probe && probe->dtype == ST_F16 ? HALF_F16 : HALF_BF16;
     f->layers = xcalloc((size_t)c->n_layers, sizeof *f->layers);
-    if (f->bf16) {
-        int64_t big = V * H;
+    if (prec != FWD_FP32) {
+        int64_t big = 0;
         const int64_t sizes[] = {nq * H, nkv * H, H * nq, I * H};
         for (int i = 0; i < 4; i++) big = sizes[i] > big ? sizes[i] : big;
         f->stage = cuda_malloc(sizeof(float) * (size_t)big);
     }
-    f->embed = upload_matrix(f, m->embed, V * H);
-    f->lm_head = m->lm_head == m->embed ? f->embed : upload_matrix(f, m->lm_head, V * H);
+    f->embed = upload_f32(f, m->embed, V * H);
+    f->lm_head = m->lm_head == m->embed ? f->embed : upload_f32(f, m->lm_head, V * H);
     f->final_norm = upload_f32(f, m->final_norm, H);
     for (int l = 0; l < c->n_layers; l++) {
         const LayerWeights *w = &m->layers[l];
@@ -109,6 +131,9 @@ int fwd_cuda_upload(const Model *m, int bf16, FwdCuda **out, Status *st) {
     cuda_sync();
     cuda_free(f->stage);
     f->stage = NULL;
+    const char *gemm = prec == FWD_FP32 ? "fp32 GEMMs" : f->half == HALF_F16 ? "f16 GEMMs" : "bf16 GEMMs";
+    snprintf(f->desc, sizeof f->desc, "%s: %s, %s dense attention", fwd_precision_name(prec), gemm,
+             prec == FWD_BF16 ? "cuDNN SDPA bf16" : "fp32");
     *out = f;
     return 0;
 }
@@ -126,41 +151,101 @@ void fwd_cuda_free(FwdCuda *f) {
     cuda_free(f->final_norm);
     cuda_free(f->lm_in);
     cuda_free(f->lm_out);
-    cuda_free(f->lm_in_bf);
     free(f->layers);
     free(f);
 }
 
 size_t fwd_cuda_weight_bytes(const FwdCuda *f) { return f->weight_bytes; }
+const char *fwd_cuda_describe(const FwdCuda *f) { return f->desc; }
 
 // ---- forward ---------------------------------------------------------------------------
 
-// The operand a GEMM reads: in itself (fp32 mode) or in rounded into bf (bf16 mode).
-static const void *gemm_input(const FwdCuda *f, const float *in, void *bf, int64_t n) {
-    if (!f->bf16) return in;
-    cuda_f32_to_bf16(bf, in, n);
-    return bf;
+// The operand a layer GEMM reads: in itself (fp32) or in rounded into hb (16-bit).
+static const void *gemm_input(const FwdCuda *f, const float *in, void *hb, int64_t n) {
+    if (f->prec == FWD_FP32) return in;
+    cuda_f32_to_half(hb, in, n, f->half);
+    return hb;
 }
 
 // out[T, C_out] = in[T, C_in] · wᵀ (+ bias), in the upload's precision.
 static void gemm(const FwdCuda *f, float *out, const void *in, const void *w, const float *bias, int T, int C_in,
                  int C_out) {
-    if (f->bf16) matmul_forward_bf16_cuda(out, in, w, bias, T, C_in, C_out);
-    else matmul_forward_cuda(out, (const float *)in, (const float *)w, bias, T, C_in, C_out);
+    if (f->prec == FWD_FP32) matmul_forward_cuda(out, (const float *)in, (const float *)w, bias, T, C_in, C_out);
+    else matmul_forward_half_cuda(out, in, w, bias, T, C_in, C_out, f->half);
 }
 
-void fwd_cuda_hidden(FwdCuda *f, const int32_t *ids, int T, float *hidden_host) {
+// RoPE tables for T positions on the device (NULL when the model has no RoPE).
+static void rope_tables_dev(const ModelConfig *c, int T, float **cos_d, float **sin_d) {
+    const int half = rope_rot_dims(c) / 2;
+    *cos_d = *sin_d = NULL;
+    if (half <= 0) return;
+    float *cos_h = xmalloc(sizeof(float) * (size_t)T * half), *sin_h = xmalloc(sizeof(float) * (size_t)T * half);
+    rope_tables(c, T, cos_h, sin_h);
+    *cos_d = cuda_malloc(sizeof(float) * (size_t)T * half);
+    *sin_d = cuda_malloc(sizeof(float) * (size_t)T * half);
+    cuda_to_device(*cos_d, cos_h, sizeof(float) * (size_t)T * half);
+    cuda_to_device(*sin_d, sin_h, sizeof(float) * (size_t)T * half);
+    free(cos_h);
+    free(sin_h);
+}
+
+// q, k of one layer from xn: projections (in = xn in the GEMM's precision),
+// q/k norm, RoPE.
+static void layer_qk(const FwdCuda *f, const LayerDev *w, const void *in, int T, const float *cos_t,
+                     const float *sin_t, float *q, float *k) {
+    const ModelConfig *c = &f->m->cfg;
+    const int H = c->hidden, dh = c->head_dim, Hq = c->n_heads, Hkv = c->n_kv_heads, rot = rope_rot_dims(c);
+    gemm(f, q, in, w->wq, w->bq, T, H, Hq * dh);
+    gemm(f, k, in, w->wk, w->bk, T, H, Hkv * dh);
+    if (c->qk_norm) {
+        rmsnorm_forward_cuda(q, q, w->q_norm, T * Hq, dh, (float)c->rms_eps);
+        rmsnorm_forward_cuda(k, k, w->k_norm, T * Hkv, dh, (float)c->rms_eps);
+    }
+    if (rot > 0) {
+        rope_forward_cuda(q, cos_t, sin_t, T, Hq, dh, rot);
+        rope_forward_cuda(k, cos_t, sin_t, T, Hkv, dh, rot);
+    }
+}
+
+void fwd_cuda_layer_qk(FwdCuda *f, int layer, const float *xn, int T, float *q, float *k) {
     if (T <= 0) return;
+    const ModelConfig *c = &f->m->cfg;
+    float *cos_t, *sin_t;
+    rope_tables_dev(c, T, &cos_t, &sin_t);
+    void *hb = f->prec == FWD_FP32 ? NULL : cuda_malloc(2 * (size_t)T * c->hidden);
+    layer_qk(f, &f->layers[layer], gemm_input(f, xn, hb, (int64_t)T * c->hidden), T, cos_t, sin_t, q, k);
+    cuda_sync();
+    cuda_free(hb);
+    cuda_free(cos_t);
+    cuda_free(sin_t);
+}
+
+// Seconds since *t0 after the device is idle, then *t0 = now (profiling only).
+static double lap(double *t0) {
+    cuda_sync();
+    double now = omp_get_wtime(), d = now - *t0;
+    *t0 = now;
+    return d;
+}
+
+void fwd_cuda_hidden(FwdCuda *f, const int32_t *ids, int T, float *hidden_host, const ForwardOpts *o) {
+    static const ForwardOpts none = {0};
+    if (!o) o = &none;
+    if (T <= 0) return;
+    const Sparsity *sp = o->sparse;
+    ForwardProfile *prof = o->prof;
     const ModelConfig *c = &f->m->cfg;
     const int H = c->hidden, I = c->intermediate, dh = c->head_dim;
     const int Hq = c->n_heads, Hkv = c->n_kv_heads, nq = Hq * dh, nkv = Hkv * dh;
-    const int rot = rope_rot_dims(c), half = rot / 2;
-    const float eps = (float)c->rms_eps;
+    const float eps = (float)c->rms_eps, scale = (float)c->attn_scale;
     const size_t TT = (size_t)T;
+    if (prof) memset(prof, 0, sizeof *prof);
+    double t_lap = omp_get_wtime();
 
-    float *cos_h = xmalloc(sizeof(float) * TT * (half > 0 ? half : 1));
-    float *sin_h = xmalloc(sizeof(float) * TT * (half > 0 ? half : 1));
-    if (half > 0) rope_tables(c, T, cos_h, sin_h);
+    // Which dense attention: cuDNN SDPA in bf16 mode where it takes the shape.
+    const int use_sdpa = f->prec == FWD_BF16 && sdpa_supported(T, Hq, Hkv, dh, NULL, 0);
+    const int want_stats = sp && o->stats && (o->stats->recall || o->stats->support);
+    const int need_lse = (o->tap && !sp) || want_stats;
 
     int32_t *d_ids = cuda_malloc(sizeof(int32_t) * TT);
     float *x = cuda_malloc(sizeof(float) * TT * H);
@@ -171,55 +256,129 @@ void fwd_cuda_hidden(FwdCuda *f, const int32_t *ids, int T, float *hidden_host) 
     float *att = cuda_malloc(sizeof(float) * TT * nq);
     float *gate = cuda_malloc(sizeof(float) * TT * I);
     float *up = cuda_malloc(sizeof(float) * TT * I);
-    float *cos_t = half > 0 ? cuda_malloc(sizeof(float) * TT * half) : NULL;
-    float *sin_t = half > 0 ? cuda_malloc(sizeof(float) * TT * half) : NULL;
+    float *lse = need_lse ? cuda_malloc(sizeof(float) * TT * Hq) : NULL;
+    float *cos_t, *sin_t;
+    rope_tables_dev(c, T, &cos_t, &sin_t);
     int64_t widest = H > nq ? H : nq;
     widest = I > widest ? I : widest;
-    void *bf = f->bf16 ? cuda_malloc(2 * TT * (size_t)widest) : NULL;  // the GEMM operand in bf16
+    void *hb = f->prec == FWD_FP32 ? NULL : cuda_malloc(2 * TT * (size_t)widest);  // 16-bit GEMM operand
+    void *qb = NULL, *kb = NULL, *vb = NULL, *ob = NULL;                             // SDPA operands
+    if (use_sdpa) {
+        qb = cuda_malloc(2 * TT * nq), kb = cuda_malloc(2 * TT * nkv), vb = cuda_malloc(2 * TT * nkv);
+        ob = cuda_malloc(2 * TT * nq);
+    }
+    // Sparse statistics accumulate on the device, then add into the host arrays.
+    float *d_rec = NULL, *d_sup = NULL;
+    if (want_stats) {
+        d_rec = cuda_malloc(sizeof(float) * TT), d_sup = cuda_malloc(sizeof(float) * TT);
+        cuda_memset(d_rec, 0, sizeof(float) * TT);
+        cuda_memset(d_sup, 0, sizeof(float) * TT);
+    }
+    // Indexer supports and the indexers' parameters on the device.
+    const IndexerSet *ix = sp ? o->indexer : NULL;
+    int32_t *sel = NULL, *n_sel = NULL;
+    float **ip = NULL;
+    if (ix && sp->topk < T) {
+        const int rows = (T + sp->bsel - 1) / sp->bsel;
+        sel = cuda_malloc(sizeof(int32_t) * (size_t)rows * sp->topk);
+        n_sel = cuda_malloc(sizeof(int32_t) * (size_t)rows);
+        ip = xcalloc((size_t)c->n_layers, sizeof *ip);
+        const int64_t np = indexer_n_params(&ix->cfg);
+        for (int l = 0; l < c->n_layers && l < ix->n_model_layers; l++)
+            if (ix->params[l]) {
+                ip[l] = cuda_malloc(sizeof(float) * (size_t)np);
+                cuda_to_device(ip[l], ix->params[l], sizeof(float) * (size_t)np);
+            }
+    }
+    // Host copies for the tap.
+    float *h_xn = NULL, *h_q = NULL, *h_k = NULL, *h_lse = NULL;
+    if (o->tap) {
+        h_xn = xmalloc(sizeof(float) * TT * H), h_q = xmalloc(sizeof(float) * TT * nq);
+        h_k = xmalloc(sizeof(float) * TT * nkv);
+        h_lse = sp ? NULL : xmalloc(sizeof(float) * TT * Hq);
+    }
 
     cuda_to_device(d_ids, ids, sizeof(int32_t) * TT);
-    if (half > 0) {
-        cuda_to_device(cos_t, cos_h, sizeof(float) * TT * half);
-        cuda_to_device(sin_t, sin_h, sizeof(float) * TT * half);
-    }
-    if (f->bf16) embedding_forward_bf16_cuda(x, d_ids, f->embed, T, H);
-    else embedding_forward_cuda(x, d_ids, (const float *)f->embed, T, H);
+    embedding_forward_cuda(x, d_ids, f->embed, T, H);
+    if (prof) prof->other += lap(&t_lap);
 
     for (int l = 0; l < c->n_layers; l++) {
         const LayerDev *w = &f->layers[l];
         rmsnorm_forward_cuda(xn, x, w->attn_norm, T, H, eps);
-        const void *in = gemm_input(f, xn, bf, (int64_t)T * H);
-        gemm(f, q, in, w->wq, w->bq, T, H, nq);
-        gemm(f, k, in, w->wk, w->bk, T, H, nkv);
+        const void *in = gemm_input(f, xn, hb, (int64_t)T * H);
+        layer_qk(f, w, in, T, cos_t, sin_t, q, k);
         gemm(f, v, in, w->wv, w->bv, T, H, nkv);
-        if (c->qk_norm) {
-            rmsnorm_forward_cuda(q, q, w->q_norm, T * Hq, dh, eps);
-            rmsnorm_forward_cuda(k, k, w->k_norm, T * Hkv, dh, eps);
+        if (prof) prof->gemm += lap(&t_lap);
+
+        const void *att_in;  // the o-projection's operand
+        const int has_ix = ix && l < ix->n_model_layers && ix->params[l];
+        if (has_ix && ip) {  // a trained indexer picks the support
+            if (want_stats) attention_forward_cuda(att, lse, q, k, v, T, Hq, Hkv, dh, scale);  // P's lse
+            indexer_select_cuda(sel, n_sel, &ix->cfg, ip[l], xn, T, sp->topk, sp->bsel);
+            support_attention_cuda(att, d_rec, d_sup, q, k, v, lse, T, Hq, Hkv, dh, scale, sp->topk, sp->bsel,
+                                   sel, n_sel);
+            att_in = gemm_input(f, att, hb, (int64_t)T * nq);
+        } else if (sp && (has_ix || !ix)) {  // the oracle (k ≥ T: every key, i.e. dense)
+            oracle_attention_cuda(att, d_rec, d_sup, q, k, v, T, Hq, Hkv, dh, scale, sp->topk, sp->bsel);
+            att_in = gemm_input(f, att, hb, (int64_t)T * nq);
+        } else if (use_sdpa) {
+            cuda_f32_to_bf16(qb, q, (int64_t)T * nq);
+            cuda_f32_to_bf16(kb, k, (int64_t)T * nkv);
+            cuda_f32_to_bf16(vb, v, (int64_t)T * nkv);
+            attention_forward_bf16_cuda(ob, o->tap ? lse : NULL, qb, kb, vb, T, Hq, Hkv, dh, scale);
+            if (f->half == HALF_BF16) att_in = ob;
+            else {  // an f16 model: widen, then round to f16
+                cuda_bf16_to_f32(att, ob, (int64_t)T * nq);
+                att_in = gemm_input(f, att, hb, (int64_t)T * nq);
+            }
+        } else {
+            attention_forward_cuda(att, o->tap ? lse : NULL, q, k, v, T, Hq, Hkv, dh, scale);
+            att_in = gemm_input(f, att, hb, (int64_t)T * nq);
         }
-        if (rot > 0) {
-            rope_forward_cuda(q, cos_t, sin_t, T, Hq, dh, rot);
-            rope_forward_cuda(k, cos_t, sin_t, T, Hkv, dh, rot);
+        if (prof) prof->attention += lap(&t_lap);
+        if (o->tap) {
+            cuda_sync();
+            cuda_to_host(h_xn, xn, sizeof(float) * TT * H);
+            cuda_to_host(h_q, q, sizeof(float) * TT * nq);
+            cuda_to_host(h_k, k, sizeof(float) * TT * nkv);
+            if (h_lse) cuda_to_host(h_lse, lse, sizeof(float) * TT * Hq);
+            o->tap->fn(o->tap->ctx, l, h_xn, h_q, h_k, h_lse, T);
+            if (prof) prof->other += lap(&t_lap);
         }
-        attention_forward_cuda(att, NULL, q, k, v, T, Hq, Hkv, dh, (float)c->attn_scale);
-        gemm(f, xn, gemm_input(f, att, bf, (int64_t)T * nq), w->wo, w->bo, T, nq, H);
+        gemm(f, xn, att_in, w->wo, w->bo, T, nq, H);
         residual_forward_cuda(x, x, xn, (int64_t)T * H);
 
         rmsnorm_forward_cuda(xn, x, w->mlp_norm, T, H, eps);
-        in = gemm_input(f, xn, bf, (int64_t)T * H);
+        in = gemm_input(f, xn, hb, (int64_t)T * H);
         gemm(f, gate, in, w->w_gate, w->b_gate, T, H, I);
         gemm(f, up, in, w->w_up, w->b_up, T, H, I);
         swiglu_forward_cuda(gate, gate, up, (int64_t)T * I);
-        gemm(f, xn, gemm_input(f, gate, bf, (int64_t)T * I), w->w_down, w->b_down, T, I, H);
+        gemm(f, xn, gemm_input(f, gate, hb, (int64_t)T * I), w->w_down, w->b_down, T, I, H);
         residual_forward_cuda(x, x, xn, (int64_t)T * H);
+        if (prof) prof->gemm += lap(&t_lap);
     }
     rmsnorm_forward_cuda(x, x, f->final_norm, T, H, eps);
     cuda_sync();
     cuda_to_host(hidden_host, x, sizeof(float) * TT * H);
+    if (want_stats) {  // add this pass's sums into the caller's arrays
+        float *tmp = xmalloc(sizeof(float) * TT);
+        float *dst[2] = {o->stats->recall, o->stats->support}, *src[2] = {d_rec, d_sup};
+        for (int i = 0; i < 2; i++)
+            if (dst[i]) {
+                cuda_to_host(tmp, src[i], sizeof(float) * TT);
+                for (size_t t = 0; t < TT; t++) dst[i][t] += tmp[t];
+            }
+        free(tmp);
+    }
+    if (prof) prof->other += lap(&t_lap);
 
-    void *ds[] = {d_ids, x, xn, q, k, v, att, gate, up, cos_t, sin_t, bf};
+    void *ds[] = {d_ids, x, xn, q, k, v, att, gate, up, lse, cos_t, sin_t, hb, qb, kb, vb, ob, d_rec, d_sup, sel, n_sel};
     for (size_t i = 0; i < sizeof ds / sizeof ds[0]; i++) cuda_free(ds[i]);
-    free(cos_h);
-    free(sin_h);
+    if (ip) {
+        for (int l = 0; l < c->n_layers; l++) cuda_free(ip[l]);
+        free(ip);
+    }
+    free(h_xn), free(h_q), free(h_k), free(h_lse);
 }
 
 void fwd_cuda_lm_head(FwdCuda *f, const float *hidden_host, int rows, float *logits_host) {
@@ -228,14 +387,12 @@ void fwd_cuda_lm_head(FwdCuda *f, const float *hidden_host, int rows, float *log
     if (rows > f->lm_rows) {  // grow the scratch to this chunk
         cuda_free(f->lm_in);
         cuda_free(f->lm_out);
-        cuda_free(f->lm_in_bf);
         f->lm_in = cuda_malloc(sizeof(float) * (size_t)rows * H);
         f->lm_out = cuda_malloc(sizeof(float) * (size_t)rows * V);
-        f->lm_in_bf = f->bf16 ? cuda_malloc(2 * (size_t)rows * H) : NULL;
         f->lm_rows = rows;
     }
     cuda_to_device(f->lm_in, hidden_host, sizeof(float) * (size_t)rows * H);
-    gemm(f, f->lm_out, gemm_input(f, f->lm_in, f->lm_in_bf, (int64_t)rows * H), f->lm_head, NULL, rows, H, V);
+    matmul_forward_cuda(f->lm_out, f->lm_in, f->lm_head, NULL, rows, H, V);
     cuda_sync();
     cuda_to_host(logits_host, f->lm_out, sizeof(float) * (size_t)rows * V);
 }

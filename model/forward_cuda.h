@@ -1,43 +1,74 @@
 // forward_cuda.h: the backbone forward pass on the GPU (only with
 // SPINDLE_HAVE_CUDA), the CUDA twin of forward_hidden / forward_lm_head
-// (model/forward.h): same layers, same order, built from the ops of
-// kernels/ops_cuda.h. Dense attention only (no oracle, no indexer, no tap yet).
+// (model/forward.h): same layers, same order, same options (dense, the
+// attention-mass oracle, trained indexers, sparse statistics, a tap for teacher
+// emission), built from kernels/ops_cuda.h, oracle_cuda.h, indexer_cuda.h and
+// sdpa_cuda.h.
 //
-// Two precisions, chosen when the weights are uploaded:
-//   fp32 (bf16 = 0): every weight and activation fp32, fp32 GEMMs (TF32 off).
-//     The reference mode: it matches the CPU twin to fp32 rounding.
-//   bf16 (bf16 = 1): stored in bf16 are the weight matrices (embedding table,
-//     q/k/v/o projections, gate/up/down, lm_head) and the activations that feed
-//     those GEMMs (normed x, attention output, SwiGLU product, final hidden),
-//     rounded to bf16 (nearest even) right before each GEMM; the GEMMs
-//     accumulate in fp32 and write fp32. Everything else stays fp32: the
-//     residual stream, RMSNorm (and its weights), biases, q/k norm, RoPE
-//     tables and rotation, attention (fp32 kernel, fp32 q/k/v), SwiGLU, logits.
+// Three precisions, chosen when the weights are uploaded:
+//   fp32  every weight and activation fp32, fp32 GEMMs (TF32 off), fp32
+//         attention. The reference mode: it matches the CPU twin to fp32 rounding.
+//   mixed the layers' weight matrices (q/k/v/o, gate/up/down) and the
+//         activations feeding them are 16-bit, rounded (nearest even) right
+//         before each GEMM, which accumulates in fp32 and writes fp32. The
+//         16-bit type is the checkpoint's own: f16 for an F16 checkpoint
+//         (rounding its weights to bf16 would throw away 3 of their mantissa
+//         bits), bf16 otherwise. Everything else stays fp32: the embedding
+//         table and the LM head (the logits are the output), the residual
+//         stream, norms, biases, RoPE, attention, SwiGLU.
+//   bf16  mixed, plus dense attention in bf16 through cuDNN's fused SDPA
+//         (q, k, v and the output rounded to bf16; fp32 softmax statistics),
+//         the serving configuration whose time-to-first-token is benchmarked.
+//         Where cuDNN does not take the shape, attention stays fp32.
+// The oracle and indexer paths attend in fp32 in every precision.
+// docs/performance.md gives each mode's measured distance from the HF
+// transformers references: fp32 and mixed meet the bounds on every
+// golden; bf16 attention costs more on the tiny random-weight goldens.
 //
 // The weights live on the device from fwd_cuda_upload to fwd_cuda_free; a
 // tied lm_head shares the embedding's copy. Activations are allocated per call
-// and sized O(T·max(hidden, Hq·dh, intermediate)): never a T×T buffer.
+// and sized O(T·max(hidden, Hq·dh, intermediate)) plus, for sparse attention, a
+// row chunk × T score buffer: never a T×T buffer.
 #pragma once
 #include <stdint.h>
 
+#include "forward.h"
 #include "model.h"
 #include "status.h"
 
+typedef enum { FWD_FP32 = 0, FWD_MIXED = 1, FWD_BF16 = 2 } FwdPrecision;
+
+// "fp32" | "mixed" | "bf16" -> *p; -1 for anything else.
+int fwd_precision_parse(const char *s, FwdPrecision *p);
+const char *fwd_precision_name(FwdPrecision p);
+
 typedef struct FwdCuda FwdCuda;
 
-// Uploads m's weights to GPU 0 in fp32 (bf16 = 0) or bf16 (bf16 = 1). m must
-// outlive the FwdCuda (its config is read, not copied). Returns 0 and *out, or
-// -1 with st saying why (no usable GPU; a head_dim the attention kernel does not
-// take) and *out = NULL. Caller frees with fwd_cuda_free.
-int fwd_cuda_upload(const Model *m, int bf16, FwdCuda **out, Status *st);
+// Uploads m's weights to GPU 0 in precision prec. m must outlive the FwdCuda
+// (its config is read, not copied). Returns 0 and *out, or -1 with st saying
+// why (no usable GPU; a head_dim the attention kernels do not take) and
+// *out = NULL. Caller frees with fwd_cuda_free.
+int fwd_cuda_upload(const Model *m, FwdPrecision prec, FwdCuda **out, Status *st);
 void fwd_cuda_free(FwdCuda *f);
 // Bytes of device memory the uploaded weights take.
 size_t fwd_cuda_weight_bytes(const FwdCuda *f);
+// A one-line description of the precision and attention path (for logs).
+const char *fwd_cuda_describe(const FwdCuda *f);
 
-// forward_hidden on the GPU (dense): ids[0..T) (host, each < vocab) ->
-// hidden_host[T, hidden], the final normed hidden states.
-void fwd_cuda_hidden(FwdCuda *f, const int32_t *ids, int T, float *hidden_host);
+// forward_hidden on the GPU: ids[0..T) (host, each < vocab) ->
+// hidden_host[T, hidden], the final normed hidden states. o as for
+// forward_hidden (may be NULL): o->stats arrays and the tap's arguments are
+// host memory (the tap sees host copies of each layer's tensors); o->prof gets
+// wall-clock seconds per part (the device is synchronised around each part
+// only when o->prof is set).
+void fwd_cuda_hidden(FwdCuda *f, const int32_t *ids, int T, float *hidden_host, const ForwardOpts *o);
 
 // forward_lm_head on the GPU: logits_host[rows, vocab] =
-// hidden_host[rows, hidden] · lm_headᵀ (host in, host out; call it per row chunk).
+// hidden_host[rows, hidden] · lm_headᵀ (host in, host out; call it per row
+// chunk). fp32 in every precision.
 void fwd_cuda_lm_head(FwdCuda *f, const float *hidden_host, int rows, float *logits_host);
+
+// forward_layer_qk on the GPU, device in and out: q [T, Hq·dh], k [T, Hkv·dh]
+// of layer `layer` from its normed input xn [T, hidden] (the teacher's q and k
+// as attention uses them), in the upload's precision.
+void fwd_cuda_layer_qk(FwdCuda *f, int layer, const float *xn, int T, float *q, float *k);

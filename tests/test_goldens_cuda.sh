@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
 # test_goldens_cuda.sh SPINDLE_BIN GOLDENS_DIR TMP_DIR
 # `spindle logits --device cuda` on every dense golden case (each folder of
-# GOLDENS_DIR holding logits.npy: the cases test_goldens runs on the CPU),
-# in both precisions, against the HF transformers logits (logits.npy):
-#   fp32: max |Δlogit| ≤ 2e-3 (the CPU twin's tolerance).
-#   bf16: normalised MSE Σ(gpu − ref)² / Σ ref² ≤ 1e-4 and top-1 agreement
-#         (argmax per row) ≥ 99%. bf16 weights and GEMM inputs round each
-#         operand to 8 mantissa bits (relative error ≈ 2⁻⁹ per product), so the
-#         logits move by ~0.3% rms: fine for nmse, but where a row's top two
-#         logits are that close the argmax may flip.
-#   SPINDLE_BF16_NMSE / SPINDLE_BF16_TOP1 override the two bf16 bounds.
-#   Seen on the H200 (docs/performance.md): fp32 passes everywhere (max|Δ| ≤ 1e-5);
-#   bf16 misses these bounds on llama_linear_tied_f16 (nmse 2.2e-4, top-1 39/40)
-#   and llama_yarn_long (top-1 98.8%), and a CPU emulation of the bf16 mode
-#   (transformers with bf16-rounded Linear weights and inputs) gives the same
-#   numbers to three digits: the precision's own error on these toy models.
+# GOLDENS_DIR holding logits.npy: the cases test_goldens runs on the CPU), in
+# the three precisions (model/forward_cuda.h), against the HF transformers
+# logits (logits.npy), and the oracle goldens (oracle_k{K}_bsel{S}.npy) in fp32:
+#   fp32:  max |Δlogit| ≤ 2e-3 (the CPU twin's tolerance); also the oracle.
+#   mixed: normalised MSE Σ(gpu − ref)² / Σ ref² ≤ 1e-4 and top-1 agreement
+#          (argmax per row) ≥ 99% — issue 5's bf16 bounds. 16-bit layer GEMMs
+#          round each operand to 8 (bf16) or 11 (f16) mantissa bits: the
+#          logits move by ~0.3% rms; where a row's top two logits are that
+#          close the argmax may flip.
+#   bf16:  mixed + cuDNN's bf16 attention. Rounding q, k, v and the attention
+#          output to bf16 as well costs more on these tiny random-weight models
+#          with near-flat logits (a CPU emulation of exactly this rounding gives
+#          nmse up to 1.0e-4 and top-1 down to 98.6% on them), so the bound is
+#          nmse ≤ 3e-4 and top-1 ≥ 95%: wide enough for rounding, far below
+#          what a wrong mask, scale or layout does (nmse ~1, top-1 ~chance).
+#   SPINDLE_BF16_NMSE / SPINDLE_BF16_TOP1 override the mixed bounds.
 # Prints one line per case and precision: max|Δ|, nmse, top-1 agreement.
 # Exit 0 all pass, 1 a failure, 77 (CTest: skipped) without a usable GPU (or a
 # build without CUDA); with SPINDLE_REQUIRE_GPU=1 no GPU is a failure.
@@ -53,7 +55,7 @@ fails=0
 printf '%-28s %-5s %5s %6s %11s %11s %9s  %s\n' case prec T vocab "max|diff|" nmse top1 verdict
 for d in "${cases[@]}"; do
     name=$(basename "$d")
-    for prec in fp32 bf16; do
+    for prec in fp32 mixed bf16; do
         out="$tmp/$name.$prec.npy"
         if ! "$bin" logits --model "$d" --ids "$d/ids.txt" --out "$out" --device cuda --precision "$prec" \
                 >/dev/null 2>"$tmp/err"; then
@@ -78,8 +80,10 @@ nmse = float(((got - ref) ** 2).sum() / (ref ** 2).sum()) if finite else float("
 top1 = float((got.argmax(axis=1) == ref.argmax(axis=1)).mean())
 if prec == "fp32":
     ok = finite and max_abs <= 2e-3
-else:
+elif prec == "mixed":
     ok = finite and nmse <= bf16_nmse and top1 >= bf16_top1
+else:
+    ok = finite and nmse <= 3e-4 and top1 >= 0.95
 T, V = ref.shape
 # Rows whose argmax moved, with the reference's top-2 margin there (a flip at a
 # near-tie is rounding; one at a wide margin is a bug).
@@ -95,6 +99,33 @@ PY
         rm -f "$out"
     done
 done
+# The oracle on the GPU (fp32) against the HF oracle references.
+n_oracle=0
+for f in "$goldens"/*/oracle_k*_bsel*.npy; do
+    [ -f "$f" ] || continue
+    d=$(dirname "$f") name=$(basename "$d") base=$(basename "$f" .npy)
+    k=${base#oracle_k}; k=${k%_bsel*}; s=${base#*_bsel}
+    out="$tmp/$name.$base.npy"
+    n_oracle=$((n_oracle + 1))
+    if ! "$bin" logits --model "$d" --ids "$d/ids.txt" --out "$out" --device cuda --oracle-k "$k" --bsel "$s" \
+            >/dev/null 2>"$tmp/err"; then
+        echo "FAIL $name $base: spindle logits: $(cat "$tmp/err")"
+        fails=$((fails + 1))
+        continue
+    fi
+    python3 - "$out" "$f" "$name/$base" <<'PY'
+import sys
+import numpy as np
+got, ref = np.load(sys.argv[1]).astype(np.float64), np.load(sys.argv[2]).astype(np.float64)
+ok = got.shape == ref.shape and bool(np.isfinite(got).all())
+m = float(np.abs(got - ref).max()) if ok else float("nan")
+ok = ok and m <= 2e-3
+print(f"{sys.argv[3]:<44} fp32 oracle max|diff| {m:.3e}  {'PASS' if ok else 'FAIL'}")
+sys.exit(0 if ok else 1)
+PY
+    [ $? -eq 0 ] || fails=$((fails + 1))
+    rm -f "$out"
+done
 rm -f "$tmp/err" "$tmp/probe.err"
-echo "goldens_cuda: ${#cases[@]} cases x 2 precisions: $([ $fails -eq 0 ] && echo PASS || echo "FAIL ($fails)")"
+echo "goldens_cuda: ${#cases[@]} cases x 3 precisions, $n_oracle oracle cases: $([ $fails -eq 0 ] && echo PASS || echo "FAIL ($fails)")"
 [ $fails -eq 0 ]

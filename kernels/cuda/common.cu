@@ -1,6 +1,7 @@
 // common.cu: helpers of the CUDA twin: device query, memory, bf16 conversion,
 // and the shared cuBLAS handle. Every CUDA call is checked (cuda_check.cuh).
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <stdio.h>
 
 #include "cublas_check.cuh"
@@ -17,6 +18,16 @@ __global__ void f32_to_bf16_kernel(__nv_bfloat16 *dst, const float *src, int64_t
 __global__ void bf16_to_f32_kernel(float *dst, const __nv_bfloat16 *src, int64_t n) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         dst[i] = __bfloat162float(src[i]);
+}
+
+__global__ void f32_to_f16_kernel(__half *dst, const float *src, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        dst[i] = __float2half_rn(src[i]);
+}
+
+__global__ void f16_to_f32_kernel(float *dst, const __half *src, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        dst[i] = __half2float(src[i]);
 }
 
 // ---- launchers and helpers ---------------------------------------------------------
@@ -75,6 +86,26 @@ extern "C" void cuda_f32_to_bf16(void *dst, const float *src, int64_t n) {
 extern "C" void cuda_bf16_to_f32(float *dst, const void *src, int64_t n) {
     if (n <= 0) return;
     bf16_to_f32_kernel<<<grid_for(n, 256), 256>>>(dst, (const __nv_bfloat16 *)src, n);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+extern "C" void cuda_f32_to_half(void *dst, const float *src, int64_t n, HalfType h) {
+    if (h == HALF_BF16) {
+        cuda_f32_to_bf16(dst, src, n);
+        return;
+    }
+    if (n <= 0) return;
+    f32_to_f16_kernel<<<grid_for(n, 256), 256>>>((__half *)dst, src, n);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+extern "C" void cuda_half_to_f32(float *dst, const void *src, int64_t n, HalfType h) {
+    if (h == HALF_BF16) {
+        cuda_bf16_to_f32(dst, src, n);
+        return;
+    }
+    if (n <= 0) return;
+    f16_to_f32_kernel<<<grid_for(n, 256), 256>>>(dst, (const __half *)src, n);
     CUDA_CHECK(cudaGetLastError());
 }
 

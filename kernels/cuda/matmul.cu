@@ -5,7 +5,7 @@
 // GEMM with opA = T on w (seen by cuBLAS as [C_in, C_out]) and opB = N on in.
 // fp32: cublasSgemm, TF32 off (handle math mode, cublas_check.cuh): the
 // reference mode. bf16: cublasGemmEx with bf16 A/B, fp32 C and
-// CUBLAS_COMPUTE_32F: bf16 storage, fp32 accumulation.
+// CUBLAS_COMPUTE_32F: bf16 storage, fp32 accumulation; f16 the same way.
 #include <cuda_bf16.h>
 
 #include "cublas_check.cuh"
@@ -39,12 +39,18 @@ extern "C" void matmul_forward_cuda(float *out, const float *in, const float *w,
     if (bias) add_bias(out, bias, T, C_out);
 }
 
-extern "C" void matmul_forward_bf16_cuda(float *out, const void *in, const void *w, const float *bias, int T,
-                                         int C_in, int C_out) {
+extern "C" void matmul_forward_half_cuda(float *out, const void *in, const void *w, const float *bias, int T,
+                                         int C_in, int C_out, HalfType h) {
     if (T <= 0 || C_out <= 0) return;
     const float one = 1.0f, zero = 0.0f;
-    CUBLAS_CHECK(cublasGemmEx(cuda_cublas_handle(), CUBLAS_OP_T, CUBLAS_OP_N, C_out, T, C_in, &one, w,
-                              CUDA_R_16BF, C_in, in, CUDA_R_16BF, C_in, &zero, out, CUDA_R_32F, C_out,
-                              CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+    const cudaDataType_t type = h == HALF_F16 ? CUDA_R_16F : CUDA_R_16BF;
+    CUBLAS_CHECK(cublasGemmEx(cuda_cublas_handle(), CUBLAS_OP_T, CUBLAS_OP_N, C_out, T, C_in, &one, w, type, C_in,
+                              in, type, C_in, &zero, out, CUDA_R_32F, C_out, CUBLAS_COMPUTE_32F,
+                              CUBLAS_GEMM_DEFAULT));
     if (bias) add_bias(out, bias, T, C_out);
+}
+
+extern "C" void matmul_forward_bf16_cuda(float *out, const void *in, const void *w, const float *bias, int T,
+                                         int C_in, int C_out) {
+    matmul_forward_half_cuda(out, in, w, bias, T, C_in, C_out, HALF_BF16);
 }

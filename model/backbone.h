@@ -1,0 +1,33 @@
+// backbone.h: one forward pass on whichever twin runs it — the CPU twin
+// (model/forward.h) or, when a GPU copy of the weights was uploaded, the CUDA
+// twin (model/forward_cuda.h). Callers that take `--device` hold a Backbone
+// and never branch on the device themselves.
+#pragma once
+#include <stdint.h>
+
+#include "forward.h"
+#include "model.h"
+#include "status.h"
+
+struct FwdCuda;
+
+typedef struct {
+    const Model *m;
+    struct FwdCuda *gpu;  // NULL: the CPU twin
+} Backbone;
+
+// --device (NULL or "cpu" | "cuda") and --precision (NULL or "fp32" | "mixed" |
+// "bf16", GPU only) of command cmd: 0 when usable, else the exit code after a
+// message naming the flag — 2 for bad usage, 1 for a build without CUDA or a
+// machine without a GPU. *use_cuda, *prec (an FwdPrecision; fp32 by default).
+int backbone_flags(const char *cmd, const char *device, const char *precision, int *use_cuda, int *prec);
+
+// b on the CPU (use_cuda = 0) or with m's weights uploaded to GPU 0 in
+// precision prec. Returns 0, or -1 with st saying why. Close with backbone_close.
+int backbone_open(Backbone *b, const Model *m, int use_cuda, int prec, Status *st);
+void backbone_close(Backbone *b);
+// "cpu" or the GPU path's description.
+const char *backbone_describe(const Backbone *b);
+
+void backbone_hidden(const Backbone *b, const int32_t *ids, int T, float *hidden, const ForwardOpts *o);
+void backbone_lm_head(const Backbone *b, const float *hidden, int rows, float *logits);
