@@ -3,6 +3,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "backbone.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "export.h"
@@ -56,6 +57,7 @@ int cmd_train(int argc, char **argv) {
         {"--ckpt-every", 1, "checkpoint every N steps (default 25; always at the end)", NULL},
         {"--resume", 0, "continue the run in --out from its newest checkpoint", NULL},
         {"--threads", 1, "OpenMP threads (default: all cores)", NULL},
+        {"--device", 1, "cpu (default) or cuda: where the loss, gradients and AdamW run", NULL},
         {"--stop-after", 1, "testing aid: stop (as if killed) after N steps of this process", NULL},
     };
     const int nf = N_FLAGS(flags);
@@ -138,6 +140,8 @@ int cmd_train(int argc, char **argv) {
         shard_close(r);
     }
     tc.progress = isatty(2);
+    int prec;
+    if ((rc = backbone_flags(CMD, args_get(flags, nf, "--device"), NULL, &tc.use_cuda, &prec))) return rc;
     if (train_run(&tc, args_get(flags, nf, "--resume") != NULL, &st)) return cli_fail(CMD, &st);
     fprintf(stderr, "spindle " CMD ": %s: %ld steps, %d layer(s)\n", tc.run_dir, tc.steps, tc.n_layers);
     return 0;

@@ -1,7 +1,8 @@
 // trainer.c: see trainer.h. One step = one teacher sequence: for every trained
 // layer, rebuild the teacher q/k from the stored x (forward_layer_qk), sample
 // the query positions, take the fused KL loss and gradients
-// (indexer_kl_loss_cpu), clip, and apply AdamW. Everything that decides the
+// (indexer_kl_loss_cpu, or its CUDA twin with --device cuda), clip, and
+// apply AdamW. Everything that decides the
 // next step — parameters, moments, step, PRNG state, data cursor — goes into
 // the run checkpoint, so a killed run resumes to the same bits.
 #include "trainer.h"
@@ -26,6 +27,11 @@
 #include "run_state.h"
 #include "schedule.h"
 #include "shard.h"
+#ifdef SPINDLE_HAVE_CUDA
+#include "forward_cuda.h"
+#include "indexer_cuda.h"
+#include "ops_cuda.h"
+#endif
 
 TrainConfig train_config_default(void) {
     TrainConfig tc = {0};
@@ -216,6 +222,79 @@ static int sample_queries(int *q, int T, int min_pos, double frac, uint64_t *rng
     return n;
 }
 
+#ifdef SPINDLE_HAVE_CUDA
+// --device cuda: the same step on the GPU. Parameters and AdamW moments live
+// on the device between checkpoints (rs holds them only when saved); the
+// teacher q/k come from the uploaded backbone (fwd_cuda_layer_qk).
+typedef struct {
+    FwdCuda *f;
+    float *x, *lse, *tq, *tk, *grads;
+    int32_t *queries;
+    unsigned char *decay;
+    float **params, **m, **v;  // per trained layer
+    int n_layers;
+    int64_t np;
+} GpuTrain;
+
+static int gpu_open(GpuTrain *g, const Model *m, const RunState *rs, const unsigned char *decay, int T,
+                    Status *st) {
+    memset(g, 0, sizeof *g);
+    if (fwd_cuda_upload(m, FWD_FP32, &g->f, st)) return -1;
+    const ModelConfig *c = &m->cfg;
+    const size_t TT = (size_t)T, np = (size_t)rs->n_params;
+    g->x = cuda_malloc(sizeof(float) * TT * c->hidden);
+    g->lse = cuda_malloc(sizeof(float) * TT * c->n_heads);
+    g->tq = cuda_malloc(sizeof(float) * TT * c->n_heads * c->head_dim);
+    g->tk = cuda_malloc(sizeof(float) * TT * c->n_kv_heads * c->head_dim);
+    g->grads = cuda_malloc(sizeof(float) * np);
+    g->queries = cuda_malloc(sizeof(int32_t) * TT);
+    g->decay = cuda_malloc(np);
+    cuda_to_device(g->decay, decay, np);
+    g->n_layers = rs->n_layers, g->np = rs->n_params;
+    g->params = xcalloc((size_t)g->n_layers, sizeof(float *));
+    g->m = xcalloc((size_t)g->n_layers, sizeof(float *));
+    g->v = xcalloc((size_t)g->n_layers, sizeof(float *));
+    for (int i = 0; i < g->n_layers; i++) {
+        float **dst[3] = {&g->params[i], &g->m[i], &g->v[i]};
+        const float *src[3] = {rs->params[i], rs->m[i], rs->v[i]};
+        for (int a = 0; a < 3; a++) {
+            *dst[a] = cuda_malloc(sizeof(float) * np);
+            cuda_to_device(*dst[a], src[a], sizeof(float) * np);
+        }
+    }
+    return 0;
+}
+
+// Copies the device's parameters and moments into rs (before a checkpoint).
+static void gpu_download(const GpuTrain *g, RunState *rs) {
+    const size_t bytes = sizeof(float) * (size_t)g->np;
+    cuda_sync();
+    for (int i = 0; i < g->n_layers; i++) {
+        cuda_to_host(rs->params[i], g->params[i], bytes);
+        cuda_to_host(rs->m[i], g->m[i], bytes);
+        cuda_to_host(rs->v[i], g->v[i], bytes);
+    }
+}
+
+// One layer's x, lse (host) onto the device and its teacher q/k rebuilt there.
+static void gpu_load_layer(GpuTrain *g, const Model *m, int layer, const float *x, const float *lse, int T) {
+    const ModelConfig *c = &m->cfg;
+    cuda_to_device(g->x, x, sizeof(float) * (size_t)T * c->hidden);
+    cuda_to_device(g->lse, lse, sizeof(float) * (size_t)T * c->n_heads);
+    fwd_cuda_layer_qk(g->f, layer, g->x, T, g->tq, g->tk);
+}
+
+static void gpu_close(GpuTrain *g) {
+    if (!g->f) return;
+    for (int i = 0; i < g->n_layers; i++) cuda_free(g->params[i]), cuda_free(g->m[i]), cuda_free(g->v[i]);
+    free(g->params), free(g->m), free(g->v);
+    void *ps[] = {g->x, g->lse, g->tq, g->tk, g->grads, g->queries, g->decay};
+    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) cuda_free(ps[i]);
+    fwd_cuda_free(g->f);
+    memset(g, 0, sizeof *g);
+}
+#endif
+
 int train_run(const TrainConfig *tc, int resume, Status *st) {
     Model m;
     if (model_load(&m, tc->model_dir, st)) return -1;
@@ -227,6 +306,14 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
     int *queries = NULL;
     unsigned char *decay = NULL;
     int rc = -1;
+#ifdef SPINDLE_HAVE_CUDA
+    GpuTrain gpu = {0};
+#else
+    if (tc->use_cuda) {
+        status_fail(st, "--device cuda: built without CUDA; configure with -DSPINDLE_CUDA=ON");
+        goto done;
+    }
+#endif
     if (model_fingerprint(tc->model_dir, &m.st, fp, st)) goto done;
     if (indexer_config_check(&tc->icfg, st)) goto done;
     if (tc->icfg.d_model != m.cfg.hidden) {
@@ -319,6 +406,9 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
     // A fresh run checkpoints its initialisation as step 0: the untrained
     // indexer can be exported and evaluated as the floor.
     if (rs.step == 0 && run_state_save(tc->run_dir, &rs, tc->keep_ckpts + 1, st)) goto done;
+#ifdef SPINDLE_HAVE_CUDA
+    if (tc->use_cuda && gpu_open(&gpu, &m, &rs, decay, T, st)) goto done;
+#endif
     double t_start = omp_get_wtime();
     long steps_here = 0;
     while (rs.step < tc->steps) {
@@ -330,16 +420,36 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
         double kl[TRAIN_MAX_LAYERS], gn[TRAIN_MAX_LAYERS], kl_mean = 0;
         for (int i = 0; i < L; i++) {
             if (shardset_read(&train, rs.cursor, tc->layers[i], NULL, x, lse, st)) goto done;
-            forward_layer_qk(&m, tc->layers[i], x, T, cos_t, sin_t, tq, tk);
-            memset(grads, 0, sizeof(float) * (size_t)np);
-            kl[i] = indexer_kl_loss_cpu(grads, &tc->icfg, rs.params[i], x, tq, tk, lse, T, Hq, Hkv, dh, scale,
-                                        queries, nq);
+#ifdef SPINDLE_HAVE_CUDA
+            if (gpu.f) {
+                gpu_load_layer(&gpu, &m, tc->layers[i], x, lse, T);
+                if (i == 0) cuda_to_device(gpu.queries, queries, sizeof(int32_t) * (size_t)nq);
+                cuda_memset(gpu.grads, 0, sizeof(float) * (size_t)np);
+                kl[i] = indexer_kl_loss_cuda(gpu.grads, &tc->icfg, gpu.params[i], gpu.x, gpu.tq, gpu.tk, gpu.lse, T,
+                                             Hq, Hkv, dh, scale, gpu.queries, nq);
+            } else
+#endif
+            {
+                forward_layer_qk(&m, tc->layers[i], x, T, cos_t, sin_t, tq, tk);
+                memset(grads, 0, sizeof(float) * (size_t)np);
+                kl[i] = indexer_kl_loss_cpu(grads, &tc->icfg, rs.params[i], x, tq, tk, lse, T, Hq, Hkv, dh, scale,
+                                            queries, nq);
+            }
             if (!isfinite(kl[i])) {
                 status_fail(st, "step %ld, layer %d: the loss is not finite (%g); lower --lr", step, tc->layers[i], kl[i]);
                 goto done;
             }
-            gn[i] = grad_clip(grads, (size_t)np, tc->clip);
-            adamw_step(&opt, step, rs.params[i], grads, rs.m[i], rs.v[i], (size_t)np, decay);
+#ifdef SPINDLE_HAVE_CUDA
+            if (gpu.f) {
+                gn[i] = grad_clip_cuda(gpu.grads, (size_t)np, tc->clip);
+                adamw_step_cuda(opt.lr, opt.beta1, opt.beta2, opt.eps, opt.weight_decay, step, gpu.params[i],
+                                gpu.grads, gpu.m[i], gpu.v[i], (size_t)np, gpu.decay);
+            } else
+#endif
+            {
+                gn[i] = grad_clip(grads, (size_t)np, tc->clip);
+                adamw_step(&opt, step, rs.params[i], grads, rs.m[i], rs.v[i], (size_t)np, decay);
+            }
             kl_mean += kl[i] / L;
         }
         rs.cursor++;
@@ -359,6 +469,15 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
             }
             for (int i = 0; i < L; i++) {
                 if (shardset_read(&held, 0, tc->layers[i], NULL, x, lse, st)) goto done;
+#ifdef SPINDLE_HAVE_CUDA
+                if (gpu.f) {
+                    gpu_load_layer(&gpu, &m, tc->layers[i], x, lse, T);
+                    if (i == 0) cuda_to_device(gpu.queries, queries, sizeof(int32_t) * (size_t)ne);
+                    rec[i] = indexer_mass_recall_cuda(NULL, &tc->icfg, gpu.params[i], gpu.x, gpu.tq, gpu.tk, gpu.lse,
+                                                      T, Hq, Hkv, dh, scale, gpu.queries, ne, tc->recall_k);
+                    continue;
+                }
+#endif
                 forward_layer_qk(&m, tc->layers[i], x, T, cos_t, sin_t, tq, tk);
                 rec[i] = indexer_mass_recall_cpu(NULL, &tc->icfg, rs.params[i], x, tq, tk, lse, T, Hq, Hkv, dh, scale,
                                                  queries, ne, tc->recall_k);
@@ -375,6 +494,9 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
         }
         fflush(log), fflush(csv);
         if (step % tc->ckpt_every == 0 || step == tc->steps) {
+#ifdef SPINDLE_HAVE_CUDA
+            if (gpu.f) gpu_download(&gpu, &rs);
+#endif
             if (run_state_save(tc->run_dir, &rs, tc->keep_ckpts, st)) goto done;
         }
         steps_here++;
@@ -388,6 +510,9 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
     if (tc->progress) fprintf(stderr, "\n");
     rc = 0;
 done:
+#ifdef SPINDLE_HAVE_CUDA
+    gpu_close(&gpu);
+#endif
     if (log) fclose(log);
     if (csv) fclose(csv);
     for (int i = 0; rs.params && i < rs.n_layers; i++) free(rs.params[i]), free(rs.m[i]), free(rs.v[i]);

@@ -22,6 +22,7 @@ typedef struct {
     int eval_every, recall_k, eval_queries;  // held-out recall@k every N steps, on this many queries
     int ckpt_every, keep_ckpts;
     int progress;       // progress line on stderr
+    int use_cuda;       // the step on GPU 0 (fp32; not part of the run's config: a run may move between devices)
     long stop_after;    // testing aid: exit (as if killed) after this many steps of this process (0: off)
 } TrainConfig;
 
