@@ -61,6 +61,9 @@
 
 #include "cublas_check.cuh"
 #include "cuda_check.cuh"
+extern "C" {  // indexer.h is a C header without its own extern "C" (indexer_layout is defined in C)
+#include "indexer.h"
+}
 #include "indexer_cuda.h"
 #include "oracle_cuda.h"
 #include "ops_cuda.h"

@@ -1,4 +1,367 @@
-// indexer.c: twin checks (see twins.h). Filled in by the indexer work.
+// indexer.c: twin checks of the indexer on the GPU (kernels/indexer_cuda.h)
+// against the CPU twin (kernels/indexer_ops.h, model/indexer.c, train/adamw.c).
+//
+// Inputs: x ~ N(0, 1); parameters from indexer_init with the norm's gain and
+// bias perturbed (so their gradients are not trivially those of g = 1, b = 0);
+// a teacher q, k ~ N(0, 1.5²) (s·q·k has sd ≈ 2.3, so P is peaked, with many
+// keys near 0 and many P = 0 terms after underflow at long rows) and its
+// log-sum-exp from attention_forward_cpu. Query sets: every position, and a
+// seeded sparse subset (each position with probability 0.3).
+//
+// Checks and tolerances (derivation: both twins are fp32 and differ only in
+// summation order and in exp/log rounding; the GPU's expf is ≤ 2 ulp, the
+// CPU's fast_expf ≤ 1.5 ulp, so each P, Q carries a relative error ≈ 1e-6):
+//   loss: |gpu − cpu| ≤ 1e-5·|cpu| + 1e-6 (the loss is a double sum of
+//     float terms of relative error ~1e-6; the absolute floor covers T = 1,
+//     where the loss is 0 and both twins return rounding noise ~1e-7). The
+//     loss without gradients must equal it to the same tolerance.
+//   gradients, one compare per tensor (wq, wk, k_norm, k_norm_bias):
+//     nmse ≤ 1e-9. G = (Q − P)/|𝒯| has an absolute error ≈ 1e-6·max(P, Q);
+//     with an untrained indexer Q is far from P, so G's nmse is ≈ 1e-12, and
+//     the sums that follow (over ≤ 1000 keys/queries, then through the norm
+//     and the GEMMs) keep that order: 1e-9 leaves 1000×, while a wrong index,
+//     mask, sign or missed tile gives nmse ≥ 1e-3. With T = 1 the gradient is
+//     exactly 0 in exact arithmetic (P = Q = 1), so only max|g| ≤ 1e-5 is
+//     asked. Calling the GPU loss a second time into the same buffer must give
+//     2·gradient (parameter gradients accumulate).
+//   recall: per query, nmse ≤ 1e-9 and max|err| ≤ 1e-4 (float sums of
+//     Hq·k exps); the mean, relative 1e-5. A near tie at the top-k boundary
+//     between the two twins' scores (relative difference ~1e-7) could swap one
+//     key; with score spacing ~1e-3 that has probability ~1e-4 per row.
+//   select: each GPU row must be a valid top-k of the reference values (the CPU
+//     twin's scores, indexer_forward_cpu; for b_sel > 1 A_B computed in double
+//     from them): n_sel = min(len, k), ascending, distinct, in range, −1
+//     padded, and no selected key below the k-th largest value minus a tie
+//     tolerance of 1e-5·(1 + |value|). Rows that differ from the CPU twin's
+//     selection are counted and printed (expected 0; ties make a few legal).
+//   AdamW: parameters, m and v within 1 ulp of the CPU twin (the kernel repeats
+//     its operations with explicit rounding, so 0 ulp is expected: the count of
+//     inexact values is printed). grad_clip: the norm relative 1e-12 (double
+//     sums in another order), clipped gradients nmse ≤ 1e-13 (the scale may
+//     differ in its last bit).
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "adamw.h"
+#include "indexer.h"
+#include "indexer_cuda.h"
+#include "indexer_ops.h"
+#include "ops.h"
+#include "ops_cuda.h"
 #include "twins.h"
 
-void twins_indexer(int quick) { (void)quick; }
+#define GRAD_NMSE 1e-9
+#define GRAD_MAX 1e-4
+#define LOSS_REL 1e-5
+#define LOSS_ABS 1e-6
+
+// One indexer + teacher setup.
+typedef struct {
+    int T, Hq, Hkv, dh, dm, dI, d_rope, sparse;
+    IndexerNorm norm;
+} Case;
+
+static const char *norm_name(IndexerNorm n) { return n == INDEXER_NORM_NONE ? "none" : n == INDEXER_NORM_RMS ? "rms" : "ln"; }
+
+typedef struct {
+    IndexerConfig cfg;
+    float *params, *x, *tq, *tk, *tlse;  // host
+    float *d_params, *d_x, *d_tq, *d_tk, *d_tlse;
+    int *queries, nq;
+    int32_t *d_queries;
+    int64_t n_params;
+    float scale;
+    char shape[128];
+} Setup;
+
+static Setup setup_build(const Case *c) {
+    Setup s;
+    memset(&s, 0, sizeof s);
+    s.cfg = indexer_config_default(c->dm);
+    s.cfg.d_index = c->dI, s.cfg.d_rope = c->d_rope, s.cfg.key_norm = c->norm;
+    s.n_params = indexer_n_params(&s.cfg);
+    s.params = host_alloc(s.n_params);
+    indexer_init(&s.cfg, s.params, twins_u64());
+    const IndexerLayout L = indexer_layout(&s.cfg);
+    for (int i = 0; L.k_norm >= 0 && i < c->dI; i++) s.params[L.k_norm + i] = 1.0f + 0.2f * normal();
+    for (int i = 0; L.k_norm_bias >= 0 && i < c->dI; i++) s.params[L.k_norm_bias + i] = 0.2f * normal();
+    const int T = c->T;
+    s.x = randn((int64_t)T * c->dm, 1.0f);
+    s.tq = randn((int64_t)T * c->Hq * c->dh, 1.5f);
+    s.tk = randn((int64_t)T * c->Hkv * c->dh, 1.5f);
+    s.tlse = host_alloc((int64_t)c->Hq * T);
+    s.scale = 1.0f / sqrtf((float)c->dh);
+    float *scratch = host_alloc((int64_t)T * c->Hq * c->dh);
+    attention_forward_cpu(scratch, s.tlse, s.tq, s.tk, s.tk, T, c->Hq, c->Hkv, c->dh, s.scale);
+    free(scratch);
+    s.queries = malloc(sizeof(int) * T);
+    for (int t = 0; t < T; t++)
+        if (!c->sparse || uniform01() < 0.3 || (s.nq == 0 && t == T - 1)) s.queries[s.nq++] = t;
+    s.d_params = dev_from(s.params, s.n_params);
+    s.d_x = dev_from(s.x, (int64_t)T * c->dm);
+    s.d_tq = dev_from(s.tq, (int64_t)T * c->Hq * c->dh);
+    s.d_tk = dev_from(s.tk, (int64_t)T * c->Hkv * c->dh);
+    s.d_tlse = dev_from(s.tlse, (int64_t)c->Hq * T);
+    s.d_queries = dev_from_i32(s.queries, s.nq);
+    snprintf(s.shape, sizeof s.shape, "T=%d %d/%d dh=%d dm=%d dI=%d rope=%d %s %s", T, c->Hq, c->Hkv, c->dh, c->dm,
+             c->dI, c->d_rope, norm_name(c->norm), c->sparse ? "sparse" : "all");
+    return s;
+}
+
+static void setup_free(Setup *s) {
+    free(s->params), free(s->x), free(s->tq), free(s->tk), free(s->tlse), free(s->queries);
+    cuda_free(s->d_params), cuda_free(s->d_x), cuda_free(s->d_tq), cuda_free(s->d_tk), cuda_free(s->d_tlse);
+    cuda_free(s->d_queries);
+}
+
+static int loss_close(double gpu, double cpu) { return fabs(gpu - cpu) <= LOSS_REL * fabs(cpu) + LOSS_ABS; }
+
+// ---- the loss and its gradients --------------------------------------------------------
+
+// The op name of a parameter tensor's gradient (a literal: the summary keeps the pointer).
+static const char *grad_op(const char *tensor) {
+    if (strcmp(tensor, "wq") == 0) return "indexer grad wq";
+    if (strcmp(tensor, "wk") == 0) return "indexer grad wk";
+    if (strcmp(tensor, "k_norm") == 0) return "indexer grad k_norm";
+    if (strcmp(tensor, "k_norm_bias") == 0) return "indexer grad k_norm_bias";
+    return "indexer grad ww";
+}
+
+static void check_loss(const Case *c) {
+    Setup s = setup_build(c);
+    const int T = c->T;
+    float *g_cpu = calloc((size_t)s.n_params, sizeof(float));
+    const double l_cpu = indexer_kl_loss_cpu(g_cpu, &s.cfg, s.params, s.x, s.tq, s.tk, s.tlse, T, c->Hq, c->Hkv,
+                                             c->dh, s.scale, s.queries, s.nq);
+    float *d_g = dev_poisoned(s.n_params);
+    cuda_memset(d_g, 0, sizeof(float) * s.n_params);
+    const double l_gpu = indexer_kl_loss_cuda(d_g, &s.cfg, s.d_params, s.d_x, s.d_tq, s.d_tk, s.d_tlse, T, c->Hq,
+                                              c->Hkv, c->dh, s.scale, s.d_queries, s.nq);
+    const double l_only = indexer_kl_loss_cuda(NULL, &s.cfg, s.d_params, s.d_x, s.d_tq, s.d_tk, s.d_tlse, T, c->Hq,
+                                               c->Hkv, c->dh, s.scale, s.d_queries, s.nq);
+    char detail[160];
+    snprintf(detail, sizeof detail, "gpu %.9g cpu %.9g (|𝒯| = %d)", l_gpu, l_cpu, s.nq);
+    record("indexer kl loss", s.shape, loss_close(l_gpu, l_cpu), detail);
+    snprintf(detail, sizeof detail, "loss only %.9g vs with grads %.9g", l_only, l_gpu);
+    record("indexer kl loss (no grads)", s.shape, loss_close(l_only, l_gpu), detail);
+
+    // Per tensor; then a second call must double every gradient (+=).
+    IndexerTensor ts[INDEXER_MAX_TENSORS];
+    const int nt = indexer_param_tensors(ts, &s.cfg);
+    float *got = host_from_dev(d_g, s.n_params);
+    const double tol_nmse = T == 1 ? INFINITY : GRAD_NMSE, tol_max = T == 1 ? 1e-5 : GRAD_MAX;
+    for (int a = 0; a < nt; a++) {
+        const int64_t n = ts[a].ndim == 2 ? ts[a].shape[0] * ts[a].shape[1] : ts[a].shape[0];
+        compare(grad_op(ts[a].name), s.shape, got + ts[a].offset, g_cpu + ts[a].offset, n, tol_nmse, tol_max);
+    }
+    free(got);
+    indexer_kl_loss_cuda(d_g, &s.cfg, s.d_params, s.d_x, s.d_tq, s.d_tk, s.d_tlse, T, c->Hq, c->Hkv, c->dh, s.scale,
+                         s.d_queries, s.nq);
+    got = host_from_dev(d_g, s.n_params);
+    for (int64_t i = 0; i < s.n_params; i++) g_cpu[i] *= 2.0f;
+    compare("indexer grad accumulate (2x)", s.shape, got, g_cpu, s.n_params, tol_nmse, tol_max);
+    free(got), free(g_cpu);
+    cuda_free(d_g);
+    setup_free(&s);
+}
+
+// ---- recall -------------------------------------------------------------------------------
+
+static void check_recall(const Case *c, int k) {
+    Setup s = setup_build(c);
+    char shape[160];
+    snprintf(shape, sizeof shape, "%s k=%d", s.shape, k);
+    float *r_cpu = host_alloc(s.nq);
+    const double m_cpu = indexer_mass_recall_cpu(r_cpu, &s.cfg, s.params, s.x, s.tq, s.tk, s.tlse, c->T, c->Hq,
+                                                 c->Hkv, c->dh, s.scale, s.queries, s.nq, k);
+    float *d_r = dev_poisoned(s.nq);
+    const double m_gpu = indexer_mass_recall_cuda(d_r, &s.cfg, s.d_params, s.d_x, s.d_tq, s.d_tk, s.d_tlse, c->T,
+                                                  c->Hq, c->Hkv, c->dh, s.scale, s.d_queries, s.nq, k);
+    float *got = host_from_dev(d_r, s.nq);
+    compare("indexer mass recall", shape, got, r_cpu, s.nq, GRAD_NMSE, GRAD_MAX);
+    char detail[128];
+    snprintf(detail, sizeof detail, "mean gpu %.9g cpu %.9g", m_gpu, m_cpu);
+    record("indexer mass recall (mean)", shape, fabs(m_gpu - m_cpu) <= LOSS_REL * fabs(m_cpu) + LOSS_ABS, detail);
+    free(got), free(r_cpu);
+    cuda_free(d_r);
+    setup_free(&s);
+}
+
+// ---- select -------------------------------------------------------------------------------
+
+static int cmp_desc(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
+// Is (sel[0..k), n) a valid top-k of v[0..len) up to the tie tolerance?
+static int valid_topk(const int32_t *sel, int n, const double *v, int len, int k, double *tmp) {
+    const int want = len < k ? len : k;
+    if (n != want) return 0;
+    for (int a = 0; a < k; a++) {
+        if (a >= n) {
+            if (sel[a] != -1) return 0;
+            continue;
+        }
+        if (sel[a] < 0 || sel[a] >= len || (a > 0 && sel[a] <= sel[a - 1])) return 0;
+    }
+    if (n == len) return 1;
+    memcpy(tmp, v, sizeof(double) * len);
+    qsort(tmp, (size_t)len, sizeof(double), cmp_desc);
+    const double kth = tmp[k - 1];
+    for (int a = 0; a < n; a++)
+        if (v[sel[a]] < kth - 1e-5 * (1.0 + fabs(kth))) return 0;
+    return 1;
+}
+
+static void check_select(const Case *c, int k, int bsel) {
+    Setup s = setup_build(c);
+    const int T = c->T, rows = (T + bsel - 1) / bsel;
+    char shape[160];
+    snprintf(shape, sizeof shape, "T=%d dm=%d dI=%d rope=%d %s k=%d bsel=%d", T, c->dm, c->dI, c->d_rope,
+             norm_name(c->norm), k, bsel);
+    int *sel_cpu = malloc(sizeof(int) * (size_t)rows * k), *n_cpu = malloc(sizeof(int) * rows);
+    indexer_select_cpu(sel_cpu, n_cpu, &s.cfg, s.params, s.x, T, k, bsel);
+    int32_t *d_sel = (int32_t *)dev_poisoned((int64_t)rows * k), *d_n = (int32_t *)dev_poisoned(rows);
+    indexer_select_cuda(d_sel, d_n, &s.cfg, s.d_params, s.d_x, T, k, bsel);
+    int32_t *sel = host_from_dev_i32(d_sel, (int64_t)rows * k), *nsel = host_from_dev_i32(d_n, rows);
+
+    // Reference values: the CPU twin's scores (and lse), A_B in double from them.
+    int *all = malloc(sizeof(int) * T);
+    for (int t = 0; t < T; t++) all[t] = t;
+    float *score = host_alloc((int64_t)T * T), *lse = host_alloc(T);
+    indexer_forward_cpu(score, lse, &s.cfg, s.params, s.x, T, all, T);
+    double *v = malloc(sizeof(double) * T), *tmp = malloc(sizeof(double) * T);
+    int bad = 0, differ = 0, first_bad = -1;
+    for (int r = 0; r < rows; r++) {
+        int len;
+        if (bsel == 1) {
+            len = r + 1;
+            for (int j = 0; j < len; j++) v[j] = score[(int64_t)r * T + j];
+        } else {
+            const int tb = r * bsel, te = tb + bsel < T ? tb + bsel : T;
+            len = te;
+            for (int j = 0; j < len; j++) v[j] = 0.0;
+            for (int t = tb; t < te; t++)
+                for (int j = 0; j <= t; j++) v[j] += exp((double)score[(int64_t)t * T + j] - lse[t]);
+        }
+        if (!valid_topk(sel + (int64_t)r * k, nsel[r], v, len, k, tmp)) {
+            bad++;
+            if (first_bad < 0) first_bad = r;
+        }
+        if (nsel[r] != n_cpu[r] || memcmp(sel + (int64_t)r * k, sel_cpu + (int64_t)r * k, sizeof(int) * k) != 0)
+            differ++;
+    }
+    char detail[160];
+    snprintf(detail, sizeof detail, "%d of %d rows invalid (first %d); %d differ from the CPU twin", bad, rows,
+             first_bad, differ);
+    record(bsel == 1 ? "indexer select" : "indexer select (blocks)", shape, bad == 0, detail);
+    free(sel_cpu), free(n_cpu), free(sel), free(nsel), free(all), free(score), free(lse), free(v), free(tmp);
+    cuda_free(d_sel), cuda_free(d_n);
+    setup_free(&s);
+}
+
+// ---- AdamW and grad clip -------------------------------------------------------------------
+
+// Distance in ulps between two finite floats of the same sign region.
+static int64_t ulps(float a, float b) {
+    int32_t ia, ib;
+    memcpy(&ia, &a, 4), memcpy(&ib, &b, 4);
+    if (ia < 0) ia = INT32_MIN - ia;
+    if (ib < 0) ib = INT32_MIN - ib;
+    return llabs((int64_t)ia - ib);
+}
+
+static void check_ulps(const char *op, const char *shape, const float *got, const float *ref, int64_t n) {
+    int64_t worst = 0, inexact = 0;
+    for (int64_t i = 0; i < n; i++) {
+        const int64_t u = isfinite(got[i]) ? ulps(got[i], ref[i]) : INT64_MAX;
+        worst = u > worst ? u : worst;
+        inexact += u != 0;
+    }
+    char detail[128];
+    snprintf(detail, sizeof detail, "max %lld ulp, %lld of %lld inexact", (long long)worst, (long long)inexact,
+             (long long)n);
+    record(op, shape, worst <= 1, detail);
+}
+
+static void check_adamw(int64_t n, long t, int masked) {
+    char shape[96];
+    snprintf(shape, sizeof shape, "n=%lld t=%ld%s", (long long)n, t, masked ? " mask" : "");
+    const AdamW opt = {1e-3, 0.9, 0.999, 1e-8, 0.1};
+    float *p = randn(n, 0.05f), *g = randn(n, 0.01f), *m = randn(n, 0.001f), *v = randn(n, 1e-4f);
+    for (int64_t i = 0; i < n; i++) v[i] = v[i] * v[i];
+    unsigned char *mask = malloc((size_t)n);
+    for (int64_t i = 0; i < n; i++) mask[i] = (unsigned char)(twins_u64() & 1);
+    float *d_p = dev_from(p, n), *d_g = dev_from(g, n), *d_m = dev_from(m, n), *d_v = dev_from(v, n);
+    unsigned char *d_mask = cuda_malloc((size_t)n);
+    cuda_to_device(d_mask, mask, (size_t)n);
+    adamw_step(&opt, t, p, g, m, v, (size_t)n, masked ? mask : NULL);
+    adamw_step_cuda(opt.lr, opt.beta1, opt.beta2, opt.eps, opt.weight_decay, t, d_p, d_g, d_m, d_v, (size_t)n,
+                    masked ? d_mask : NULL);
+    float *gp = host_from_dev(d_p, n), *gm = host_from_dev(d_m, n), *gv = host_from_dev(d_v, n);
+    check_ulps("adamw params", shape, gp, p, n);
+    check_ulps("adamw m", shape, gm, m, n);
+    check_ulps("adamw v", shape, gv, v, n);
+    free(p), free(g), free(m), free(v), free(mask), free(gp), free(gm), free(gv);
+    cuda_free(d_p), cuda_free(d_g), cuda_free(d_m), cuda_free(d_v), cuda_free(d_mask);
+}
+
+static void check_grad_clip(int64_t n, double rel_max) {
+    char shape[96];
+    snprintf(shape, sizeof shape, "n=%lld max=%.2f·norm", (long long)n, rel_max);
+    float *g = randn(n, 0.3f);
+    float *d_g = dev_from(g, n);
+    double norm0 = 0.0;
+    for (int64_t i = 0; i < n; i++) norm0 += (double)g[i] * g[i];
+    const double max_norm = rel_max * sqrt(norm0);
+    const double n_cpu = grad_clip(g, (size_t)n, max_norm), n_gpu = grad_clip_cuda(d_g, (size_t)n, max_norm);
+    char detail[128];
+    snprintf(detail, sizeof detail, "norm gpu %.17g cpu %.17g", n_gpu, n_cpu);
+    record("grad clip norm", shape, fabs(n_gpu - n_cpu) <= 1e-12 * n_cpu, detail);
+    float *got = host_from_dev(d_g, n);
+    compare("grad clip", shape, got, g, n, 1e-13, 1e-6);
+    free(got), free(g);
+    cuda_free(d_g);
+}
+
+// ---- the cases ---------------------------------------------------------------------------
+
+void twins_indexer(int quick) {
+    // T, Hq, Hkv, dh, d_model, d_I, d_rope, sparse, key norm
+    const Case cases[] = {
+        {1, 4, 4, 64, 77, 32, 16, 0, INDEXER_NORM_RMS},
+        {7, 8, 1, 128, 576, 128, 64, 0, INDEXER_NORM_LAYER},
+        {7, 4, 4, 64, 77, 32, 0, 1, INDEXER_NORM_NONE},
+        {130, 8, 1, 64, 576, 128, 64, 0, INDEXER_NORM_LAYER},
+        {130, 4, 4, 128, 77, 32, 0, 1, INDEXER_NORM_NONE},
+        {130, 16, 2, 128, 576, 128, 16, 1, INDEXER_NORM_RMS},
+        {1000, 16, 2, 128, 576, 128, 64, 0, INDEXER_NORM_LAYER},
+        {1000, 8, 1, 64, 576, 128, 64, 1, INDEXER_NORM_LAYER},
+        {1000, 4, 4, 64, 77, 32, 16, 0, INDEXER_NORM_RMS},
+    };
+    const int n_cases = (int)(sizeof cases / sizeof cases[0]);
+    for (int a = 0; a < n_cases; a++) {
+        const Case *c = &cases[a];
+        if (quick && c->T > 130) continue;
+        check_loss(c);
+        check_recall(c, 16);
+        if (c->T > 16) check_recall(c, 100);
+        if (c->sparse) continue;  // select always covers every position
+        check_select(c, 8, 1);
+        check_select(c, 64, 1);
+        if (c->T > 1) {
+            check_select(c, 8, 16);
+            check_select(c, 64, 7);
+        }
+    }
+    check_adamw(10007, 1, 0);
+    check_adamw(10007, 37, 1);
+    if (!quick) check_adamw(3000017, 1000, 1);
+    check_grad_clip(100003, 0.5);
+    check_grad_clip(100003, 2.0);
+    check_grad_clip(quick ? 1 : 5000011, 0.5);
+}
