@@ -1,4 +1,405 @@
-// oracle.c: twin checks (see twins.h). Filled in by the oracle work.
+// oracle.c: twin checks of the GPU oracle (kernels/oracle_cuda.h) against the
+// CPU twins (kernels/cpu/topk.c, kernels/cpu/oracle_cpu.c).
+//
+//   topk_rows          vs topk_support row by row: exact (same indices, same
+//                      order, −1 padding, n_sel). Normal values, values
+//                      quantised to 4 levels (massive ties: the lowest indices
+//                      must win), all-equal rows, ±0 mixed (−0 ties +0), k = 1,
+//                      len = 1, k > len, rows of 100000 with k = 2048.
+//   oracle_select      vs a host reference: P from fp32 scores (cblas) and a
+//                      double softmax per head, block sums in double, then
+//                      topk_support. Compared as sets. The GPU's P differs from
+//                      the host's by fp32 rounding (~1e-6 relative), so a key
+//                      may differ only where its value is within a relative
+//                      1e-5 of the k-th value (a tie up to rounding); counted
+//                      and reported, anything else fails.
+//   oracle_attention   vs oracle_attention_cpu: out, recall, support (recall and
+//                      support start at 0.25 to check they accumulate). Rows
+//                      whose k-th and (k+1)-th values are within 1e-5 (either
+//                      twin may flip them) or where the GPU picked a tied key
+//                      are left out of that comparison, and then attention on
+//                      the host reference's supports is compared instead
+//                      (support_attention_cuda vs support_attention_cpu).
+//   support_attention  vs support_attention_cpu on random given supports,
+//                      including empty rows and rows whose keys are all after
+//                      the block's first queries (the {t} fallback); once with
+//                      recall/support/lse NULL.
+// Tolerances: fp32 ops (F32_NMSE, F32_MAX, see test_cuda_twins.c); support
+// counts are exact.
+#include <cblas.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu/topk.h"
+#include "ops.h"
+#include "ops_cuda.h"
+#include "oracle_cuda.h"
 #include "twins.h"
 
-void twins_oracle(int quick) { (void)quick; }
+enum { SENTINEL = 0x7fffffff };  // poison of int outputs (−1 is a legal padding value)
+#define TIE_REL 1e-5
+
+static void *zalloc(size_t n, size_t size) {
+    void *p = calloc(n > 0 ? n : 1, size);
+    if (!p) abort();
+    return p;
+}
+
+static int32_t *dev_sentinel_i32(int64_t n) {
+    int32_t *h = zalloc((size_t)n, sizeof *h);
+    for (int64_t i = 0; i < n; i++) h[i] = SENTINEL;
+    int32_t *d = dev_from_i32(h, n);
+    free(h);
+    return d;
+}
+
+// ---- topk_rows ------------------------------------------------------------------------
+
+enum { VAL_NORMAL, VAL_LEVELS, VAL_EQUAL, VAL_ZEROS };
+static const char *val_name[] = {"normal", "4 levels", "all equal", "+-0 and few positives"};
+
+static void check_topk_rows(int rows, int64_t ld, int len0, int step, int cap, int k, int kind) {
+    char shape[128];
+    snprintf(shape, sizeof shape, "rows=%d len=%d+r*%d<=%d k=%d %s", rows, len0, step, cap, k, val_name[kind]);
+    const int64_t n = rows * ld;
+    float *score = host_alloc(n);
+    for (int64_t i = 0; i < n; i++) {
+        const float x = normal();
+        const float level = fminf(fmaxf(floorf(x), -2.0f), 1.0f);  // -2, -1, 0, 1
+        score[i] = kind == VAL_NORMAL ? x
+                   : kind == VAL_LEVELS ? level
+                   : kind == VAL_EQUAL ? 0.5f
+                   : x > 2.0f ? x
+                   : (twins_u64() & 1) ? -0.0f
+                                       : 0.0f;
+    }
+    int32_t *ref = zalloc((size_t)rows * k, sizeof *ref), *ref_n = zalloc((size_t)rows, sizeof *ref_n);
+    int *tmp = zalloc((size_t)(cap > 0 ? cap : 1), sizeof *tmp);
+    for (int r = 0; r < rows; r++) {
+        int64_t len = (int64_t)len0 + (int64_t)r * step;
+        len = len < 0 ? 0 : len > cap ? cap : len;
+        const int m = topk_support(tmp, score + r * ld, (int)len, k);
+        for (int i = 0; i < k; i++) ref[(int64_t)r * k + i] = i < m ? tmp[i] : -1;
+        ref_n[r] = m;
+    }
+    float *d_score = dev_from(score, n);
+    int32_t *d_sel = dev_sentinel_i32((int64_t)rows * k), *d_n = dev_sentinel_i32(rows);
+    topk_rows_cuda(d_sel, d_n, d_score, rows, ld, len0, step, cap, k);
+    int32_t *got = host_from_dev_i32(d_sel, (int64_t)rows * k), *got_n = host_from_dev_i32(d_n, rows);
+    int bad = 0, first = -1;
+    for (int r = 0; r < rows; r++) {
+        const int same = got_n[r] == ref_n[r] &&
+                         memcmp(got + (int64_t)r * k, ref + (int64_t)r * k, sizeof(int32_t) * (size_t)k) == 0;
+        if (!same && bad++ == 0) first = r;
+    }
+    char detail[256];
+    if (bad == 0) snprintf(detail, sizeof detail, "%d rows identical", rows);
+    else {
+        const int32_t *g = got + (int64_t)first * k, *e = ref + (int64_t)first * k;
+        int i = 0;
+        while (i < k && g[i] == e[i]) i++;
+        snprintf(detail, sizeof detail, "%d of %d rows differ; row %d: n %d vs %d, slot %d: %d vs %d", bad, rows,
+                 first, got_n[first], ref_n[first], i < k ? i : 0, g[i < k ? i : 0], e[i < k ? i : 0]);
+    }
+    record("topk_rows", shape, bad == 0, detail);
+    cuda_free(d_score), cuda_free(d_sel), cuda_free(d_n);
+    free(score), free(ref), free(ref_n), free(tmp), free(got), free(got_n);
+}
+
+// ---- a random layer and its reference P ----------------------------------------------
+
+typedef struct {
+    int T, Hq, Hkv, dh;
+    float scale;
+    float *q, *k, *v;           // host [T, H·dh]
+    double *P;                  // host [T, T]: P_t(j) for j ≤ t, 0 after
+    float *d_q, *d_k, *d_v;     // device copies
+    float *d_lse;               // device [Hq, T] from attention_forward_cuda
+} Layer;
+
+static Layer layer_new(int T, int Hq, int Hkv, int dh) {
+    Layer L = {T, Hq, Hkv, dh, 1.0f / sqrtf((float)dh), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    const int64_t nq = (int64_t)Hq * dh, nkv = (int64_t)Hkv * dh;
+    L.q = randn(T * nq, 1.5f), L.k = randn(T * nkv, 1.0f), L.v = randn(T * nkv, 1.0f);
+    // P: fp32 scores (as the CPU twin's sgemm), softmax per head in double.
+    L.P = zalloc((size_t)T * T, sizeof(double));
+    float *S = host_alloc((int64_t)T * T);
+    for (int h = 0; h < Hq; h++) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, dh, L.scale, L.q + (int64_t)h * dh, (int)nq,
+                    L.k + (int64_t)(h / (Hq / Hkv)) * dh, (int)nkv, 0.0f, S, T);
+        for (int t = 0; t < T; t++) {
+            const float *s = S + (int64_t)t * T;
+            double mx = -INFINITY, sum = 0.0;
+            for (int j = 0; j <= t; j++) mx = s[j] > mx ? s[j] : mx;
+            for (int j = 0; j <= t; j++) sum += exp(s[j] - mx);
+            for (int j = 0; j <= t; j++) L.P[(int64_t)t * T + j] += exp(s[j] - mx) / sum / Hq;
+        }
+    }
+    free(S);
+    L.d_q = dev_from(L.q, T * nq), L.d_k = dev_from(L.k, T * nkv), L.d_v = dev_from(L.v, T * nkv);
+    L.d_lse = dev_poisoned((int64_t)Hq * T);
+    float *d_out = dev_poisoned(T * nq);
+    attention_forward_cuda(d_out, L.d_lse, L.d_q, L.d_k, L.d_v, T, Hq, Hkv, dh, L.scale);
+    cuda_free(d_out);
+    return L;
+}
+
+static void layer_free(Layer *L) {
+    free(L->q), free(L->k), free(L->v), free(L->P);
+    cuda_free(L->d_q), cuda_free(L->d_k), cuda_free(L->d_v), cuda_free(L->d_lse);
+}
+
+// Row b of the oracle's scores (bsel = 1: P_b; else A_B) into A[0..len); returns len.
+static int reference_row(const Layer *L, int bsel, int b, double *A) {
+    const int T = L->T, t0 = b * bsel, t1 = t0 + bsel < T ? t0 + bsel : T;
+    for (int j = 0; j < t1; j++) A[j] = 0.0;
+    for (int t = t0; t < t1; t++)
+        for (int j = 0; j <= t; j++) A[j] += L->P[(int64_t)t * T + j];
+    return t1;
+}
+
+// ---- oracle_select and oracle_attention ------------------------------------------------
+
+// Values (out, recall, support) of the queries with keep[t], compacted.
+static void compare_queries(const char *op_out, const char *op_rec, const char *op_sup, const char *shape,
+                            const float *out_g, const float *out_c, const float *rec_g, const float *rec_c,
+                            const float *sup_g, const float *sup_c, const char *keep, int T, int64_t nq) {
+    int n = 0;
+    for (int t = 0; t < T; t++) n += keep[t] != 0;
+    if (n == 0) return;
+    float *og = host_alloc(n * nq), *oc = host_alloc(n * nq), *rg = host_alloc(n), *rc = host_alloc(n),
+          *sg = host_alloc(n), *sc = host_alloc(n);
+    int i = 0;
+    for (int t = 0; t < T; t++) {
+        if (!keep[t]) continue;
+        memcpy(og + i * nq, out_g + t * nq, sizeof(float) * (size_t)nq);
+        memcpy(oc + i * nq, out_c + t * nq, sizeof(float) * (size_t)nq);
+        rg[i] = rec_g[t], rc[i] = rec_c[t], sg[i] = sup_g[t], sc[i] = sup_c[t];
+        i++;
+    }
+    compare(op_out, shape, og, oc, n * nq, F32_NMSE, F32_MAX);
+    compare(op_rec, shape, rg, rc, n, F32_NMSE, F32_MAX);
+    compare(op_sup, shape, sg, sc, n, 0.0, 0.0);
+    free(og), free(oc), free(rg), free(rc), free(sg), free(sc);
+}
+
+// support_attention_cuda vs support_attention_cpu on the given supports (host
+// sel/n_sel); stats: recall and support too (else NULL, lse NULL).
+static void check_support_attention(const Layer *L, int topk, int bsel, const int32_t *sel, const int32_t *n_sel,
+                                    int stats, const char *what) {
+    const int T = L->T, rows = (T + bsel - 1) / bsel;
+    const int64_t nq = (int64_t)L->Hq * L->dh;
+    char shape[160];
+    snprintf(shape, sizeof shape, "T=%d Hq=%d Hkv=%d dh=%d k=%d bsel=%d %s", T, L->Hq, L->Hkv, L->dh, topk, bsel,
+             what);
+    float *out_c = host_alloc(T * nq), *rec_c = host_alloc(T), *sup_c = host_alloc(T);
+    for (int t = 0; t < T; t++) rec_c[t] = sup_c[t] = 0.25f;
+    float *d_out = dev_poisoned(T * nq), *d_rec = dev_from(rec_c, T), *d_sup = dev_from(sup_c, T);
+    int32_t *d_sel = dev_from_i32(sel, (int64_t)rows * topk), *d_n = dev_from_i32(n_sel, rows);
+    support_attention_cpu(out_c, stats ? rec_c : NULL, stats ? sup_c : NULL, L->q, L->k, L->v, T, L->Hq, L->Hkv,
+                          L->dh, L->scale, topk, bsel, sel, n_sel);
+    support_attention_cuda(d_out, stats ? d_rec : NULL, stats ? d_sup : NULL, L->d_q, L->d_k, L->d_v,
+                           stats ? L->d_lse : NULL, T, L->Hq, L->Hkv, L->dh, L->scale, topk, bsel, d_sel, d_n);
+    float *out_g = host_from_dev(d_out, T * nq);
+    compare("support_attention out", shape, out_g, out_c, T * nq, F32_NMSE, F32_MAX);
+    if (stats) {
+        float *rec_g = host_from_dev(d_rec, T), *sup_g = host_from_dev(d_sup, T);
+        compare("support_attention recall", shape, rec_g, rec_c, T, F32_NMSE, F32_MAX);
+        compare("support_attention support", shape, sup_g, sup_c, T, 0.0, 0.0);
+        free(rec_g), free(sup_g);
+    }
+    cuda_free(d_out), cuda_free(d_rec), cuda_free(d_sup), cuda_free(d_sel), cuda_free(d_n);
+    free(out_c), free(rec_c), free(sup_c), free(out_g);
+}
+
+static void check_oracle(const Layer *L, int topk, int bsel) {
+    const int T = L->T, Hq = L->Hq, Hkv = L->Hkv, dh = L->dh, rows = (T + bsel - 1) / bsel;
+    const int64_t nq = (int64_t)Hq * dh;
+    char shape[128];
+    snprintf(shape, sizeof shape, "T=%d Hq=%d Hkv=%d dh=%d k=%d bsel=%d", T, Hq, Hkv, dh, topk, bsel);
+
+    // Host reference supports, and the rows whose k-th and (k+1)-th values are
+    // within TIE_REL (ambiguous: either twin may pick either key).
+    int32_t *ref = zalloc((size_t)rows * topk, sizeof *ref), *ref_n = zalloc((size_t)rows, sizeof *ref_n);
+    double *kth = zalloc((size_t)rows, sizeof *kth), *A = zalloc((size_t)T, sizeof *A);
+    float *Af = host_alloc(T);
+    int *tmp = zalloc((size_t)T, sizeof *tmp), *in_ref = zalloc((size_t)T, sizeof *in_ref),
+        *in_gpu = zalloc((size_t)T, sizeof *in_gpu);
+    char *ambiguous = zalloc((size_t)rows, 1), *differs = zalloc((size_t)rows, 1);
+    int n_ambiguous = 0;
+    for (int b = 0; b < rows; b++) {
+        const int len = reference_row(L, bsel, b, A);
+        for (int j = 0; j < len; j++) Af[j] = (float)A[j];
+        const int m = topk_support(tmp, Af, len, topk);
+        for (int i = 0; i < topk; i++) ref[(int64_t)b * topk + i] = i < m ? tmp[i] : -1;
+        ref_n[b] = m;
+        if (len <= topk) continue;
+        double vk = INFINITY, vnext = -INFINITY;
+        for (int i = 0; i < m; i++) vk = A[tmp[i]] < vk ? A[tmp[i]] : vk, in_ref[tmp[i]] = b + 1;
+        for (int j = 0; j < len; j++)
+            if (in_ref[j] != b + 1 && A[j] > vnext) vnext = A[j];
+        kth[b] = vk;
+        if (vk - vnext <= TIE_REL * vk) ambiguous[b] = 1, n_ambiguous++;
+    }
+
+    // oracle_select_cuda: same sets, up to ties within TIE_REL of the k-th value.
+    int32_t *d_sel = dev_sentinel_i32((int64_t)rows * topk), *d_n = dev_sentinel_i32(rows);
+    oracle_select_cuda(d_sel, d_n, L->d_q, L->d_k, L->d_lse, T, Hq, Hkv, dh, L->scale, topk, bsel);
+    int32_t *got = host_from_dev_i32(d_sel, (int64_t)rows * topk), *got_n = host_from_dev_i32(d_n, rows);
+    int identical = 0, tied = 0, bad = 0;
+    char detail[256] = "";
+    for (int b = 0; b < rows; b++) {
+        const int32_t *g = got + (int64_t)b * topk, *e = ref + (int64_t)b * topk;
+        if (got_n[b] == ref_n[b] && memcmp(g, e, sizeof(int32_t) * (size_t)topk) == 0) {
+            identical++;
+            continue;
+        }
+        const int len = reference_row(L, bsel, b, A), stamp = -(b + 1);
+        int ok = got_n[b] == ref_n[b] && len > topk;  // rows with len ≤ topk must match exactly
+        for (int i = 0; ok && i < topk; i++) {
+            if (i >= got_n[b]) ok = g[i] == -1;
+            else ok = g[i] >= 0 && g[i] < len && (i == 0 || g[i] > g[i - 1]);
+        }
+        if (ok) {
+            for (int i = 0; i < ref_n[b]; i++) in_ref[e[i]] = stamp;
+            for (int i = 0; i < got_n[b]; i++) in_gpu[g[i]] = stamp;
+            for (int j = 0; ok && j < len; j++)
+                if ((in_ref[j] == stamp) != (in_gpu[j] == stamp))
+                    ok = fabs(A[j] - kth[b]) <= TIE_REL * kth[b] + 1e-30;
+        }
+        if (ok) tied++, differs[b] = 1;
+        else if (bad++ == 0)
+            snprintf(detail, sizeof detail, "row %d: n %d vs %d; a differing key is not a tie of the k-th value",
+                     b, got_n[b], ref_n[b]);
+    }
+    char summary[320];
+    snprintf(summary, sizeof summary, "rows %d: identical %d, tie differences %d, wrong %d%s%s", rows, identical, tied,
+             bad, bad ? "; " : "", detail);
+    record("oracle_select", shape, bad == 0, summary);
+
+    // oracle_attention_cuda vs oracle_attention_cpu.
+    float *out_c = host_alloc(T * nq), *rec_c = host_alloc(T), *sup_c = host_alloc(T);
+    for (int t = 0; t < T; t++) rec_c[t] = sup_c[t] = 0.25f;
+    float *d_out = dev_poisoned(T * nq), *d_rec = dev_from(rec_c, T), *d_sup = dev_from(sup_c, T);
+    oracle_attention_cuda(d_out, d_rec, d_sup, L->d_q, L->d_k, L->d_v, T, Hq, Hkv, dh, L->scale, topk, bsel);
+    oracle_attention_cpu(out_c, rec_c, sup_c, L->q, L->k, L->v, T, Hq, Hkv, dh, L->scale, topk, bsel);
+    float *out_g = host_from_dev(d_out, T * nq), *rec_g = host_from_dev(d_rec, T), *sup_g = host_from_dev(d_sup, T);
+    char *keep = zalloc((size_t)T, 1);
+    int n_keep = 0;
+    for (int t = 0; t < T; t++) {
+        keep[t] = !ambiguous[t / bsel] && !differs[t / bsel];
+        n_keep += keep[t];
+    }
+    if (n_keep == T) {
+        compare_queries("oracle_attention out", "oracle_attention recall", "oracle_attention support", shape, out_g,
+                        out_c, rec_g, rec_c, sup_g, sup_c, keep, T, nq);
+    } else {
+        char sub[256];
+        snprintf(sub, sizeof sub, "%s (%d of %d queries: %d ambiguous, %d tied rows left out)", shape, n_keep, T,
+                 n_ambiguous, tied);
+        compare_queries("oracle_attention out", "oracle_attention recall", "oracle_attention support", sub, out_g,
+                        out_c, rec_g, rec_c, sup_g, sup_c, keep, T, nq);
+        // All queries, on the host reference's supports.
+        check_support_attention(L, topk, bsel, ref, ref_n, 1, "(oracle ref supports)");
+    }
+    cuda_free(d_sel), cuda_free(d_n), cuda_free(d_out), cuda_free(d_rec), cuda_free(d_sup);
+    free(ref), free(ref_n), free(kth), free(A), free(Af), free(tmp), free(in_ref), free(in_gpu), free(ambiguous),
+        free(differs), free(got), free(got_n), free(out_c), free(rec_c), free(sup_c), free(out_g), free(rec_g),
+        free(sup_g), free(keep);
+}
+
+// ---- support_attention on random supports -----------------------------------------------
+
+// n distinct random keys from [lo, hi), ascending, into out (scratch: hi − lo ints).
+static void random_keys(int32_t *out, int n, int lo, int hi, int *scratch) {
+    const int m = hi - lo;
+    for (int i = 0; i < m; i++) scratch[i] = lo + i;
+    for (int i = 0; i < n; i++) {
+        const int j = i + (int)(twins_u64() % (uint64_t)(m - i)), x = scratch[i];
+        scratch[i] = scratch[j], scratch[j] = x;
+    }
+    // insertion sort of the n picks (n ≤ a few hundred here)
+    for (int i = 1; i < n; i++) {
+        const int x = scratch[i];
+        int j = i - 1;
+        while (j >= 0 && scratch[j] > x) scratch[j + 1] = scratch[j], j--;
+        scratch[j + 1] = x;
+    }
+    for (int i = 0; i < n; i++) out[i] = scratch[i];
+}
+
+static void check_support_random(const Layer *L, int topk, int bsel, int stats) {
+    const int T = L->T, rows = (T + bsel - 1) / bsel;
+    int32_t *sel = zalloc((size_t)rows * topk, sizeof *sel), *n_sel = zalloc((size_t)rows, sizeof *n_sel);
+    int *scratch = zalloc((size_t)T, sizeof *scratch);
+    for (int b = 0; b < rows; b++) {
+        const int t0 = b * bsel, len = t0 + bsel < T ? t0 + bsel : T;
+        // Keys from the whole causal range, or (1 row in 4) only from the block's
+        // second half, so its first queries see none and fall back to {t}.
+        const int lo = (twins_u64() % 4 == 0) ? t0 + (len - t0) / 2 : 0;
+        const int cap = topk < len - lo ? topk : len - lo;
+        const int n = twins_u64() % 8 == 0 ? 0 : 1 + (int)(twins_u64() % (uint64_t)cap);
+        random_keys(sel + (int64_t)b * topk, n, lo, len, scratch);
+        for (int i = n; i < topk; i++) sel[(int64_t)b * topk + i] = -1;
+        n_sel[b] = n;
+    }
+    check_support_attention(L, topk, bsel, sel, n_sel, stats, stats ? "(random supports)" : "(random, out only)");
+    free(sel), free(n_sel), free(scratch);
+}
+
+// ---- entry ------------------------------------------------------------------------
+
+void twins_oracle(int quick) {
+    // topk_rows
+    check_topk_rows(1, 1, 1, 0, 1, 1, VAL_NORMAL);            // len = 1, k = 1
+    check_topk_rows(37, 300, 1, 7, 300, 16, VAL_NORMAL);      // len from 1 (≤ k) to 253
+    check_topk_rows(37, 300, 1, 7, 300, 1, VAL_NORMAL);       // k = 1
+    check_topk_rows(5, 40, 3, 2, 40, 20, VAL_NORMAL);         // k > len on every row
+    check_topk_rows(20, 5000, 3000, 100, 4500, 100, VAL_LEVELS);
+    check_topk_rows(9, 3000, 2500, 50, 3000, 100, VAL_EQUAL);
+    check_topk_rows(9, 3000, 2500, 50, 3000, 64, VAL_ZEROS);
+    check_topk_rows(64, 1000, 900, 1, 1000, 513, VAL_LEVELS);  // k past one tile of the scan
+    if (!quick) {
+        check_topk_rows(6, 100000, 90000, 2000, 100000, 2048, VAL_NORMAL);
+        check_topk_rows(4, 100000, 100000, 0, 100000, 2048, VAL_LEVELS);
+        check_topk_rows(2, 262144, 262144, 0, 262144, 4096, VAL_NORMAL);
+    }
+
+    // oracle_select, oracle_attention, support_attention
+    static const int shapes[][3] = {{8, 8, 64}, {16, 2, 128}, {8, 8, 128}, {16, 2, 64}, {8, 8, 256}, {16, 2, 256}};
+    const int Ts[] = {1, 7, 130, 1000}, ks[] = {1, 16, 100, 1 << 30}, bsels[] = {1, 16, 64};
+    const int n_T = quick ? 3 : 4, n_shapes = quick ? 2 : 6;
+    for (int it = 0; it < n_T; it++) {
+        for (int is = 0; is < n_shapes; is++) {
+            const int T = Ts[it];
+            Layer L = layer_new(T, shapes[is][0], shapes[is][1], shapes[is][2]);
+            for (int ik = 0; ik < 4; ik++) {
+                const int topk = ks[ik] < T ? ks[ik] : T + 3;  // k ≥ T: once per T
+                if (ks[ik] >= T && ik > 0 && ks[ik - 1] >= T) continue;
+                for (int ib = 0; ib < 3; ib++) check_oracle(&L, topk, bsels[ib]);
+            }
+            for (int ib = 0; ib < 3; ib++) check_support_random(&L, T < 16 ? 4 : 16, bsels[ib], 1);
+            if (is == 0) check_support_random(&L, T < 16 ? 4 : 64, 1, 0);
+            layer_free(&L);
+        }
+    }
+    // Odd shapes: Hq not a multiple of the warps per block (SmolLM2's 9:3), dh
+    // not a multiple of 32, block sizes that do not divide the score tile.
+    {
+        const int T = quick ? 130 : 700;
+        Layer L = layer_new(T, 9, 3, 64);
+        check_oracle(&L, 32, 1);
+        check_oracle(&L, 32, 5);
+        check_oracle(&L, 32, 100);
+        check_support_random(&L, 24, 100, 1);
+        layer_free(&L);
+        Layer M = layer_new(T, 4, 2, 80);
+        check_oracle(&M, 20, 1);
+        check_oracle(&M, 20, 48);
+        check_support_random(&M, 20, 7, 1);
+        layer_free(&M);
+    }
+}
