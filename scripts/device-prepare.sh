@@ -12,9 +12,29 @@
 # system's copy of every shared library the device already has, so only the
 # missing ones come from bookworm.
 #
-# Usage: scripts/device-prepare.sh        (then: run with carry [".deb"])
+# Usage: scripts/device-prepare.sh             (then: run with carry [".deb"])
+#        scripts/device-prepare.sh --smollm2   also what scripts/device-smollm2.sh
+#   needs, all git-ignored: the SmolLM2 GGUF (from scripts/get-smollm2.sh's
+#   cache) split in two parts under the carry limit, .dev/smol.part0 (34 MiB:
+#   carried with .deb) and .dev/smol.part1 (59 MiB: carried alone, next call);
+#   the gguf and h5py wheels in .whl/; text slices .dev/text/{train,heldout}.txt
+#   of corpus/ (scripts/get-corpus.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = --smollm2 ]; then
+    gguf=.cache/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf
+    [ -f "$gguf" ] || scripts/get-smollm2.sh
+    [ -d corpus/train ] || scripts/get-corpus.sh
+    mkdir -p .dev/text .whl
+    head -c 36000000 "$gguf" >.dev/smol.part0
+    tail -c +36000001 "$gguf" >.dev/smol.part1
+    python3 -m pip download -q --no-deps gguf==0.19.0 -d .whl
+    python3 -m pip download -q --no-deps h5py==3.14.0 --python-version 3.12 --only-binary=:all: \
+        --platform manylinux_2_17_x86_64 -d .whl
+    find corpus/train/linux-doc -type f | sort | head -60 | xargs cat >.dev/text/train.txt
+    find corpus/heldout -type f | sort | head -40 | xargs cat >.dev/text/heldout.txt
+    ls -la .dev .dev/text .whl
+fi
 # -dev packages: headers, .pc files, link-time .so symlinks.
 DEV="libcjson-dev libpcre2-dev libutf8proc-dev libssl-dev libopenblas-dev libopenblas-pthread-dev
      libhdf5-dev pkgconf pkgconf-bin libpkgconf3"
