@@ -7,6 +7,16 @@
 // tk [T, Hkv·dh] the teacher's q, k as attention uses them; tlse [Hq, T].
 // No T×T buffer: the loss is fused flash style over key tiles; inference
 // scores a chunk of query rows × T at a time and selects from it.
+//
+// Head-collapsed variant only (kernels/cuda/indexer.cu): with the expanded
+// variant every indexer function here prints a message and aborts; the CPU
+// twin serves that ablation. The loss's parameter gradients are summed with
+// atomics, so they match the CPU twin to fp32 rounding but are not bitwise
+// reproducible run to run; the loss value is (per-block partials added on the
+// host in a fixed order). queries is a device array; the loss and recall copy
+// it to the host once per call to check it (a synchronisation).
+// Note for C++/CUDA callers: indexer.h has no extern "C" of its own, so a .cu
+// file includes it inside extern "C" { } before this header.
 #pragma once
 #include <stddef.h>
 #include <stdint.h>
