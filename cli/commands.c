@@ -176,6 +176,12 @@ int cmd_logits(int argc, char **argv) {
             model_free(&m);
             return cli_fail("logits", &st);
         }
+        if (use_cuda && set.cfg.variant == INDEXER_EXPANDED) {
+            status_fail(&st, "%s: the expanded indexer variant runs on the CPU twin only (use --device cpu)", ix_dir);
+            indexer_set_free(&set);
+            model_free(&m);
+            return cli_fail("logits", &st);
+        }
         if (!k_s) sp.topk = set.default_k;
         if (!bs_s) sp.bsel = set.default_bsel;
         sparse = 1;
@@ -354,6 +360,10 @@ int cmd_eval(int argc, char **argv) {
         goto done;
     const char *ix_dir = args_get(flags, nf, "--indexer");
     if (ix_dir && load_indexer(&set, ix_dir, &m, flags[0].value, &st)) goto done;
+    if (ix_dir && use_cuda && set.cfg.variant == INDEXER_EXPANDED) {
+        status_fail(&st, "%s: the expanded indexer variant runs on the CPU twin only (use --device cpu)", ix_dir);
+        goto done;
+    }
     if (backbone_open(&bb, &m, use_cuda, prec, &st)) goto done;
     EvalOpts o = {ctx, ks, n_k, bsels, n_b, ix_dir ? &set : NULL, n_seq, isatty(2), tok, tasks, n_tasks, depths,
                   n_depths, task_n, (uint64_t)seed, bb.gpu};

@@ -142,6 +142,10 @@ int cmd_train(int argc, char **argv) {
     tc.progress = isatty(2);
     int prec;
     if ((rc = backbone_flags(CMD, args_get(flags, nf, "--device"), NULL, &tc.use_cuda, &prec))) return rc;
+    if (tc.use_cuda && tc.icfg.variant == INDEXER_EXPANDED) {
+        fprintf(stderr, "spindle " CMD ": --variant expanded trains on the CPU twin only (drop --device cuda)\n");
+        return 2;
+    }
     if (train_run(&tc, args_get(flags, nf, "--resume") != NULL, &st)) return cli_fail(CMD, &st);
     fprintf(stderr, "spindle " CMD ": %s: %ld steps, %d layer(s)\n", tc.run_dir, tc.steps, tc.n_layers);
     return 0;

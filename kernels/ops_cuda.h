@@ -31,6 +31,17 @@ void cuda_to_host(void *dst, const void *src, size_t bytes);
 // the tests poison outputs with it before each op).
 void cuda_memset(void *p, int value, size_t bytes);
 void cuda_sync(void);
+// Bytes allocated through cuda_malloc and not freed; the peak of that since the
+// last reset (library workspaces — cuBLAS, cuDNN — are not counted).
+size_t cuda_mem_live(void);
+size_t cuda_mem_peak(void);
+void cuda_mem_peak_reset(void);
+// Median milliseconds of reps calls of fn(ctx) after warmup calls, CUDA events
+// around each call; all[reps] (may be NULL) receives every sample.
+double cuda_time_ms(void (*fn)(void *), void *ctx, int warmup, int reps, double *all);
+// x[i] = uniform in [lo, hi) from a hash of (seed, i): reproducible random
+// device data (synthetic weights and benchmark inputs).
+void cuda_fill_uniform(float *x, int64_t n, float lo, float hi, uint64_t seed);
 // dst[i] = bf16(src[i]) (round to nearest even) / src[i] widened to fp32.
 void cuda_f32_to_bf16(void *dst, const float *src, int64_t n);
 void cuda_bf16_to_f32(float *dst, const void *src, int64_t n);

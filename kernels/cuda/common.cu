@@ -30,6 +30,18 @@ __global__ void f16_to_f32_kernel(float *dst, const __half *src, int64_t n) {
         dst[i] = __half2float(src[i]);
 }
 
+// x[i] = lo + (hi − lo)·u_i, u_i uniform in [0, 1) from a hash of (seed, i):
+// reproducible, no state, any grid.
+__global__ void fill_uniform_kernel(float *x, int64_t n, float lo, float hi, uint64_t seed) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        uint64_t z = seed + 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        z ^= z >> 31;
+        x[i] = lo + (hi - lo) * (float)((z >> 40) * (1.0 / 16777216.0));
+    }
+}
+
 // ---- launchers and helpers ---------------------------------------------------------
 
 static int grid_for(int64_t n, int block) {
@@ -55,14 +67,86 @@ extern "C" int cuda_available(char *why, size_t len) {
     return n;
 }
 
+// Bytes handed out by cuda_malloc and not yet freed, and their peak. Sizes are
+// looked up at free time with cuMemGetAddressRange-free bookkeeping: a small
+// open-addressing table from pointer to size (device allocations are few).
+static size_t g_live = 0, g_peak = 0;
+enum { MEM_SLOTS = 1 << 14 };
+static struct { void *p; size_t n; } g_sizes[MEM_SLOTS];
+
+static size_t mem_slot(void *p) { return ((uintptr_t)p >> 8) * 0x9E3779B97F4A7C15ull >> 50; }
+
 extern "C" void *cuda_malloc(size_t bytes) {
     void *p = NULL;
     CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 1));
+    for (size_t i = mem_slot(p), k = 0; k < MEM_SLOTS; i = (i + 1) % MEM_SLOTS, k++)
+        if (!g_sizes[i].p) {
+            g_sizes[i].p = p, g_sizes[i].n = bytes;
+            g_live += bytes;
+            if (g_live > g_peak) g_peak = g_live;
+            break;
+        }
     return p;
 }
 
 extern "C" void cuda_free(void *p) {
-    if (p) CUDA_CHECK(cudaFree(p));
+    if (!p) return;
+    for (size_t i = mem_slot(p), k = 0; k < MEM_SLOTS; i = (i + 1) % MEM_SLOTS, k++)
+        if (g_sizes[i].p == p) {
+            g_live -= g_sizes[i].n;
+            // Backward-shift deletion keeps every probe chain unbroken.
+            size_t j = i;
+            for (;;) {
+                g_sizes[i].p = NULL;
+                for (;;) {
+                    j = (j + 1) % MEM_SLOTS;
+                    if (!g_sizes[j].p) goto done;
+                    size_t h = mem_slot(g_sizes[j].p);
+                    if (i <= j ? (i < h && h <= j) : (i < h || h <= j)) continue;
+                    break;
+                }
+                g_sizes[i] = g_sizes[j];
+                i = j;
+            }
+        }
+done:
+    CUDA_CHECK(cudaFree(p));
+}
+
+extern "C" size_t cuda_mem_live(void) { return g_live; }
+extern "C" size_t cuda_mem_peak(void) { return g_peak; }
+extern "C" void cuda_mem_peak_reset(void) { g_peak = g_live; }
+
+// Median milliseconds of reps calls of fn(ctx) after warmup calls, each timed
+// with a pair of CUDA events on the default stream; all[reps] (may be NULL)
+// gets every sample in call order.
+extern "C" double cuda_time_ms(void (*fn)(void *), void *ctx, int warmup, int reps, double *all) {
+    cudaEvent_t a, b;
+    CUDA_CHECK(cudaEventCreate(&a));
+    CUDA_CHECK(cudaEventCreate(&b));
+    for (int i = 0; i < warmup; i++) fn(ctx);
+    double *ms = (double *)malloc(sizeof(double) * (reps > 0 ? reps : 1));
+    for (int i = 0; i < reps; i++) {
+        CUDA_CHECK(cudaEventRecord(a));
+        fn(ctx);
+        CUDA_CHECK(cudaEventRecord(b));
+        CUDA_CHECK(cudaEventSynchronize(b));
+        float f;
+        CUDA_CHECK(cudaEventElapsedTime(&f, a, b));
+        ms[i] = f;
+        if (all) all[i] = f;
+    }
+    // median (insertion sort: reps is small)
+    for (int i = 1; i < reps; i++)
+        for (int j = i; j > 0 && ms[j] < ms[j - 1]; j--) {
+            double t = ms[j];
+            ms[j] = ms[j - 1], ms[j - 1] = t;
+        }
+    double med = reps <= 0 ? 0 : reps % 2 ? ms[reps / 2] : 0.5 * (ms[reps / 2 - 1] + ms[reps / 2]);
+    free(ms);
+    CUDA_CHECK(cudaEventDestroy(a));
+    CUDA_CHECK(cudaEventDestroy(b));
+    return med;
 }
 
 extern "C" void cuda_to_device(void *dst, const void *src, size_t bytes) {
@@ -86,6 +170,12 @@ extern "C" void cuda_f32_to_bf16(void *dst, const float *src, int64_t n) {
 extern "C" void cuda_bf16_to_f32(float *dst, const void *src, int64_t n) {
     if (n <= 0) return;
     bf16_to_f32_kernel<<<grid_for(n, 256), 256>>>(dst, (const __nv_bfloat16 *)src, n);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+extern "C" void cuda_fill_uniform(float *x, int64_t n, float lo, float hi, uint64_t seed) {
+    if (n <= 0) return;
+    fill_uniform_kernel<<<grid_for(n, 256), 256>>>(x, n, lo, hi, seed);
     CUDA_CHECK(cudaGetLastError());
 }
 
