@@ -15,8 +15,9 @@
 # Usage: scripts/device-prepare.sh             (then: run with carry [".deb"])
 #        scripts/device-prepare.sh --smollm2   also what scripts/device-smollm2.sh
 #   needs, all git-ignored: the SmolLM2 GGUF (from scripts/get-smollm2.sh's
-#   cache) split in two parts under the carry limit, .dev/smol.part0 (34 MiB:
-#   carried with .deb) and .dev/smol.part1 (59 MiB: carried alone, next call);
+#   cache) split in three parts under the carry limit (64 MiB with the 8.5 MiB
+#   working tree): .dev/smol.part0 (25 MiB, carried with .deb), .dev/smol.part1
+#   (48 MiB, alone) and .dev/smol.part2 (21 MiB, with .whl and .dev/text);
 #   the gguf and h5py wheels in .whl/; text slices .dev/text/{train,heldout}.txt
 #   of corpus/ (scripts/get-corpus.sh).
 set -euo pipefail
@@ -26,8 +27,9 @@ if [ "${1:-}" = --smollm2 ]; then
     [ -f "$gguf" ] || scripts/get-smollm2.sh
     [ -d corpus/train ] || scripts/get-corpus.sh
     mkdir -p .dev/text .whl
-    head -c 36000000 "$gguf" >.dev/smol.part0
-    tail -c +36000001 "$gguf" >.dev/smol.part1
+    head -c 26000000 "$gguf" >.dev/smol.part0
+    tail -c +26000001 "$gguf" | head -c 50000000 >.dev/smol.part1
+    tail -c +76000001 "$gguf" >.dev/smol.part2
     python3 -m pip download -q --no-deps gguf==0.19.0 -d .whl
     python3 -m pip download -q --no-deps h5py==3.14.0 --python-version 3.12 --only-binary=:all: \
         --platform manylinux_2_17_x86_64 -d .whl

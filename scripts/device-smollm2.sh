@@ -10,7 +10,7 @@
 #   also:    the GPU eval in bf16 (mixed GEMMs + cuDNN attention), reported.
 # Run ON the GPU machine after scripts/device-check.sh built $B (build-device).
 # The checkpoint does not travel whole (the carry limit is 64 MiB): the
-# SmolLM2 GGUF goes over in parts (.dev/smol.part0, .dev/smol.part1, made here
+# SmolLM2 GGUF goes over in parts (.dev/smol.part0..2, made here
 # by scripts/device-prepare.sh --smollm2), collected in $PARTS across calls,
 # joined, checked against its sha256 and converted with scripts/gguf_to_hf.py
 # (the gguf and h5py wheels come in .whl/). Text: .dev/text/{train,heldout}.txt
@@ -32,8 +32,8 @@ say "collect the GGUF parts"
 for p in .dev/smol.part*; do [ -f "$p" ] && cp "$p" "$PARTS/"; done
 ls -la "$PARTS"
 if [ ! -f "$W/model/config.json" ]; then
-    [ -f "$PARTS/smol.part0" ] && [ -f "$PARTS/smol.part1" ] || { echo "parts missing (collected so far above)"; exit 3; }
-    cat "$PARTS"/smol.part0 "$PARTS"/smol.part1 >"$W/smol.gguf"
+    for i in 0 1 2; do [ -f "$PARTS/smol.part$i" ] || { echo "smol.part$i missing (collected so far above)"; exit 3; }; done
+    cat "$PARTS"/smol.part0 "$PARTS"/smol.part1 "$PARTS"/smol.part2 >"$W/smol.gguf"
     echo "$GGUF_SHA256  $W/smol.gguf" | sha256sum -c - || exit 1
     python3 -m pip install -q --no-index --no-deps --find-links .whl gguf h5py 2>&1 | tail -2
     python3 scripts/gguf_to_hf.py "$W/smol.gguf" "$W/model" >"$W/convert.log" 2>&1 || { tail "$W/convert.log"; exit 1; }
