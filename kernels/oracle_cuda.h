@@ -20,6 +20,8 @@ extern "C" {
 // to sel[r·k ..] ascending then −1, and n_sel[r] = min(len_r, k). k ≥ 1.
 // Per-query rows of a query chunk starting at t0: len0 = t0 + 1, step = 1;
 // block rows starting at block b0: len0 = (b0 + 1)·bsel, step = bsel, cap = T.
+// Rows with len_r ≤ k read no scores (score may be NULL when every row is so).
+// Exact: the same indices as topk_support, ±0 counted equal. (topk.cu)
 void topk_rows_cuda(int32_t *sel, int32_t *n_sel, const float *score, int rows, int64_t ld, int len0, int step,
                     int cap, int k);
 
@@ -27,7 +29,8 @@ void topk_rows_cuda(int32_t *sel, int32_t *n_sel, const float *score, int rows, 
 // over j ≤ t; bsel = s, ceil(T/s) rows, row b = top-k of A_B(j) = Σ_{t∈B, t≥j}
 // P_t(j) over j < end(B). P is rebuilt from q, k and lse (the log-sum-exp of
 // scale·q·k per head and query, as attention_forward_cuda writes it).
-// sel [rows, topk], n_sel [rows].
+// sel [rows, topk], n_sel [rows]. Scratch: one [chunk, T] score buffer
+// (≤ 256 MB), allocated and freed here (cudaFree synchronises). (oracle.cu)
 void oracle_select_cuda(int32_t *sel, int32_t *n_sel, const float *q, const float *k, const float *lse, int T,
                         int Hq, int Hkv, int dh, float scale, int topk, int bsel);
 
@@ -35,7 +38,8 @@ void oracle_select_cuda(int32_t *sel, int32_t *n_sel, const float *q, const floa
 // support_attention_cpu): row b = t / bsel holds n_sel[b] sorted key indices at
 // sel + b·topk; query t attends to those ≤ t, or to {t} alone when none is.
 // When recall / support [T] are not NULL: recall[t] += Σ_{j∈S_t} P_t(j) (needs
-// lse; otherwise lse may be NULL) and support[t] += |S_t|.
+// lse; otherwise lse may be NULL) and support[t] += |S_t|. With recall, a
+// [T, Hq] scratch is allocated and freed here. (sparse_attention.cu)
 void support_attention_cuda(float *out, float *recall, float *support, const float *q, const float *k,
                             const float *v, const float *lse, int T, int Hq, int Hkv, int dh, float scale, int topk,
                             int bsel, const int32_t *sel, const int32_t *n_sel);
