@@ -66,6 +66,7 @@ void forward_hidden(const Model *m, const int32_t *ids, int T, float *hidden, co
         n_sel = xmalloc(sizeof(int) * (size_t)rows);
     }
 
+    int n_dense_sparse = 0;  // layers left dense in a sparse pass (their stats: every key kept)
     double t_start = omp_get_wtime();
     rope_tables(c, T, cos_t, sin_t);
     for (int t = 0; t < T; t++) memcpy(x + (size_t)t * H, m->embed + (size_t)ids[t] * H, sizeof(float) * H);
@@ -84,8 +85,10 @@ void forward_hidden(const Model *m, const int32_t *ids, int T, float *hidden, co
         } else if (sp && (ip || !o->indexer))  // the oracle (k ≥ T: every key, i.e. dense exactly)
             TIMED(attention, oracle_attention_cpu(att, rec, sup, q, k, v, T, Hq, Hkv, dh, (float)c->attn_scale,
                                                   sp->topk, sp->bsel));
-        else
+        else {
             TIMED(attention, attention_forward_cpu(att, lse, q, k, v, T, Hq, Hkv, dh, (float)c->attn_scale));
+            n_dense_sparse += sp != NULL;  // a layer without an indexer keeps every key
+        }
         if (o->tap) o->tap->fn(o->tap->ctx, l, xn, q, k, sp ? NULL : lse, T);
         TIMED(gemm, matmul_forward_cpu(xn, att, w->wo, w->bo, T, nq, H));
         for (size_t i = 0; i < (size_t)T * H; i++) x[i] += xn[i];
@@ -98,6 +101,10 @@ void forward_hidden(const Model *m, const int32_t *ids, int T, float *hidden, co
         for (size_t i = 0; i < (size_t)T * H; i++) x[i] += xn[i];
     }
     rmsnorm_forward_cpu(x, x, m->final_norm, T, H, eps);
+    for (int t = 0; stats && n_dense_sparse && t < T; t++) {
+        if (stats->recall) stats->recall[t] += (float)n_dense_sparse;
+        if (stats->support) stats->support[t] += (float)n_dense_sparse * (float)(t + 1);
+    }
     if (prof) prof->other = omp_get_wtime() - t_start - prof->gemm - prof->attention;
 
     free(xn), free(q), free(k), free(v), free(att), free(gate), free(up), free(cos_t), free(sin_t), free(lse), free(sel), free(n_sel);

@@ -16,7 +16,8 @@ typedef struct {
 } Sparsity;
 
 // What the sparse supports kept, summed over layers (either may be NULL):
-// recall[t] += Σ_{j∈S_t} P_t(j), support[t] += |S_t|, per layer.
+// recall[t] += Σ_{j∈S_t} P_t(j), support[t] += |S_t|, per layer; a layer the
+// pass leaves dense (no indexer for it) adds 1 and t + 1: it keeps every key.
 typedef struct {
     float *recall;   // [T]
     float *support;  // [T]

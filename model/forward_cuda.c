@@ -298,6 +298,7 @@ void fwd_cuda_hidden(FwdCuda *f, const int32_t *ids, int T, float *hidden_host, 
         h_lse = sp ? NULL : xmalloc(sizeof(float) * TT * Hq);
     }
 
+    int n_dense_sparse = 0;  // layers left dense in a sparse pass (their stats: every key kept)
     cuda_to_device(d_ids, ids, sizeof(int32_t) * TT);
     embedding_forward_cuda(x, d_ids, f->embed, T, H);
     if (prof) prof->other += lap(&t_lap);
@@ -322,6 +323,7 @@ void fwd_cuda_hidden(FwdCuda *f, const int32_t *ids, int T, float *hidden_host, 
             oracle_attention_cuda(att, d_rec, d_sup, q, k, v, T, Hq, Hkv, dh, scale, sp->topk, sp->bsel);
             att_in = gemm_input(f, att, hb, (int64_t)T * nq);
         } else if (use_sdpa) {
+            n_dense_sparse += sp != NULL;
             cuda_f32_to_bf16(qb, q, (int64_t)T * nq);
             cuda_f32_to_bf16(kb, k, (int64_t)T * nkv);
             cuda_f32_to_bf16(vb, v, (int64_t)T * nkv);
@@ -332,6 +334,7 @@ void fwd_cuda_hidden(FwdCuda *f, const int32_t *ids, int T, float *hidden_host, 
                 att_in = gemm_input(f, att, hb, (int64_t)T * nq);
             }
         } else {
+            n_dense_sparse += sp != NULL;
             attention_forward_cuda(att, o->tap ? lse : NULL, q, k, v, T, Hq, Hkv, dh, scale);
             att_in = gemm_input(f, att, hb, (int64_t)T * nq);
         }
@@ -366,7 +369,8 @@ void fwd_cuda_hidden(FwdCuda *f, const int32_t *ids, int T, float *hidden_host, 
         for (int i = 0; i < 2; i++)
             if (dst[i]) {
                 cuda_to_host(tmp, src[i], sizeof(float) * TT);
-                for (size_t t = 0; t < TT; t++) dst[i][t] += tmp[t];
+                for (size_t t = 0; t < TT; t++)
+                    dst[i][t] += tmp[t] + (float)n_dense_sparse * (i == 0 ? 1.0f : (float)(t + 1));
             }
         free(tmp);
     }

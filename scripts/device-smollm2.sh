@@ -6,7 +6,8 @@
 #   train:   mean KL over the trained layers, per step; the GPU curve must
 #            track the CPU one within 2% at step 50 (mean of steps 46–50);
 #   eval:    every row (dense, oracle, indexer at each k, b_sel): each metric
-#            of the GPU run must lie within the CPU run's 95% interval of it;
+#            of the GPU run must lie within the CPU run's 95% interval of it
+#            (metrics without an interval, e.g. sparsity: within 1e-4);
 #   also:    the GPU eval in bf16 (mixed GEMMs + cuDNN attention), reported.
 # Run ON the GPU machine after scripts/device-check.sh built $B (build-device).
 # The checkpoint does not travel whole (the carry limit is 64 MiB): the
@@ -117,7 +118,10 @@ for key in sorted(rc, key=lambda k: (k[0] != "dense", k)):
         a, b = rc[key].get(m), rg[key].get(m)
         if a is None or b is None: continue
         ci = rc[key].get(m + "_ci95", 0.0) or 0.0
-        inside = abs(b - a) <= ci + 1e-9
+        # Sparsity (and dense's fixed values) have no sampling interval: they
+        # follow from k, b_sel and T, up to a near-tie swapping which keys a
+        # block keeps (that moves sparsity by ~1e-6); bound 1e-4 there.
+        inside = abs(b - a) <= max(ci, 1e-4 if ci == 0 else 0) + 1e-9
         ok &= inside
         bf = rb.get(key, {}).get(m)
         print(f"{key[0]:<8} {key[1]:>4} {key[2]:>4}  {m:<12} {a:10.5f} (±{ci:.5f})  {b:10.5f}  {'yes' if inside else 'NO':>5}  "

@@ -81,6 +81,15 @@ check "logits --indexer with k = 8 differs from dense" "[ -s '$work/ix8.npy' ] &
 check "an indexer of another checkpoint is refused" "[ $rc = 1 ] && grep -q 'another checkpoint' '$work/err' && [ ! -e '$work/x.npy' ]"
 "$bin" eval --model "$g" --ids "$work/ids.txt" --ctx 48 --k 8 --bsel 1 --indexer "$work/idx" --json "$work/ev.json" 2>/dev/null
 check "eval --indexer adds indexer rows" "grep -q '\"mode\":.*\"indexer\"' '$work/ev.json'"
+# An indexer for one of the two layers: the other layer stays dense, and its
+# keys count as kept. With k >= T every support is whole: recall 1, sparsity 0.
+one_args=("${args[@]}")
+one_args[8]=2  # the value of --steps
+"$bin" "${one_args[@]}" --out "$work/one" --layers 0 2>/dev/null
+"$bin" export --run "$work/one" --out "$work/idx_one" 2>/dev/null
+"$bin" eval --model "$g" --ids "$work/ids.txt" --ctx 48 --k 48 --bsel 1 --indexer "$work/idx_one" --json "$work/ev1.json" 2>/dev/null
+check "eval of a one-layer indexer at k >= T: mass recall 1, sparsity 0 (the dense layer counts as whole)" \
+  "python3 -c \"import json,sys; r=[x for x in json.load(open('$work/ev1.json')) if x['mode']=='indexer']; sys.exit(not (r and all(abs(x['mass_recall']-1)<1e-6 and abs(x['sparsity'])<1e-6 for x in r)))\""
 
 [ "$fails" = 0 ] && echo "all train checks passed"
 [ "$fails" = 0 ]

@@ -26,8 +26,11 @@
 //     2·gradient (parameter gradients accumulate).
 //   recall: per query, nmse ≤ 1e-9 and max|err| ≤ 1e-4 (float sums of
 //     Hq·k exps); the mean, relative 1e-5. A near tie at the top-k boundary
-//     between the two twins' scores (relative difference ~1e-7) could swap one
-//     key; with score spacing ~1e-3 that has probability ~1e-4 per row.
+//     (the twins' scores differ by ~1e-7 relative: GEMM summation order) can
+//     swap one key, and did on the H200 (2026-11-29: one row of 1000, recall
+//     off by 2.2e-3). So rows whose k-th and (k+1)-th CPU scores are within
+//     1e-5·(1 + |score|) are left out of the per-row comparison (the count is
+//     printed) and their differences are added to the mean's allowance.
 //   select: each GPU row must be a valid top-k of the reference values (the CPU
 //     twin's scores, indexer_forward_cpu; for b_sel > 1 A_B computed in double
 //     from them): n_sel = min(len, k), ascending, distinct, in range, −1
@@ -170,10 +173,14 @@ static void check_loss(const Case *c) {
 
 // ---- recall -------------------------------------------------------------------------------
 
+static int cmp_desc_f(const void *a, const void *b) {
+    const float x = *(const float *)a, y = *(const float *)b;
+    return x < y ? 1 : x > y ? -1 : 0;
+}
+
 static void check_recall(const Case *c, int k) {
     Setup s = setup_build(c);
-    char shape[160];
-    snprintf(shape, sizeof shape, "%s k=%d", s.shape, k);
+    char shape[200];
     float *r_cpu = host_alloc(s.nq);
     const double m_cpu = indexer_mass_recall_cpu(r_cpu, &s.cfg, s.params, s.x, s.tq, s.tk, s.tlse, c->T, c->Hq,
                                                  c->Hkv, c->dh, s.scale, s.queries, s.nq, k);
@@ -181,11 +188,35 @@ static void check_recall(const Case *c, int k) {
     const double m_gpu = indexer_mass_recall_cuda(d_r, &s.cfg, s.d_params, s.d_x, s.d_tq, s.d_tk, s.d_tlse, c->T,
                                                   c->Hq, c->Hkv, c->dh, s.scale, s.d_queries, s.nq, k);
     float *got = host_from_dev(d_r, s.nq);
-    compare("indexer mass recall", shape, got, r_cpu, s.nq, GRAD_NMSE, GRAD_MAX);
-    char detail[128];
-    snprintf(detail, sizeof detail, "mean gpu %.9g cpu %.9g", m_gpu, m_cpu);
-    record("indexer mass recall (mean)", shape, fabs(m_gpu - m_cpu) <= LOSS_REL * fabs(m_cpu) + LOSS_ABS, detail);
-    free(got), free(r_cpu);
+    // Rows whose k-th and (k+1)-th scores (the CPU twin's) are within the tie
+    // tolerance may keep a different key on each twin: they are left out of
+    // the per-row comparison, and their differences bound the mean's.
+    float *score = host_alloc((int64_t)s.nq * c->T), *row = host_alloc(c->T);
+    indexer_forward_cpu(score, NULL, &s.cfg, s.params, s.x, c->T, s.queries, s.nq);
+    float *g_kept = host_alloc(s.nq), *c_kept = host_alloc(s.nq);
+    int n_kept = 0, n_tie = 0;
+    double tie_slack = 0;
+    for (int r = 0; r < s.nq; r++) {
+        const int len = s.queries[r] + 1;
+        int tie = 0;
+        if (len > k) {
+            memcpy(row, score + (int64_t)r * c->T, sizeof(float) * len);
+            qsort(row, len, sizeof(float), cmp_desc_f);
+            tie = row[k - 1] - row[k] <= 1e-5f * (1.0f + fabsf(row[k - 1]));
+        }
+        if (tie) {
+            n_tie++;
+            tie_slack += fabs((double)got[r] - r_cpu[r]) / s.nq;
+        } else
+            g_kept[n_kept] = got[r], c_kept[n_kept++] = r_cpu[r];
+    }
+    snprintf(shape, sizeof shape, "%s k=%d (%d tie row%s left out)", s.shape, k, n_tie, n_tie == 1 ? "" : "s");
+    compare("indexer mass recall", shape, g_kept, c_kept, n_kept, GRAD_NMSE, GRAD_MAX);
+    char detail[160];
+    snprintf(detail, sizeof detail, "mean gpu %.9g cpu %.9g (tie rows allow %.2g)", m_gpu, m_cpu, tie_slack);
+    record("indexer mass recall (mean)", shape,
+           fabs(m_gpu - m_cpu) <= LOSS_REL * fabs(m_cpu) + LOSS_ABS + tie_slack + 1e-12, detail);
+    free(got), free(r_cpu), free(score), free(row), free(g_kept), free(c_kept);
     cuda_free(d_r);
     setup_free(&s);
 }
