@@ -17,6 +17,7 @@ static const struct {
     {"train", cmd_train, "distil indexers from teacher shards (AdamW, checkpoints, --resume)"},
     {"export", cmd_export, "export a run's indexers as safetensors + config.json"},
     {"scores", cmd_scores, "one layer's exported-indexer scores on a teacher-shard sequence (.npy)"},
+    {"bench", cmd_bench, "time the GPU twin: kernels of one layer and time to first token (--device cuda)"},
     {"eval", cmd_eval, "dense vs the attention-mass oracle on held-out text: NLL, KL, top-1, recall, sparsity"},
 };
 

@@ -10,3 +10,4 @@ int cmd_teacher(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_scores(int argc, char **argv);
+int cmd_bench(int argc, char **argv);

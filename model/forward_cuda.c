@@ -39,6 +39,7 @@ struct FwdCuda {
     float *final_norm;  // (hidden)
     size_t weight_bytes;
     float *stage;       // upload staging (fp32) for 16-bit conversion; only during upload
+    uint64_t synth;     // synthetic weights: 0 = from the checkpoint, else the fill's seed
     // lm_head scratch, grown to the largest row chunk seen
     int lm_rows;
     float *lm_in, *lm_out;
@@ -59,26 +60,46 @@ int fwd_precision_parse(const char *s, FwdPrecision *p) {
 
 // ---- upload ----------------------------------------------------------------------------
 
-static float *upload_f32(FwdCuda *f, const float *h, int64_t n) {
-    if (!h) return NULL;
+// What a device tensor holds when the weights are synthetic (fwd_cuda_synthetic).
+typedef enum { W_MATRIX, W_NORM, W_BIAS } WRole;
+
+// A synthetic tensor on the device, fp32: matrices uniform with sd 0.02 (so
+// activations stay finite through every layer), norm gains 1, no biases.
+static float *synth_f32(FwdCuda *f, int64_t n, WRole role) {
+    if (role == W_BIAS) return NULL;
     float *d = cuda_malloc(sizeof(float) * (size_t)n);
-    cuda_to_device(d, h, sizeof(float) * (size_t)n);
+    const float a = role == W_NORM ? 1.0f : 0.02f * 1.7320508f;  // uniform(−a, a) has sd a/√3
+    cuda_fill_uniform(d, n, role == W_NORM ? 1.0f : -a, a, f->synth++);
+    return d;
+}
+
+static float *upload_f32(FwdCuda *f, const float *h, int64_t n, WRole role) {
+    float *d;
+    if (f->synth) {
+        if (!(d = synth_f32(f, n, role))) return NULL;
+    } else {
+        if (!h) return NULL;
+        d = cuda_malloc(sizeof(float) * (size_t)n);
+        cuda_to_device(d, h, sizeof(float) * (size_t)n);
+    }
     f->weight_bytes += sizeof(float) * (size_t)n;
     return d;
 }
 
 // A layer's weight matrix: fp32 as is, or rounded to 16 bits on the device (via f->stage).
 static void *upload_matrix(FwdCuda *f, const float *h, int64_t n) {
-    if (f->prec == FWD_FP32) return upload_f32(f, h, n);
+    if (f->prec == FWD_FP32) return upload_f32(f, h, n, W_MATRIX);
     void *d = cuda_malloc(2 * (size_t)n);
-    cuda_to_device(f->stage, h, sizeof(float) * (size_t)n);
+    if (f->synth) cuda_fill_uniform(f->stage, n, -0.02f * 1.7320508f, 0.02f * 1.7320508f, f->synth++);
+    else cuda_to_device(f->stage, h, sizeof(float) * (size_t)n);
     cuda_f32_to_half(d, f->stage, n, f->half);
     cuda_sync();  // the stage is overwritten by the next upload
     f->weight_bytes += 2 * (size_t)n;
     return d;
 }
 
-int fwd_cuda_upload(const Model *m, FwdPrecision prec, FwdCuda **out, Status *st) {
+// The upload of fwd_cuda_upload (synth = 0) and fwd_cuda_synthetic (synth = seed).
+static int upload(const Model *m, FwdPrecision prec, uint64_t synth, FwdCuda **out, Status *st) {
     *out = NULL;
     char why[256];
     if (cuda_available(why, sizeof why) == 0) return status_fail(st, "no usable GPU (%s)", why);
@@ -91,6 +112,7 @@ int fwd_cuda_upload(const Model *m, FwdPrecision prec, FwdCuda **out, Status *st
     FwdCuda *f = xcalloc(1, sizeof *f);
     f->m = m;
     f->prec = prec;
+    f->synth = synth;
     // The checkpoint's 16-bit type: f16 when its layer matrices are stored F16.
     const StTensor *probe = st_find(&m->st, "model.layers.0.self_attn.q_proj.weight");
     f->half = probe && probe->dtype == ST_F16 ? HALF_F16 : HALF_BF16;
@@ -101,32 +123,33 @@ int fwd_cuda_upload(const Model *m, FwdPrecision prec, FwdCuda **out, Status *st
         for (int i = 0; i < 4; i++) big = sizes[i] > big ? sizes[i] : big;
         f->stage = cuda_malloc(sizeof(float) * (size_t)big);
     }
-    f->embed = upload_f32(f, m->embed, V * H);
-    f->lm_head = m->lm_head == m->embed ? f->embed : upload_f32(f, m->lm_head, V * H);
-    f->final_norm = upload_f32(f, m->final_norm, H);
+    f->embed = upload_f32(f, m->embed, V * H, W_MATRIX);
+    f->lm_head = c->tie_embeddings || m->lm_head == m->embed ? f->embed : upload_f32(f, m->lm_head, V * H, W_MATRIX);
+    f->final_norm = upload_f32(f, m->final_norm, H, W_NORM);
     for (int l = 0; l < c->n_layers; l++) {
-        const LayerWeights *w = &m->layers[l];
+        static const LayerWeights none = {0};  // a synthetic model has no host weights
+        const LayerWeights *w = m->layers ? &m->layers[l] : &none;
         LayerDev *d = &f->layers[l];
-        d->attn_norm = upload_f32(f, w->attn_norm, H);
+        d->attn_norm = upload_f32(f, w->attn_norm, H, W_NORM);
         d->wq = upload_matrix(f, w->wq, nq * H);
         d->wk = upload_matrix(f, w->wk, nkv * H);
         d->wv = upload_matrix(f, w->wv, nkv * H);
         d->wo = upload_matrix(f, w->wo, H * nq);
-        d->bq = upload_f32(f, w->bq, nq);
-        d->bk = upload_f32(f, w->bk, nkv);
-        d->bv = upload_f32(f, w->bv, nkv);
-        d->bo = upload_f32(f, w->bo, H);
+        d->bq = upload_f32(f, w->bq, nq, W_BIAS);
+        d->bk = upload_f32(f, w->bk, nkv, W_BIAS);
+        d->bv = upload_f32(f, w->bv, nkv, W_BIAS);
+        d->bo = upload_f32(f, w->bo, H, W_BIAS);
         if (c->qk_norm) {
-            d->q_norm = upload_f32(f, w->q_norm, c->head_dim);
-            d->k_norm = upload_f32(f, w->k_norm, c->head_dim);
+            d->q_norm = upload_f32(f, w->q_norm, c->head_dim, W_NORM);
+            d->k_norm = upload_f32(f, w->k_norm, c->head_dim, W_NORM);
         }
-        d->mlp_norm = upload_f32(f, w->mlp_norm, H);
+        d->mlp_norm = upload_f32(f, w->mlp_norm, H, W_NORM);
         d->w_gate = upload_matrix(f, w->w_gate, I * H);
         d->w_up = upload_matrix(f, w->w_up, I * H);
         d->w_down = upload_matrix(f, w->w_down, H * I);
-        d->b_gate = upload_f32(f, w->b_gate, I);
-        d->b_up = upload_f32(f, w->b_up, I);
-        d->b_down = upload_f32(f, w->b_down, H);
+        d->b_gate = upload_f32(f, w->b_gate, I, W_BIAS);
+        d->b_up = upload_f32(f, w->b_up, I, W_BIAS);
+        d->b_down = upload_f32(f, w->b_down, H, W_BIAS);
     }
     cuda_sync();
     cuda_free(f->stage);
@@ -136,6 +159,14 @@ int fwd_cuda_upload(const Model *m, FwdPrecision prec, FwdCuda **out, Status *st
              prec == FWD_BF16 ? "cuDNN SDPA bf16" : "fp32");
     *out = f;
     return 0;
+}
+
+int fwd_cuda_upload(const Model *m, FwdPrecision prec, FwdCuda **out, Status *st) {
+    return upload(m, prec, 0, out, st);
+}
+
+int fwd_cuda_synthetic(const Model *m, FwdPrecision prec, uint64_t seed, FwdCuda **out, Status *st) {
+    return upload(m, prec, seed | 1, out, st);
 }
 
 void fwd_cuda_free(FwdCuda *f) {
@@ -228,7 +259,11 @@ static double lap(double *t0) {
     return d;
 }
 
-void fwd_cuda_hidden(FwdCuda *f, const int32_t *ids, int T, float *hidden_host, const ForwardOpts *o) {
+// The forward pass; then either the final hidden states to hidden_host, or
+// (last_logits_host not NULL) only the last position's logits, computed on
+// the device (time to first token: nothing [T, ·] crosses the bus).
+static void forward_impl(FwdCuda *f, const int32_t *ids, int T, float *hidden_host, const ForwardOpts *o,
+                         float *last_logits_host) {
     static const ForwardOpts none = {0};
     if (!o) o = &none;
     if (T <= 0) return;
@@ -361,8 +396,16 @@ void fwd_cuda_hidden(FwdCuda *f, const int32_t *ids, int T, float *hidden_host, 
         if (prof) prof->gemm += lap(&t_lap);
     }
     rmsnorm_forward_cuda(x, x, f->final_norm, T, H, eps);
-    cuda_sync();
-    cuda_to_host(hidden_host, x, sizeof(float) * TT * H);
+    if (last_logits_host) {
+        float *logits = cuda_malloc(sizeof(float) * (size_t)c->vocab);
+        matmul_forward_cuda(logits, x + (TT - 1) * H, f->lm_head, NULL, 1, H, c->vocab);
+        cuda_sync();
+        cuda_to_host(last_logits_host, logits, sizeof(float) * (size_t)c->vocab);
+        cuda_free(logits);
+    } else {
+        cuda_sync();
+        cuda_to_host(hidden_host, x, sizeof(float) * TT * H);
+    }
     if (want_stats) {  // add this pass's sums into the caller's arrays
         float *tmp = xmalloc(sizeof(float) * TT);
         float *dst[2] = {o->stats->recall, o->stats->support}, *src[2] = {d_rec, d_sup};
@@ -383,6 +426,14 @@ void fwd_cuda_hidden(FwdCuda *f, const int32_t *ids, int T, float *hidden_host, 
         free(ip);
     }
     free(h_xn), free(h_q), free(h_k), free(h_lse);
+}
+
+void fwd_cuda_hidden(FwdCuda *f, const int32_t *ids, int T, float *hidden_host, const ForwardOpts *o) {
+    forward_impl(f, ids, T, hidden_host, o, NULL);
+}
+
+void fwd_cuda_ttft(FwdCuda *f, const int32_t *ids, int T, const ForwardOpts *o, float *last_logits_host) {
+    forward_impl(f, ids, T, NULL, o, last_logits_host);
 }
 
 void fwd_cuda_lm_head(FwdCuda *f, const float *hidden_host, int rows, float *logits_host) {

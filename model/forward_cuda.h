@@ -49,6 +49,10 @@ typedef struct FwdCuda FwdCuda;
 // why (no usable GPU; a head_dim the attention kernels do not take) and
 // *out = NULL. Caller frees with fwd_cuda_free.
 int fwd_cuda_upload(const Model *m, FwdPrecision prec, FwdCuda **out, Status *st);
+// A synthetic model of m's configuration (m->cfg only; m holds no weights):
+// every matrix uniform with sd 0.02 from a hash of seed, norm gains 1, no
+// biases, filled on the device (nothing crosses the bus). For benchmarks.
+int fwd_cuda_synthetic(const Model *m, FwdPrecision prec, uint64_t seed, FwdCuda **out, Status *st);
 void fwd_cuda_free(FwdCuda *f);
 // Bytes of device memory the uploaded weights take.
 size_t fwd_cuda_weight_bytes(const FwdCuda *f);
@@ -62,6 +66,11 @@ const char *fwd_cuda_describe(const FwdCuda *f);
 // wall-clock seconds per part (the device is synchronised around each part
 // only when o->prof is set).
 void fwd_cuda_hidden(FwdCuda *f, const int32_t *ids, int T, float *hidden_host, const ForwardOpts *o);
+
+// Time to first token: the same forward pass, then only the last position's
+// logits (last_logits_host [vocab]), computed on the device; the hidden
+// states never leave it.
+void fwd_cuda_ttft(FwdCuda *f, const int32_t *ids, int T, const ForwardOpts *o, float *last_logits_host);
 
 // forward_lm_head on the GPU: logits_host[rows, vocab] =
 // hidden_host[rows, hidden] · lm_headᵀ (host in, host out; call it per row

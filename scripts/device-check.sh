@@ -103,6 +103,7 @@ if [ $rc -ne 0 ]; then
     exit 1
 fi
 echo "build ok"
+if [ "${ONLY_BUILD:-0}" = 1 ]; then echo "device-check: ONLY_BUILD=1: built, nothing tested"; exit 0; fi
 
 step "twin test: SPINDLE_REQUIRE_GPU=1 $B/test_cuda_twins"
 SPINDLE_REQUIRE_GPU=1 "$B/test_cuda_twins" >"$OUT/twins.txt" 2>&1

@@ -1,0 +1,490 @@
+// bench.c: `spindle bench` — GPU timings for issue 6: per-kernel times of one
+// layer (dense attention, indexer score + top-k, sparse attention, oracle
+// selection, GEMMs, the fused distillation step) and the time to first token
+// of a whole model (dense, indexer per query, indexer block-shared, oracle),
+// for a checkpoint or a synthetic random-weight model by name, at each --ctx.
+//
+// Timing: CUDA events around each call on the default stream, one untimed
+// warm-up call (it also builds cuBLAS/cuDNN plans for the shape), then the
+// median of repeats chosen so each measurement takes about a second (at least
+// one). Inputs are random (uniform, not zeros). Memory: the peak of spindle's
+// own device allocations (kernels/ops_cuda.h: cuBLAS and cuDNN workspaces not
+// counted) and the device's used memory as cudaMemGetInfo reports it.
+// Results: JSON (schema "spindle-bench/1", one object per measurement) and a
+// table on stdout. scripts/bench-report.py sets them against the anchors.
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backbone.h"
+#include "cli_util.h"
+#include "commands.h"
+#include "export.h"
+#include "fileio.h"
+#include "indexer.h"
+#include "model.h"
+
+#define CMD "bench"
+
+#ifndef SPINDLE_HAVE_CUDA
+int cmd_bench(int argc, char **argv) {
+    (void)argc, (void)argv;
+    fprintf(stderr, "spindle " CMD ": built without CUDA; configure with -DSPINDLE_CUDA=ON\n");
+    return 1;
+}
+#else
+#include "forward_cuda.h"
+#include "indexer_cuda.h"
+#include "ops_cuda.h"
+#include "oracle_cuda.h"
+#include "sdpa_cuda.h"
+
+// ---- synthetic models ----------------------------------------------------------------
+
+// The architectures of the named checkpoints (their config.json values).
+static int synthetic_config(const char *name, ModelConfig *c) {
+    memset(c, 0, sizeof *c);
+    c->rope.type = ROPE_DEFAULT, c->rope.partial_rotary_factor = 1.0, c->rope.attention_factor = -1;
+    if (!strcmp(name, "qwen3-8b")) {
+        c->family = FAMILY_QWEN3, c->hidden = 4096, c->n_layers = 36, c->n_heads = 32, c->n_kv_heads = 8;
+        c->head_dim = 128, c->intermediate = 12288, c->vocab = 151936, c->rms_eps = 1e-6, c->qk_norm = 1;
+        c->rope.theta = 1e6, c->tie_embeddings = 0;
+    } else if (!strcmp(name, "qwen3-1.7b")) {
+        c->family = FAMILY_QWEN3, c->hidden = 2048, c->n_layers = 28, c->n_heads = 16, c->n_kv_heads = 8;
+        c->head_dim = 128, c->intermediate = 6144, c->vocab = 151936, c->rms_eps = 1e-6, c->qk_norm = 1;
+        c->rope.theta = 1e6, c->tie_embeddings = 1;
+    } else if (!strcmp(name, "smollm2-135m")) {
+        c->family = FAMILY_LLAMA, c->hidden = 576, c->n_layers = 30, c->n_heads = 9, c->n_kv_heads = 3;
+        c->head_dim = 64, c->intermediate = 1536, c->vocab = 49152, c->rms_eps = 1e-5;
+        c->rope.theta = 1e5, c->tie_embeddings = 1;
+    } else
+        return -1;
+    snprintf(c->model_type, sizeof c->model_type, "%s", c->family == FAMILY_QWEN3 ? "qwen3" : "llama");
+    c->max_pos = 1 << 20;
+    c->attn_scale = 1.0 / sqrt((double)c->head_dim);
+    c->layer_kinds = xcalloc((size_t)c->n_layers, sizeof *c->layer_kinds);
+    return 0;
+}
+
+// ---- timing ----------------------------------------------------------------------------
+
+typedef struct {
+    cJSON *results;
+    int max_reps;
+} Bench;
+
+// One warm-up call, then the median of reps calls (reps so that the timed work
+// is about a second: 1..max_reps). Returns the median; *reps and all[] filled.
+static double measure(const Bench *b, void (*fn)(void *), void *ctx, double *all, int *reps) {
+    const double first = cuda_time_ms(fn, ctx, 0, 1, NULL);
+    int n = first > 0 ? (int)(1000.0 / first) : b->max_reps;
+    n = n < 1 ? 1 : n > b->max_reps ? b->max_reps : n;
+    *reps = n;
+    return cuda_time_ms(fn, ctx, 0, n, all);
+}
+
+// Appends one measurement (tflops ≤ 0: not applicable) and prints its line.
+static void record(Bench *b, const char *name, int T, double ms, const double *all, int reps, double flops,
+                   int k, int bsel, const char *notes) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", name);
+    cJSON_AddNumberToObject(o, "ctx", T);
+    cJSON_AddNumberToObject(o, "ms_median", ms);
+    cJSON_AddItemToObject(o, "ms_all", cJSON_CreateDoubleArray(all, reps));
+    cJSON_AddNumberToObject(o, "reps", reps);
+    const double tf = flops > 0 && ms > 0 ? flops / (ms * 1e9) : 0;
+    if (tf > 0) cJSON_AddNumberToObject(o, "tflops", tf);
+    else cJSON_AddNullToObject(o, "tflops");
+    cJSON_AddNumberToObject(o, "peak_mem_bytes", (double)cuda_mem_peak());
+    cJSON_AddNumberToObject(o, "k", k);
+    cJSON_AddNumberToObject(o, "bsel", bsel);
+    cJSON_AddStringToObject(o, "notes", notes ? notes : "");
+    cJSON_AddNullToObject(o, "error");
+    cJSON_AddItemToArray(b->results, o);
+    printf("%-24s %7d %10.3f ms %9s %8.2f GB  %s\n", name, T, ms, tf > 0 ? "" : "-", cuda_mem_peak() / 1e9,
+           notes ? notes : "");
+    if (tf > 0) printf("%-24s %7s %10s    %6.1f TFLOP/s\n", "", "", "", tf);
+    fflush(stdout);
+}
+
+static void record_skip(Bench *b, const char *name, int T, const char *why) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "name", name);
+    cJSON_AddNumberToObject(o, "ctx", T);
+    cJSON_AddNullToObject(o, "ms_median");
+    cJSON_AddStringToObject(o, "error", why);
+    cJSON_AddItemToArray(b->results, o);
+    printf("%-24s %7d  not measured: %s\n", name, T, why);
+}
+
+// ---- one layer's kernels -------------------------------------------------------------------
+
+typedef struct {
+    const ModelConfig *c;
+    int T, k, bsel;
+    float scale;
+    float *q, *k_, *v, *out, *lse, *x, *params, *grads;
+    void *qb, *kb, *vb, *ob;
+    int32_t *sel, *n_sel, *sel_b, *n_sel_b, *queries;
+    IndexerConfig icfg;
+    // GEMMs of one layer: 16-bit operands and weights, fp32 out
+    void *xh, *ah, *gh, *wq, *wk, *wv, *wo, *wg, *wu, *wd;
+    float *gout;
+} Layer;
+
+static void k_sdpa(void *p) {
+    Layer *L = p;
+    attention_forward_bf16_cuda(L->ob, NULL, L->qb, L->kb, L->vb, L->T, L->c->n_heads, L->c->n_kv_heads,
+                                L->c->head_dim, L->scale);
+}
+static void k_sdpa_lse(void *p) {
+    Layer *L = p;
+    attention_forward_bf16_cuda(L->ob, L->lse, L->qb, L->kb, L->vb, L->T, L->c->n_heads, L->c->n_kv_heads,
+                                L->c->head_dim, L->scale);
+}
+static void k_att32(void *p) {
+    Layer *L = p;
+    attention_forward_cuda(L->out, NULL, L->q, L->k_, L->v, L->T, L->c->n_heads, L->c->n_kv_heads, L->c->head_dim,
+                           L->scale);
+}
+static void k_ix_select(void *p) {
+    Layer *L = p;
+    indexer_select_cuda(L->sel, L->n_sel, &L->icfg, L->params, L->x, L->T, L->k, 1);
+}
+static void k_ix_select_block(void *p) {
+    Layer *L = p;
+    indexer_select_cuda(L->sel_b, L->n_sel_b, &L->icfg, L->params, L->x, L->T, L->k, L->bsel);
+}
+static void k_sparse(void *p) {
+    Layer *L = p;
+    support_attention_cuda(L->out, NULL, NULL, L->q, L->k_, L->v, NULL, L->T, L->c->n_heads, L->c->n_kv_heads,
+                           L->c->head_dim, L->scale, L->k, 1, L->sel, L->n_sel);
+}
+static void k_sparse_block(void *p) {
+    Layer *L = p;
+    support_attention_cuda(L->out, NULL, NULL, L->q, L->k_, L->v, NULL, L->T, L->c->n_heads, L->c->n_kv_heads,
+                           L->c->head_dim, L->scale, L->k, L->bsel, L->sel_b, L->n_sel_b);
+}
+static void k_oracle(void *p) {
+    Layer *L = p;
+    oracle_select_cuda(L->sel, L->n_sel, L->q, L->k_, L->lse, L->T, L->c->n_heads, L->c->n_kv_heads,
+                       L->c->head_dim, L->scale, L->k, 1);
+}
+static void k_gemms(void *p) {
+    Layer *L = p;
+    const ModelConfig *c = L->c;
+    const int H = c->hidden, I = c->intermediate, nq = c->n_heads * c->head_dim, nkv = c->n_kv_heads * c->head_dim;
+    matmul_forward_half_cuda(L->gout, L->xh, L->wq, NULL, L->T, H, nq, HALF_BF16);
+    matmul_forward_half_cuda(L->gout, L->xh, L->wk, NULL, L->T, H, nkv, HALF_BF16);
+    matmul_forward_half_cuda(L->gout, L->xh, L->wv, NULL, L->T, H, nkv, HALF_BF16);
+    matmul_forward_half_cuda(L->gout, L->ah, L->wo, NULL, L->T, nq, H, HALF_BF16);
+    matmul_forward_half_cuda(L->gout, L->xh, L->wg, NULL, L->T, H, I, HALF_BF16);
+    matmul_forward_half_cuda(L->gout, L->xh, L->wu, NULL, L->T, H, I, HALF_BF16);
+    matmul_forward_half_cuda(L->gout, L->gh, L->wd, NULL, L->T, I, H, HALF_BF16);
+}
+static void k_train(void *p) {
+    Layer *L = p;
+    cuda_memset(L->grads, 0, sizeof(float) * (size_t)indexer_n_params(&L->icfg));
+    indexer_kl_loss_cuda(L->grads, &L->icfg, L->params, L->x, L->q, L->k_, L->lse, L->T, L->c->n_heads,
+                         L->c->n_kv_heads, L->c->head_dim, L->scale, L->queries, L->T);
+}
+
+// A random device array of n floats, uniform with sd about sd.
+static float *rand_dev(int64_t n, float sd, uint64_t seed) {
+    float *d = cuda_malloc(sizeof(float) * (size_t)(n > 0 ? n : 1));
+    cuda_fill_uniform(d, n, -1.7320508f * sd, 1.7320508f * sd, seed);
+    return d;
+}
+
+static void *rand_half(int64_t n, float sd, uint64_t seed) {
+    float *f = rand_dev(n, sd, seed);
+    void *h = cuda_malloc(2 * (size_t)(n > 0 ? n : 1));
+    cuda_f32_to_bf16(h, f, n);
+    cuda_sync();
+    cuda_free(f);
+    return h;
+}
+
+static void bench_layer(Bench *b, const ModelConfig *c, int T, int k, int bsel, int max_dense_fp32, int max_oracle,
+                        int max_train) {
+    Layer L = {0};
+    L.c = c, L.T = T, L.k = k, L.bsel = bsel, L.scale = (float)c->attn_scale;
+    const int Hq = c->n_heads, Hkv = c->n_kv_heads, dh = c->head_dim, H = c->hidden, I = c->intermediate;
+    const int64_t nq = (int64_t)T * Hq * dh, nkv = (int64_t)T * Hkv * dh;
+    cuda_mem_peak_reset();
+    L.q = rand_dev(nq, 1.0f, 11), L.k_ = rand_dev(nkv, 1.0f, 12), L.v = rand_dev(nkv, 1.0f, 13);
+    L.out = cuda_malloc(sizeof(float) * (size_t)nq);
+    L.lse = cuda_malloc(sizeof(float) * (size_t)T * Hq);
+    L.qb = cuda_malloc(2 * (size_t)nq), L.kb = cuda_malloc(2 * (size_t)nkv), L.vb = cuda_malloc(2 * (size_t)nkv);
+    L.ob = cuda_malloc(2 * (size_t)nq);
+    cuda_f32_to_bf16(L.qb, L.q, nq), cuda_f32_to_bf16(L.kb, L.k_, nkv), cuda_f32_to_bf16(L.vb, L.v, nkv);
+    L.x = rand_dev((int64_t)T * H, 1.0f, 14);
+    L.icfg = indexer_config_default(H);
+    const int64_t np = indexer_n_params(&L.icfg);
+    float *ph = xmalloc(sizeof(float) * (size_t)np);
+    indexer_init(&L.icfg, ph, 7);
+    L.params = cuda_malloc(sizeof(float) * (size_t)np);
+    cuda_to_device(L.params, ph, sizeof(float) * (size_t)np);
+    free(ph);
+    L.grads = cuda_malloc(sizeof(float) * (size_t)np);
+    const int rows_b = (T + bsel - 1) / bsel;
+    L.sel = cuda_malloc(sizeof(int32_t) * (size_t)T * k), L.n_sel = cuda_malloc(sizeof(int32_t) * (size_t)T);
+    L.sel_b = cuda_malloc(sizeof(int32_t) * (size_t)rows_b * k);
+    L.n_sel_b = cuda_malloc(sizeof(int32_t) * (size_t)rows_b);
+    double all[64];
+    int reps;
+    char note[160];
+    const double att_flops = 2.0 * T * (double)T * dh * Hq;  // causal: 4·T²·d_h·Hq / 2
+
+    double ms = measure(b, k_sdpa, &L, all, &reps);
+    record(b, "attention_sdpa_bf16", T, ms, all, reps, att_flops, 0, 0, "cuDNN fused SDPA, bf16, causal GQA");
+    ms = measure(b, k_sdpa_lse, &L, all, &reps);
+    record(b, "lse_sdpa", T, ms, all, reps, att_flops, 0, 0, "the same with softmax stats (the oracle's lse)");
+    if (T <= max_dense_fp32) {
+        ms = measure(b, k_att32, &L, all, &reps);
+        record(b, "attention_fp32", T, ms, all, reps, att_flops, 0, 0, "our fp32 flash kernel (CUDA cores)");
+    } else
+        record_skip(b, "attention_fp32", T, "longer than --max-fp32-ctx");
+
+    snprintf(note, sizeof note, "d_I %d, d_rope %d, LayerNorm key; projections + scores + top-k", L.icfg.d_index,
+             L.icfg.d_rope);
+    ms = measure(b, k_ix_select, &L, all, &reps);
+    record(b, "indexer_select", T, ms, all, reps, 0, k, 1, note);
+    ms = measure(b, k_ix_select_block, &L, all, &reps);
+    record(b, "indexer_select_block", T, ms, all, reps, 0, k, bsel, note);
+    // Sparse attention over those supports: 4·|S|·d_h·Hq per query (QK and PV).
+    const double sp_flops = 4.0 * (double)dh * Hq * (T <= k ? T * (T + 1.0) / 2 : (double)T * k);
+    ms = measure(b, k_sparse, &L, all, &reps);
+    record(b, "sparse_attention", T, ms, all, reps, sp_flops, k, 1, "per-query supports, fp32");
+    ms = measure(b, k_sparse_block, &L, all, &reps);
+    record(b, "sparse_attention_block", T, ms, all, reps, sp_flops, k, bsel, "block-shared supports, fp32");
+    if (T <= max_oracle) {
+        k_sdpa_lse(&L);
+        ms = measure(b, k_oracle, &L, all, &reps);
+        record(b, "oracle_select", T, ms, all, reps, att_flops / 2, k, 1, "P from q, k, lse (given) + top-k, fp32");
+    } else
+        record_skip(b, "oracle_select", T, "longer than --max-oracle-ctx");
+    if (T <= max_train) {
+        k_sdpa_lse(&L);
+        int32_t *qh = xmalloc(sizeof(int32_t) * (size_t)T);
+        for (int t = 0; t < T; t++) qh[t] = t;
+        L.queries = cuda_malloc(sizeof(int32_t) * (size_t)T);
+        cuda_to_device(L.queries, qh, sizeof(int32_t) * (size_t)T);
+        free(qh);
+        ms = measure(b, k_train, &L, all, &reps);
+        record(b, "train_step_layer", T, ms, all, reps, 0, 0, 0, "fused KL loss + gradients, all T queries, fp32");
+    } else
+        record_skip(b, "train_step_layer", T, "longer than --max-train-ctx");
+
+    // One layer's GEMMs in bf16 (q, k, v, o, gate, up, down).
+    const int nqd = Hq * dh, nkd = Hkv * dh;
+    L.xh = rand_half((int64_t)T * H, 1.0f, 21), L.ah = rand_half((int64_t)T * nqd, 1.0f, 22);
+    L.gh = rand_half((int64_t)T * I, 1.0f, 23);
+    L.wq = rand_half((int64_t)nqd * H, 0.02f, 24), L.wk = rand_half((int64_t)nkd * H, 0.02f, 25);
+    L.wv = rand_half((int64_t)nkd * H, 0.02f, 26), L.wo = rand_half((int64_t)H * nqd, 0.02f, 27);
+    L.wg = rand_half((int64_t)I * H, 0.02f, 28), L.wu = rand_half((int64_t)I * H, 0.02f, 29);
+    L.wd = rand_half((int64_t)H * I, 0.02f, 30);
+    L.gout = cuda_malloc(sizeof(float) * (size_t)T * (I > H ? I : H));
+    const double gemm_flops = 2.0 * T * ((double)nqd * H + 2.0 * nkd * H + (double)H * nqd + 3.0 * I * H);
+    ms = measure(b, k_gemms, &L, all, &reps);
+    record(b, "gemm_layer_bf16", T, ms, all, reps, gemm_flops, 0, 0, "cuBLAS bf16 in, fp32 accumulate and out");
+
+    void *ps[] = {L.q, L.k_, L.v, L.out, L.lse, L.qb, L.kb, L.vb, L.ob, L.x, L.params, L.grads, L.sel, L.n_sel,
+                  L.sel_b, L.n_sel_b, L.queries, L.xh, L.ah, L.gh, L.wq, L.wk, L.wv, L.wo, L.wg, L.wu, L.wd, L.gout};
+    for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) cuda_free(ps[i]);
+}
+
+// ---- time to first token ---------------------------------------------------------------------
+
+typedef struct {
+    FwdCuda *f;
+    const int32_t *ids;
+    int T;
+    ForwardOpts o;
+    float *logits;
+} Ttft;
+
+static void k_ttft(void *p) {
+    Ttft *t = p;
+    fwd_cuda_ttft(t->f, t->ids, t->T, &t->o, t->logits);
+}
+
+static void bench_ttft(Bench *b, FwdCuda *f, const ModelConfig *c, const IndexerSet *ix, int T, int k, int bsel,
+                       int max_oracle_ttft, int ttft_reps) {
+    int32_t *ids = xmalloc(sizeof(int32_t) * (size_t)T);
+    uint64_t z = 12345;
+    for (int t = 0; t < T; t++) z = z * 6364136223846793005ull + 1442695040888963407ull, ids[t] = (int32_t)((z >> 33) % (uint64_t)c->vocab);
+    float *logits = xmalloc(sizeof(float) * (size_t)c->vocab);
+    Sparsity per_query = {k, 1}, block = {k, bsel};
+    struct {
+        const char *name;
+        ForwardOpts o;
+        int k, bsel, on;
+        const char *note;
+    } runs[] = {
+        {"ttft_dense", {0}, 0, 0, 1, "bf16 GEMMs + cuDNN SDPA"},
+        {"ttft_indexer", {.sparse = &per_query, .indexer = ix}, k, 1, 1, "indexer per query, every layer"},
+        {"ttft_indexer_block", {.sparse = &block, .indexer = ix}, k, bsel, 1, "indexer block-shared, every layer"},
+        {"ttft_oracle", {.sparse = &per_query}, k, 1, T <= max_oracle_ttft, "attention-mass oracle per query"},
+    };
+    for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+        if (!runs[r].on) {
+            record_skip(b, runs[r].name, T, "longer than --max-oracle-ttft-ctx");
+            continue;
+        }
+        Ttft t = {f, ids, T, runs[r].o, logits};
+        cuda_mem_peak_reset();
+        double all[16];
+        k_ttft(&t);  // warm-up: plans for this shape
+        const double ms = cuda_time_ms(k_ttft, &t, 0, ttft_reps, all);
+        int finite = 1;
+        for (int i = 0; i < c->vocab; i++) finite &= isfinite(logits[i]);
+        char note[200];
+        snprintf(note, sizeof note, "%s, %d layers%s", runs[r].note, c->n_layers, finite ? "" : "; NON-FINITE LOGITS");
+        record(b, runs[r].name, T, ms, all, ttft_reps, 0, runs[r].k, runs[r].bsel, note);
+    }
+    free(ids);
+    free(logits);
+}
+
+// ---- the command ---------------------------------------------------------------------------
+
+int cmd_bench(int argc, char **argv) {
+    Flag flags[] = {
+        {"--model", 1, "checkpoint folder (or --synthetic)", NULL},
+        {"--synthetic", 1, "random-weight model by name: qwen3-8b, qwen3-1.7b, smollm2-135m", NULL},
+        {"--ctx", 1, "lengths, comma-separated (e.g. 8192,32768,131072)", NULL},
+        {"--k", 1, "keys kept per support (default 2048)", NULL},
+        {"--bsel", 1, "queries per shared support for the block-shared runs (default 64)", NULL},
+        {"--device", 1, "cuda (the only device bench runs on)", NULL},
+        {"--json", 1, "results as JSON", NULL},
+        {"--layers", 1, "run only the first N layers of the model in the TTFT runs", NULL},
+        {"--no-ttft", 0, "kernels only", NULL},
+        {"--no-kernels", 0, "TTFT only", NULL},
+        {"--max-reps", 1, "at most this many timed repeats per kernel (default 20)", NULL},
+        {"--ttft-reps", 1, "timed repeats per TTFT (default 3; 1 past 64K)", NULL},
+        {"--max-fp32-ctx", 1, "longest ctx for our fp32 dense kernel (default 32768)", NULL},
+        {"--max-oracle-ctx", 1, "longest ctx for the oracle-selection kernel (default 32768)", NULL},
+        {"--max-train-ctx", 1, "longest ctx for the training-step kernel (default 32768)", NULL},
+        {"--max-oracle-ttft-ctx", 1, "longest ctx for the oracle TTFT (default 8192)", NULL},
+    };
+    const int nf = N_FLAGS(flags);
+    int rc = cli_parse(argc, argv, flags, nf, CMD, (const char *const[]){"--ctx", "--json", NULL});
+    if (rc) return rc;
+    const char *model_dir = args_get(flags, nf, "--model"), *synth = args_get(flags, nf, "--synthetic");
+    if (!model_dir == !synth) {
+        fprintf(stderr, "spindle " CMD ": give exactly one of --model or --synthetic\n");
+        return 2;
+    }
+    const char *dev = args_get(flags, nf, "--device");
+    if (dev && strcmp(dev, "cuda")) {
+        fprintf(stderr, "spindle " CMD ": --device must be cuda (got \"%s\"): bench times the GPU twin\n", dev);
+        return 2;
+    }
+    int ctxs[64], n_ctx, k = 2048, bsel = 64, n_layers = 0, max_reps = 20, ttft_reps = 3;
+    int max_fp32 = 32768, max_oracle = 32768, max_train = 32768, max_oracle_ttft = 8192;
+    const char *v;
+    if (cli_list(CMD, "--ctx", args_get(flags, nf, "--ctx"), 1, ctxs, &n_ctx) ||
+        ((v = args_get(flags, nf, "--k")) && cli_positive(CMD, "--k", v, &k)) ||
+        ((v = args_get(flags, nf, "--bsel")) && cli_positive(CMD, "--bsel", v, &bsel)) ||
+        ((v = args_get(flags, nf, "--layers")) && cli_positive(CMD, "--layers", v, &n_layers)) ||
+        ((v = args_get(flags, nf, "--max-reps")) && cli_positive(CMD, "--max-reps", v, &max_reps)) ||
+        ((v = args_get(flags, nf, "--ttft-reps")) && cli_positive(CMD, "--ttft-reps", v, &ttft_reps)) ||
+        ((v = args_get(flags, nf, "--max-fp32-ctx")) && cli_positive(CMD, "--max-fp32-ctx", v, &max_fp32)) ||
+        ((v = args_get(flags, nf, "--max-oracle-ctx")) && cli_positive(CMD, "--max-oracle-ctx", v, &max_oracle)) ||
+        ((v = args_get(flags, nf, "--max-train-ctx")) && cli_positive(CMD, "--max-train-ctx", v, &max_train)) ||
+        ((v = args_get(flags, nf, "--max-oracle-ttft-ctx")) &&
+         cli_positive(CMD, "--max-oracle-ttft-ctx", v, &max_oracle_ttft)))
+        return 2;
+    if (max_reps > 60) max_reps = 60;
+    if (ttft_reps > 16) ttft_reps = 16;
+    int use_cuda, prec;
+    if ((rc = backbone_flags(CMD, "cuda", NULL, &use_cuda, &prec))) return rc;
+
+    Status st;
+    Model m;
+    memset(&m, 0, sizeof m);
+    if (model_dir) {
+        if (model_load(&m, model_dir, &st)) return cli_fail(CMD, &st);
+    } else if (synthetic_config(synth, &m.cfg)) {
+        fprintf(stderr, "spindle " CMD ": --synthetic must be qwen3-8b, qwen3-1.7b or smollm2-135m (got \"%s\")\n",
+                synth);
+        return 2;
+    }
+    if (n_layers > 0 && n_layers < m.cfg.n_layers) m.cfg.n_layers = n_layers;
+    ModelConfig *c = &m.cfg;
+    char why[256];
+    if (!sdpa_supported(1024, c->n_heads, c->n_kv_heads, c->head_dim, why, sizeof why))
+        fprintf(stderr, "spindle " CMD ": note: cuDNN SDPA does not take this model's heads (%s)\n", why);
+
+    Bench b = {cJSON_CreateArray(), max_reps};
+    FwdCuda *f = NULL;
+    IndexerSet ix = {0};
+    rc = 1;
+    printf("%-24s %7s %13s %9s %8s  %s\n", "measurement", "ctx", "median", "", "peak", "notes");
+    if (!flags[9].value)
+        for (int i = 0; i < n_ctx; i++) bench_layer(&b, c, ctxs[i], k, bsel, max_fp32, max_oracle, max_train);
+    if (!flags[8].value) {
+        double t0 = (double)clock();
+        if ((model_dir ? fwd_cuda_upload(&m, FWD_BF16, &f, &st) : fwd_cuda_synthetic(&m, FWD_BF16, 1, &f, &st)))
+            goto done;
+        (void)t0;
+        // Random indexers for every layer (the timing does not depend on training).
+        ix.cfg = indexer_config_default(c->hidden);
+        ix.n_model_layers = c->n_layers;
+        ix.params = xcalloc((size_t)c->n_layers, sizeof(float *));
+        const int64_t np = indexer_n_params(&ix.cfg);
+        for (int l = 0; l < c->n_layers; l++) {
+            ix.params[l] = xmalloc(sizeof(float) * (size_t)np);
+            indexer_init(&ix.cfg, ix.params[l], 100 + (uint64_t)l);
+        }
+        for (int i = 0; i < n_ctx; i++)
+            bench_ttft(&b, f, c, &ix, ctxs[i], k, bsel, max_oracle_ttft, ctxs[i] > 65536 ? 1 : ttft_reps);
+    }
+    {
+        char gpu[256], date[32];
+        cuda_available(gpu, sizeof gpu);
+        time_t now = time(NULL);
+        strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+        cJSON *root = cJSON_CreateObject(), *env = cJSON_CreateObject();
+        cJSON_AddStringToObject(root, "schema", "spindle-bench/1");
+        cJSON_AddStringToObject(env, "gpu", gpu);
+        cJSON_AddStringToObject(env, "date_utc", date);
+        cJSON_AddStringToObject(env, "model", model_dir ? model_dir : synth);
+        cJSON_AddNumberToObject(env, "layers", c->n_layers);
+        cJSON_AddStringToObject(env, "precision", "bf16 (16-bit GEMMs + cuDNN SDPA; sparse paths fp32)");
+        cJSON_AddNumberToObject(env, "k", k);
+        cJSON_AddNumberToObject(env, "bsel", bsel);
+        cJSON_AddNumberToObject(env, "d_index", indexer_config_default(c->hidden).d_index);
+        cJSON_AddStringToObject(env, "flop_convention", "causal dense attention: 2*T^2*d_h*Hq; sparse: 4*|S|*d_h*Hq per query");
+        cJSON_AddItemToObject(root, "env", env);
+        cJSON_AddItemToObject(root, "results", b.results);
+        b.results = NULL;
+        char *text = cJSON_Print(root);
+        cJSON_Delete(root);
+        AtomicFile af;
+        const char *json = args_get(flags, nf, "--json");
+        int bad = atomic_open(&af, json, &st);
+        if (!bad && atomic_write(&af, text, strlen(text), &st)) atomic_abort(&af), bad = 1;
+        if (!bad) bad = atomic_commit(&af, &st);
+        free(text);
+        if (bad) goto done;
+        fprintf(stderr, "spindle " CMD ": -> %s\n", json);
+    }
+    rc = 0;
+done:
+    if (rc) cli_fail(CMD, &st);
+    cJSON_Delete(b.results);
+    if (f) fwd_cuda_free(f);
+    if (ix.params) {
+        for (int l = 0; l < ix.n_model_layers; l++) free(ix.params[l]);
+        free(ix.params);
+    }
+    if (model_dir) model_free(&m);
+    else config_free(&m.cfg);
+    return rc;
+}
+#endif
