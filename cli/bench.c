@@ -74,7 +74,26 @@ static int synthetic_config(const char *name, ModelConfig *c) {
 typedef struct {
     cJSON *results;
     int max_reps;
+    cJSON *env;        // written with the results
+    const char *json;  // rewritten (atomically) after every measurement, so a
+                       // run cut short keeps what it measured
 } Bench;
+
+static void save(const Bench *b) {
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddStringToObject(root, "schema", "spindle-bench/1");
+    cJSON_AddItemReferenceToObject(root, "env", b->env);
+    cJSON_AddItemReferenceToObject(root, "results", b->results);
+    char *text = cJSON_Print(root);
+    cJSON_Delete(root);
+    Status st;
+    AtomicFile af;
+    int bad = atomic_open(&af, b->json, &st);
+    if (!bad && atomic_write(&af, text, strlen(text), &st)) atomic_abort(&af), bad = 1;
+    if (!bad) bad = atomic_commit(&af, &st);
+    if (bad) fprintf(stderr, "spindle " CMD ": %s\n", st.msg);
+    free(text);
+}
 
 // One warm-up call, then the median of reps calls (reps so that the timed work
 // is about a second: 1..max_reps). Returns the median; *reps and all[] filled.
@@ -108,6 +127,7 @@ static void record(Bench *b, const char *name, int T, double ms, const double *a
            notes ? notes : "");
     if (tf > 0) printf("%-24s %7s %10s    %6.1f TFLOP/s\n", "", "", "", tf);
     fflush(stdout);
+    save(b);
 }
 
 static void record_skip(Bench *b, const char *name, int T, const char *why) {
@@ -118,6 +138,7 @@ static void record_skip(Bench *b, const char *name, int T, const char *why) {
     cJSON_AddStringToObject(o, "error", why);
     cJSON_AddItemToArray(b->results, o);
     printf("%-24s %7d  not measured: %s\n", name, T, why);
+    save(b);
 }
 
 // ---- one layer's kernels -------------------------------------------------------------------
@@ -420,7 +441,22 @@ int cmd_bench(int argc, char **argv) {
     if (!sdpa_supported(1024, c->n_heads, c->n_kv_heads, c->head_dim, why, sizeof why))
         fprintf(stderr, "spindle " CMD ": note: cuDNN SDPA does not take this model's heads (%s)\n", why);
 
-    Bench b = {cJSON_CreateArray(), max_reps};
+    char gpu[256], date[32];
+    cuda_available(gpu, sizeof gpu);
+    time_t now = time(NULL);
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    cJSON *env = cJSON_CreateObject();
+    cJSON_AddStringToObject(env, "gpu", gpu);
+    cJSON_AddStringToObject(env, "date_utc", date);
+    cJSON_AddStringToObject(env, "model", model_dir ? model_dir : synth);
+    cJSON_AddNumberToObject(env, "layers", c->n_layers);
+    cJSON_AddStringToObject(env, "precision", "bf16 (16-bit GEMMs + cuDNN SDPA; sparse paths fp32)");
+    cJSON_AddNumberToObject(env, "k", k);
+    cJSON_AddNumberToObject(env, "bsel", bsel);
+    cJSON_AddNumberToObject(env, "d_index", indexer_config_default(c->hidden).d_index);
+    cJSON_AddStringToObject(env, "flop_convention",
+                            "causal dense attention: 2*T^2*d_h*Hq; sparse: 4*|S|*d_h*Hq per query");
+    Bench b = {cJSON_CreateArray(), max_reps, env, args_get(flags, nf, "--json")};
     FwdCuda *f = NULL;
     IndexerSet ix = {0};
     rc = 1;
@@ -428,10 +464,8 @@ int cmd_bench(int argc, char **argv) {
     if (!flags[9].value)
         for (int i = 0; i < n_ctx; i++) bench_layer(&b, c, ctxs[i], k, bsel, max_fp32, max_oracle, max_train);
     if (!flags[8].value) {
-        double t0 = (double)clock();
         if ((model_dir ? fwd_cuda_upload(&m, FWD_BF16, &f, &st) : fwd_cuda_synthetic(&m, FWD_BF16, 1, &f, &st)))
             goto done;
-        (void)t0;
         // Random indexers for every layer (the timing does not depend on training).
         ix.cfg = indexer_config_default(c->hidden);
         ix.n_model_layers = c->n_layers;
@@ -444,40 +478,13 @@ int cmd_bench(int argc, char **argv) {
         for (int i = 0; i < n_ctx; i++)
             bench_ttft(&b, f, c, &ix, ctxs[i], k, bsel, max_oracle_ttft, ctxs[i] > 65536 ? 1 : ttft_reps);
     }
-    {
-        char gpu[256], date[32];
-        cuda_available(gpu, sizeof gpu);
-        time_t now = time(NULL);
-        strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-        cJSON *root = cJSON_CreateObject(), *env = cJSON_CreateObject();
-        cJSON_AddStringToObject(root, "schema", "spindle-bench/1");
-        cJSON_AddStringToObject(env, "gpu", gpu);
-        cJSON_AddStringToObject(env, "date_utc", date);
-        cJSON_AddStringToObject(env, "model", model_dir ? model_dir : synth);
-        cJSON_AddNumberToObject(env, "layers", c->n_layers);
-        cJSON_AddStringToObject(env, "precision", "bf16 (16-bit GEMMs + cuDNN SDPA; sparse paths fp32)");
-        cJSON_AddNumberToObject(env, "k", k);
-        cJSON_AddNumberToObject(env, "bsel", bsel);
-        cJSON_AddNumberToObject(env, "d_index", indexer_config_default(c->hidden).d_index);
-        cJSON_AddStringToObject(env, "flop_convention", "causal dense attention: 2*T^2*d_h*Hq; sparse: 4*|S|*d_h*Hq per query");
-        cJSON_AddItemToObject(root, "env", env);
-        cJSON_AddItemToObject(root, "results", b.results);
-        b.results = NULL;
-        char *text = cJSON_Print(root);
-        cJSON_Delete(root);
-        AtomicFile af;
-        const char *json = args_get(flags, nf, "--json");
-        int bad = atomic_open(&af, json, &st);
-        if (!bad && atomic_write(&af, text, strlen(text), &st)) atomic_abort(&af), bad = 1;
-        if (!bad) bad = atomic_commit(&af, &st);
-        free(text);
-        if (bad) goto done;
-        fprintf(stderr, "spindle " CMD ": -> %s\n", json);
-    }
+    save(&b);
+    fprintf(stderr, "spindle " CMD ": -> %s\n", b.json);
     rc = 0;
 done:
     if (rc) cli_fail(CMD, &st);
     cJSON_Delete(b.results);
+    cJSON_Delete(b.env);
     if (f) fwd_cuda_free(f);
     if (ix.params) {
         for (int l = 0; l < ix.n_model_layers; l++) free(ix.params[l]);

@@ -23,7 +23,7 @@ fi
 export LD_LIBRARY_PATH=/tmp/spindle-prefix/usr/lib/x86_64-linux-gnu:/tmp/spindle-prefix/usr/lib/x86_64-linux-gnu/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv,noheader
 echo "=== spindle bench ($(date -u +%H:%M:%S))"
-"$B/spindle" bench --synthetic qwen3-8b --ctx "$CTX" --k 2048 --bsel 64 --device cuda --json "$OUT/bench.json" \
+timeout ${BENCH_TIMEOUT_S:-300} "$B/spindle" bench --synthetic qwen3-8b --ctx "$CTX" --k 2048 --bsel 64 --device cuda --json "$OUT/bench.json" \
     2>&1 | tee "$OUT/bench.txt"
 echo "=== anchors ($(date -u +%H:%M:%S))"
 python3 scripts/bench-anchors.py --ctx "$CTX" --budget-s "${ANCHOR_BUDGET_S:-250}" --json "$OUT/anchors.json" \
