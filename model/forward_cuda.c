@@ -124,7 +124,8 @@ static int upload(const Model *m, FwdPrecision prec, uint64_t synth, FwdCuda **o
         f->stage = cuda_malloc(sizeof(float) * (size_t)big);
     }
     f->embed = upload_f32(f, m->embed, V * H, W_MATRIX);
-    f->lm_head = c->tie_embeddings || m->lm_head == m->embed ? f->embed : upload_f32(f, m->lm_head, V * H, W_MATRIX);
+    const int tied = synth ? c->tie_embeddings : m->lm_head == m->embed;
+    f->lm_head = tied ? f->embed : upload_f32(f, m->lm_head, V * H, W_MATRIX);
     f->final_norm = upload_f32(f, m->final_norm, H, W_NORM);
     for (int l = 0; l < c->n_layers; l++) {
         static const LayerWeights none = {0};  // a synthetic model has no host weights

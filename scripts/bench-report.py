@@ -504,7 +504,10 @@ def env_line(src):
 def cross_checks(sp, an):
     out = []
     g1, g2 = sp.env.get("gpu"), an.env.get("gpu")
-    if g1 and g2 and str(g1).strip() != str(g2).strip():
+    # spindle writes "NVIDIA H200 (sm_90, 132 SMs)", PyTorch "NVIDIA H200": the same card
+    # when one name starts with the other.
+    a, b = str(g1 or "").strip(), str(g2 or "").strip()
+    if a and b and not (a.startswith(b) or b.startswith(a)):
         out.append(f"the two files name different GPUs: spindle {g1!r}, anchors {g2!r}; the ratios "
                    "are not from one card")
     d1, d2 = parse_date(sp.env.get("date_utc")), parse_date(an.env.get("date_utc"))

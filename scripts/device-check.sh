@@ -9,15 +9,21 @@
 #      then under compute-sanitizer --tool memcheck and --tool racecheck (--quick
 #      sizes, T ≤ 130);
 #   4. runs tests/test_goldens_cuda.sh with SPINDLE_REQUIRE_GPU=1: `spindle logits
-#      --device cuda` in fp32 and bf16 on every dense golden case vs HF logits;
+#      --device cuda` in fp32, mixed and bf16 on every dense golden case vs HF
+#      logits, and the oracle goldens in fp32;
 #   5. SmolLM2-shaped synthetic checkpoint (SmolLM2 itself does not travel):
 #      python3 + transformers (on the device image) writes a random-weight
 #      llama with SmolLM2-135M's shapes; spindle logits at T=2048 on the CPU
 #      twin and the GPU (fp32, bf16) are compared and timed (fp32 must match:
 #      max |diff| <= 2e-3; bf16 is reported only), then the GPU alone
 #      at T=8192 (SKIP_SYNTH=1 leaves this step out);
-#   6. runs the CPU ctest suite (every test but the CUDA ones; the ones needing
+#   6. SmolLM2 end to end (scripts/device-smollm2.sh: teacher -> 50 training
+#      steps -> export -> eval on the CPU twin and on the GPU, compared), once
+#      its GGUF has arrived in parts (SKIP_SMOLLM2=1 leaves it out);
+#   7. runs the CPU ctest suite (every test but the CUDA ones; the ones needing
 #      models/ or corpus/ skip themselves, since those folders do not travel).
+# SKIP_SANITIZE=1, SKIP_CTEST=1, SKIP_SYNTH=1 shorten a call; ONLY_BUILD=1 stops
+# after the build (scripts/device-bench.sh uses it).
 # Everything goes to $OUT (default ./device-out): device-check.log (all of it),
 # twins.txt, memcheck.txt, racecheck.txt, goldens_cuda.txt, synth.txt,
 # ctest.txt, build.log. Exit 0 only if every step passed.
@@ -115,7 +121,12 @@ sed -n '/^op /,$p' "$OUT/twins.txt"
 for tool in memcheck racecheck; do
     [ "${SKIP_SANITIZE:-0}" = 1 ] && break
     step "compute-sanitizer --tool $tool (test_cuda_twins --quick)"
-    SPINDLE_REQUIRE_GPU=1 timeout 240 compute-sanitizer --tool "$tool" --error-exitcode 3 \
+    # racecheck leaves out cuDNN's own kernels: its generated Hopper SDPA kernels
+    # (…sdpa_sm90_flash_fprop_wgmma…) order shared memory with mbarriers and
+    # TMA, which racecheck does not model, and it reported 49 "hazards" inside
+    # them on 2026-11-29 (none in any kernel of ours). memcheck checks them all.
+    excl=(); [ "$tool" = racecheck ] && excl=(--kernel-name-exclude kns=cudnn)
+    SPINDLE_REQUIRE_GPU=1 timeout 330 compute-sanitizer --tool "$tool" "${excl[@]}" --error-exitcode 3 \
         "$B/test_cuda_twins" --quick >"$OUT/$tool.txt" 2>&1
     rc=$?
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|^test_cuda_twins: (PASS|FAIL)|Device not supported" "$OUT/$tool.txt"
@@ -180,6 +191,17 @@ PY
     [ $rc -eq 0 ] || fail "synthetic SmolLM2 step exit $rc"
 fi
 
+# SmolLM2 end to end on both twins (scripts/device-smollm2.sh): needs the
+# checkpoint, which arrives in three parts over three calls (docs/device-runs.md);
+# without them this step fails unless SKIP_SMOLLM2=1.
+if [ "${SKIP_SMOLLM2:-0}" != 1 ]; then
+    step "SmolLM2 end to end: teacher -> 50 steps -> eval, CPU twin vs GPU (scripts/device-smollm2.sh)"
+    B=$B OUT=$OUT bash scripts/device-smollm2.sh >"$OUT/smollm2.txt" 2>&1
+    rc=$?
+    tail -70 "$OUT/smollm2.txt"
+    [ $rc -eq 0 ] || fail "SmolLM2 end to end exit $rc (3: the checkpoint's parts are missing)"
+fi
+
 # Serially, as scripts/test.sh runs it: under ctest -j the golden oracle tests
 # k8_bsel1 and k8_bsel8 write the same output file (tests/test_goldens.c names
 # it by k only) and one fails to rename its .tmp (seen on the H200, 2026-11-29).
@@ -193,6 +215,7 @@ step "summary"
 sed -n '/^op /,$p' "$OUT/twins.txt"
 tail -1 "$OUT/goldens_cuda.txt"
 [ -f "$OUT/synth.txt" ] && grep -E "^synthetic" "$OUT/synth.txt"
+[ -f "$OUT/smollm2.txt" ] && grep -E "^(train:|smollm2 end to end)" "$OUT/smollm2.txt"
 for tool in memcheck racecheck; do [ -f "$OUT/$tool.txt" ] && echo "$tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$tool.txt" | tr '\n' ' ')"; done
 [ -f "$OUT/ctest.txt" ] && grep -E "tests passed" "$OUT/ctest.txt"
 echo "device-check: $([ $status -eq 0 ] && echo PASS || echo FAIL)"
