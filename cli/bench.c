@@ -422,19 +422,20 @@ int cmd_bench(int argc, char **argv) {
         return 2;
     if (max_reps > 60) max_reps = 60;
     if (ttft_reps > 16) ttft_reps = 16;
-    int use_cuda, prec;
-    if ((rc = backbone_flags(CMD, "cuda", NULL, &use_cuda, &prec))) return rc;
-
     Status st;
     Model m;
     memset(&m, 0, sizeof m);
-    if (model_dir) {
-        if (model_load(&m, model_dir, &st)) return cli_fail(CMD, &st);
-    } else if (synthetic_config(synth, &m.cfg)) {
+    if (synth && synthetic_config(synth, &m.cfg)) {  // a usage error: before the GPU check
         fprintf(stderr, "spindle " CMD ": --synthetic must be qwen3-8b, qwen3-1.7b or smollm2-135m (got \"%s\")\n",
                 synth);
         return 2;
     }
+    int use_cuda, prec;
+    if ((rc = backbone_flags(CMD, "cuda", NULL, &use_cuda, &prec))) {
+        if (synth) config_free(&m.cfg);
+        return rc;
+    }
+    if (model_dir && model_load(&m, model_dir, &st)) return cli_fail(CMD, &st);
     if (n_layers > 0 && n_layers < m.cfg.n_layers) m.cfg.n_layers = n_layers;
     ModelConfig *c = &m.cfg;
     char why[256];

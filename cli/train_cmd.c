@@ -64,6 +64,8 @@ int cmd_train(int argc, char **argv) {
     int rc = cli_parse(argc, argv, flags, nf, CMD, (const char *const[]){"--model", "--shards", "--out", NULL});
     if (rc) return rc;
     if ((rc = cli_threads(CMD, args_get(flags, nf, "--threads")))) return rc;
+    int use_cuda, prec;
+    if ((rc = backbone_flags(CMD, args_get(flags, nf, "--device"), NULL, &use_cuda, &prec))) return rc;
     Status st;
     ModelConfig mc;
     if (config_load(&mc, args_get(flags, nf, "--model"), &st)) return cli_fail(CMD, &st);
@@ -72,6 +74,7 @@ int cmd_train(int argc, char **argv) {
     tc.shards_dir = args_get(flags, nf, "--shards");
     tc.run_dir = args_get(flags, nf, "--out");
     tc.heldout_dir = args_get(flags, nf, "--heldout");
+    tc.use_cuda = use_cuda;
     tc.icfg = indexer_config_default(mc.hidden);
     tc.icfg.rope_theta = 10000.0f;
     config_free(&mc);
@@ -140,8 +143,6 @@ int cmd_train(int argc, char **argv) {
         shard_close(r);
     }
     tc.progress = isatty(2);
-    int prec;
-    if ((rc = backbone_flags(CMD, args_get(flags, nf, "--device"), NULL, &tc.use_cuda, &prec))) return rc;
     if (tc.use_cuda && tc.icfg.variant == INDEXER_EXPANDED) {
         fprintf(stderr, "spindle " CMD ": --variant expanded trains on the CPU twin only (drop --device cuda)\n");
         return 2;

@@ -93,6 +93,28 @@ expect 1 "$work/empty_text.txt: corpus is empty" "$bin" eval --model "$d" --text
 expect 2 "give exactly one of --text or --ids" ev --ctx 16 --k 8 --bsel 1
 expect 2 "--oracle-k must be a positive integer" "$bin" logits --model "$good" --ids "$good/ids.txt" --out "$work/out.npy" --oracle-k 0
 
+# Device flags (model/backbone.h): usage errors first, then "no GPU" / "no CUDA".
+expect 2 "--device must be cpu or cuda" "$bin" logits --model "$good" --ids "$good/ids.txt" --out "$work/out.npy" --device tpu
+expect 2 "--precision bf16 needs --device cuda" "$bin" logits --model "$good" --ids "$good/ids.txt" --out "$work/out.npy" --precision bf16
+expect 2 "--precision must be fp32, mixed or bf16" "$bin" eval --model "$good" --ids "$good/ids.txt" --ctx 16 --k 8 --bsel 1 --json "$work/out.npy" --device cuda --precision half
+expect 2 "--device must be cpu or cuda" "$bin" teacher --model "$good" --ids "$good/ids.txt" --ctx 16 --out "$work/out.npy" --device gpu
+expect 2 "--device must be cpu or cuda" "$bin" train --model "$good" --shards "$work" --out "$work/out.npy" --device gpu
+# --device cuda where this build or machine cannot: exit 1 and say which (on a
+# GPU machine with a CUDA build it runs, and writes the file).
+n=$((n + 1))
+rm -f "$work/out.npy"
+"$bin" logits --model "$good" --ids "$good/ids.txt" --out "$work/out.npy" --device cuda >/dev/null 2>"$work/stderr"; rc=$?
+if { [ $rc = 1 ] && grep -qE "built without CUDA|no usable GPU" "$work/stderr" && [ ! -e "$work/out.npy" ]; } ||
+   { [ $rc = 0 ] && [ -s "$work/out.npy" ]; }; then
+  echo "ok: logits --device cuda: exit $rc: $(head -c 200 "$work/stderr")"
+else
+  echo "FAIL: logits --device cuda -> exit $rc: $(head -c 300 "$work/stderr")"; fails=$((fails + 1))
+fi
+rm -f "$work/out.npy"
+if "$bin" bench --synthetic qwen3-8b --ctx 1024 --json "$work/b.json" >/dev/null 2>&1 && [ ! -s "$work/b.json" ]; then
+  echo "FAIL: bench exit 0 but no JSON"; fails=$((fails + 1))
+fi
+
 # And the good path writes the file (so the checks above can tell the difference).
 rm -f "$work/out.npy"
 if "$bin" logits --model "$good" --ids "$good/ids.txt" --out "$work/out.npy" 2>/dev/null && [ -s "$work/out.npy" ] && [ ! -e "$work/out.npy.tmp" ]; then
