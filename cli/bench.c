@@ -189,6 +189,11 @@ static void k_sparse_block(void *p) {
     support_attention_cuda(L->out, NULL, NULL, L->q, L->k_, L->v, NULL, L->T, L->c->n_heads, L->c->n_kv_heads,
                            L->c->head_dim, L->scale, L->k, L->bsel, L->sel_b, L->n_sel_b);
 }
+static void k_sparse_block_tc(void *p) {
+    Layer *L = p;
+    support_attention_block_tc_cuda(L->out, L->qb, L->kb, L->vb, L->T, L->c->n_heads, L->c->n_kv_heads,
+                                    L->c->head_dim, L->scale, L->k, L->bsel, L->sel_b, L->n_sel_b);
+}
 static void k_oracle(void *p) {
     Layer *L = p;
     oracle_select_cuda(L->sel, L->n_sel, L->q, L->k_, L->lse, L->T, L->c->n_heads, L->c->n_kv_heads,
@@ -282,6 +287,15 @@ static void bench_layer(Bench *b, const ModelConfig *c, int T, int k, int bsel, 
     record(b, "sparse_attention", T, ms, all, reps, sp_flops, k, 1, "per-query supports, fp32");
     ms = measure(b, k_sparse_block, &L, all, &reps);
     record(b, "sparse_attention_block", T, ms, all, reps, sp_flops, k, bsel, "block-shared supports, fp32");
+    if (support_attention_block_tc_cuda(L.out, L.qb, L.kb, L.vb, T, Hq, Hkv, dh, L.scale, k, bsel, L.sel_b,
+                                        L.n_sel_b) != 0) {
+        snprintf(note, sizeof note, "the tensor-core kernel does not take d_h %d, b_sel %d", dh, bsel);
+        record_skip(b, "sparse_attention_block_tc", T, note);
+    } else {
+        ms = measure(b, k_sparse_block_tc, &L, all, &reps);
+        record(b, "sparse_attention_block_tc", T, ms, all, reps, sp_flops, k, bsel,
+               "block-shared supports, bf16 tensor cores (WMMA), fp32 accumulate; unverified kernel");
+    }
     if (T <= max_oracle) {
         k_sdpa_lse(&L);
         ms = measure(b, k_oracle, &L, all, &reps);

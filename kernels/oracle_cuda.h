@@ -44,6 +44,22 @@ void support_attention_cuda(float *out, float *recall, float *support, const flo
                             const float *v, const float *lse, int T, int Hq, int Hkv, int dh, float scale, int topk,
                             int bsel, const int32_t *sel, const int32_t *n_sel);
 
+// support_attention_cuda for bsel > 1 on tensor cores: q, k, v in bf16 (void*,
+// [T, H·dh] as the fp32 ones), out fp32 [T, Hq·dh]; no recall / support (the
+// statistics stay with support_attention_cuda). Same semantics: query t of block
+// b = t / bsel attends every head to the keys of sel[b] that are ≤ t, or to {t}
+// alone. The attention weights are rounded to bf16 before they multiply v (as in
+// any bf16 flash kernel), so it matches support_attention_cpu on the same
+// bf16-rounded inputs up to that rounding (≤ 2⁻⁸ relative per weight), not to
+// fp32 rounding. Takes dh ∈ {64, 128} and bsel a multiple of 16 up to 128, with
+// 16-byte aligned q, k, v; any other call returns -1 without launching (the
+// caller falls back to support_attention_cuda). Returns 0 when it ran
+// (asynchronously, like any launch). Written without a GPU: unverified until
+// tests/twins/oracle.c's "support_attention_block_tc" check runs on one.
+// (sparse_attention_tc.cu)
+int support_attention_block_tc_cuda(float *out, const void *q, const void *k, const void *v, int T, int Hq, int Hkv,
+                                    int dh, float scale, int topk, int bsel, const int32_t *sel, const int32_t *n_sel);
+
 // oracle_attention_cpu on the GPU: lse (dense attention's), oracle_select_cuda,
 // support_attention_cuda. With topk ≥ T it equals dense attention.
 void oracle_attention_cuda(float *out, float *recall, float *support, const float *q, const float *k,

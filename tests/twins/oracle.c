@@ -24,6 +24,12 @@
 //                      including empty rows and rows whose keys are all after
 //                      the block's first queries (the {t} fallback); once with
 //                      recall/support/lse NULL.
+//   support_attention_block_tc
+//                      the bf16 tensor-core kernel (bsel > 1) vs
+//                      support_attention_cpu on the same bf16-rounded q, k, v
+//                      and random supports as above; tolerance derived at
+//                      check_support_block_tc. A -1 return for a shape it
+//                      takes fails; for shapes it does not take, -1 is required.
 // Tolerances: fp32 ops (F32_NMSE, F32_MAX, see test_cuda_twins.c); support
 // counts are exact.
 #include <cblas.h>
@@ -331,9 +337,11 @@ static void random_keys(int32_t *out, int n, int lo, int hi, int *scratch) {
     for (int i = 0; i < n; i++) out[i] = scratch[i];
 }
 
-static void check_support_random(const Layer *L, int topk, int bsel, int stats) {
-    const int T = L->T, rows = (T + bsel - 1) / bsel;
-    int32_t *sel = zalloc((size_t)rows * topk, sizeof *sel), *n_sel = zalloc((size_t)rows, sizeof *n_sel);
+// Random supports for T queries in blocks of bsel into sel [rows, topk] and
+// n_sel [rows]: 1 row in 8 empty, 1 in 4 drawn only from its block's second
+// half (the block's first queries see none of them and fall back to {t}).
+static void random_supports(int32_t *sel, int32_t *n_sel, int T, int topk, int bsel) {
+    const int rows = (T + bsel - 1) / bsel;
     int *scratch = zalloc((size_t)T, sizeof *scratch);
     for (int b = 0; b < rows; b++) {
         const int t0 = b * bsel, len = t0 + bsel < T ? t0 + bsel : T;
@@ -346,8 +354,88 @@ static void check_support_random(const Layer *L, int topk, int bsel, int stats) 
         for (int i = n; i < topk; i++) sel[(int64_t)b * topk + i] = -1;
         n_sel[b] = n;
     }
+    free(scratch);
+}
+
+static void check_support_random(const Layer *L, int topk, int bsel, int stats) {
+    const int T = L->T, rows = (T + bsel - 1) / bsel;
+    int32_t *sel = zalloc((size_t)rows * topk, sizeof *sel), *n_sel = zalloc((size_t)rows, sizeof *n_sel);
+    random_supports(sel, n_sel, T, topk, bsel);
     check_support_attention(L, topk, bsel, sel, n_sel, stats, stats ? "(random supports)" : "(random, out only)");
-    free(sel), free(n_sel), free(scratch);
+    free(sel), free(n_sel);
+}
+
+// ---- support_attention_block_tc (bf16 tensor cores) ----------------------------------------
+
+// Tolerance. Both twins see the same bf16-rounded q, k, v, so the products in
+// the scores are exact on both sides and the scores, maxima and exponentials
+// agree to fp32 rounding (~1e-7 relative). The one deliberate difference: the
+// GPU rounds each unnormalised weight p_j ∈ (0, 1] to bf16 before P·V (8
+// significant bits: p̃_j = p_j(1 + δ_j), |δ_j| ≤ 2⁻⁸) and divides by Σ p̃_j. With
+// w_j the exact weights and δ̄ = Σ w_j δ_j, the output error is
+//     Σ w_j (δ_j − δ̄)(v_j − out) / (1 + δ̄),
+// a sum of independent rounding errors: E δ² ≈ (2⁻¹⁶/3)·E[1/m²] ≈ 2.8e-6 for
+// significands m spread over [1, 2), and E[Σ w_j²(v_j − out)²] ≤ E[out²] for the
+// diffuse rows (weights ~1/n, v ~ N(0, 1)) that dominate it, so nmse ≈ 3e-6 at
+// worst (peaked rows contribute less: the top weight is 1 exactly). Tolerance
+// 2e-5, ~7× that. Per element the standard deviation is
+// 1.7e-3·sqrt(Σ w_j²(v_j − out)²): for a row split evenly between two keys 5
+// apart, 1.7e-3·2.5 ≈ 4e-3, against a bound of at least 2⁻⁶ ≈ 0.016 (about 0.05
+// in practice: rows that fall back to {t} or hold one key copy a v row, so
+// max|ref| is the largest of hundreds of normals). The worst case, every δ_j at
+// 2⁻⁸ with the sign of v_j − out, is 2⁻⁷·max|v_j − out|: not a realistic event.
+#define TC_NMSE 2e-5
+#define TC_MAX (1.0 / 64)
+
+static void check_support_block_tc(int T, int Hq, int Hkv, int dh, int topk, int bsel) {
+    const int rows = (T + bsel - 1) / bsel;
+    const int64_t nq = (int64_t)Hq * dh, nkv = (int64_t)Hkv * dh;
+    const float scale = 1.0f / sqrtf((float)dh);
+    char shape[160];
+    snprintf(shape, sizeof shape, "T=%d Hq=%d Hkv=%d dh=%d k=%d bsel=%d (random supports, bf16 in)", T, Hq, Hkv,
+             dh, topk, bsel);
+    float *q = randn(T * nq, 1.5f), *k = randn(T * nkv, 1.0f), *v = randn(T * nkv, 1.0f);
+    for (int64_t i = 0; i < T * nq; i++) q[i] = bf16_round(q[i]);
+    for (int64_t i = 0; i < T * nkv; i++) k[i] = bf16_round(k[i]), v[i] = bf16_round(v[i]);
+    int32_t *sel = zalloc((size_t)rows * topk, sizeof *sel), *n_sel = zalloc((size_t)rows, sizeof *n_sel);
+    random_supports(sel, n_sel, T, topk, bsel);
+    float *out_c = host_alloc(T * nq);
+    support_attention_cpu(out_c, NULL, NULL, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel);
+
+    float *d_q = dev_from(q, T * nq), *d_k = dev_from(k, T * nkv), *d_v = dev_from(v, T * nkv);
+    void *b_q = cuda_malloc(2 * (size_t)(T * nq)), *b_k = cuda_malloc(2 * (size_t)(T * nkv)),
+         *b_v = cuda_malloc(2 * (size_t)(T * nkv));
+    cuda_f32_to_bf16(b_q, d_q, T * nq), cuda_f32_to_bf16(b_k, d_k, T * nkv), cuda_f32_to_bf16(b_v, d_v, T * nkv);
+    int32_t *d_sel = dev_from_i32(sel, (int64_t)rows * topk), *d_n = dev_from_i32(n_sel, rows);
+    float *d_out = dev_poisoned(T * nq);
+    const int rc = support_attention_block_tc_cuda(d_out, b_q, b_k, b_v, T, Hq, Hkv, dh, scale, topk, bsel, d_sel,
+                                                   d_n);
+    if (rc != 0) {
+        record("support_attention_block_tc", shape, 0, "returned -1 for a shape it should take");
+    } else {
+        float *out_g = host_from_dev(d_out, T * nq);
+        compare("support_attention_block_tc", shape, out_g, out_c, T * nq, TC_NMSE, TC_MAX);
+        free(out_g);
+    }
+    cuda_free(d_q), cuda_free(d_k), cuda_free(d_v), cuda_free(b_q), cuda_free(b_k), cuda_free(b_v);
+    cuda_free(d_sel), cuda_free(d_n), cuda_free(d_out);
+    free(q), free(k), free(v), free(sel), free(n_sel), free(out_c);
+}
+
+// Shapes the kernel does not take must return -1 without launching (nothing is
+// dereferenced, so NULL pointers do).
+static void check_block_tc_refuses(void) {
+    static const int bad[][2] = {{80, 16}, {256, 64}, {32, 16}, {64, 1}, {64, 8}, {64, 24}, {128, 144}};
+    char detail[160] = "";
+    int ok = 1;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        const int rc = support_attention_block_tc_cuda(NULL, NULL, NULL, NULL, 100, 8, 2, bad[i][0], 0.1f, 16,
+                                                       bad[i][1], NULL, NULL);
+        if (rc != -1 && ok) snprintf(detail, sizeof detail, "dh=%d bsel=%d returned %d, not -1", bad[i][0], bad[i][1], rc);
+        ok &= rc == -1;
+    }
+    record("support_attention_block_tc", "unsupported shapes (dh 80/256/32, bsel 1/8/24/144)", ok,
+           ok ? "all returned -1" : detail);
 }
 
 // ---- entry ------------------------------------------------------------------------
@@ -401,5 +489,21 @@ void twins_oracle(int quick) {
         check_oracle(&M, 20, 48);
         check_support_random(&M, 20, 7, 1);
         layer_free(&M);
+    }
+
+    // support_attention_block_tc: the bf16 tensor-core kernel on the shapes it
+    // takes (MHA and GQA 16:2, dh 64 and 128, bsel 16 and 64, plus 128 and
+    // k = 300 — several key tiles — in the full run), and the ones it refuses.
+    {
+        static const int tc_shapes[][3] = {{8, 8, 64}, {16, 2, 64}, {8, 8, 128}, {16, 2, 128}};
+        const int tc_Ts[] = {7, 130, 1000}, tc_ks[] = {16, 100, 300}, tc_bsels[] = {16, 64, 128};
+        const int n_T = quick ? 2 : 3;
+        for (int it = 0; it < n_T; it++)
+            for (int is = 0; is < 4; is++)
+                for (int ik = 0; ik < (tc_Ts[it] >= 1000 ? 3 : 2); ik++)
+                    for (int ib = 0; ib < (quick ? 2 : 3); ib++)
+                        check_support_block_tc(tc_Ts[it], tc_shapes[is][0], tc_shapes[is][1], tc_shapes[is][2],
+                                               tc_ks[ik], tc_bsels[ib]);
+        check_block_tc_refuses();
     }
 }
