@@ -431,7 +431,8 @@ static void check_block_tc_refuses(void) {
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         const int rc = support_attention_block_tc_cuda(NULL, NULL, NULL, NULL, 100, 8, 2, bad[i][0], 0.1f, 16,
                                                        bad[i][1], NULL, NULL);
-        if (rc != -1 && ok) snprintf(detail, sizeof detail, "dh=%d bsel=%d returned %d, not -1", bad[i][0], bad[i][1], rc);
+        if (rc != -1 && ok)
+            snprintf(detail, sizeof detail, "dh=%d bsel=%d returned %d, not -1", bad[i][0], bad[i][1], rc);
         ok &= rc == -1;
     }
     record("support_attention_block_tc", "unsupported shapes (dh 80/256/32, bsel 1/8/24/144)", ok,
