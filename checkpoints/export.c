@@ -141,10 +141,7 @@ int export_indexer(const char *run_dir, const char *out_dir, int64_t at_step, in
     char *text = cJSON_Print(o);
     cJSON_Delete(o);
     snprintf(path, sizeof path, "%s/config.json", tmp);
-    AtomicFile af;
-    int wrc = atomic_open(&af, path, st);
-    if (!wrc && atomic_write(&af, text, strlen(text), st)) atomic_abort(&af), wrc = -1;
-    if (!wrc) wrc = atomic_commit(&af, st);
+    const int wrc = atomic_write_file(path, text, strlen(text), st);
     free(text);
     if (wrc) goto done;
     if (rename(tmp, out_dir) != 0) {

@@ -87,11 +87,7 @@ static void save(const Bench *b) {
     char *text = cJSON_Print(root);
     cJSON_Delete(root);
     Status st;
-    AtomicFile af;
-    int bad = atomic_open(&af, b->json, &st);
-    if (!bad && atomic_write(&af, text, strlen(text), &st)) atomic_abort(&af), bad = 1;
-    if (!bad) bad = atomic_commit(&af, &st);
-    if (bad) fprintf(stderr, "spindle " CMD ": %s\n", st.msg);
+    if (atomic_write_file(b->json, text, strlen(text), &st)) fprintf(stderr, "spindle " CMD ": %s\n", st.msg);
     free(text);
 }
 

@@ -72,6 +72,16 @@ void atomic_abort(AtomicFile *af) {
     if (af->tmp[0]) unlink(af->tmp);
 }
 
+int atomic_write_file(const char *path, const void *data, size_t n, Status *st) {
+    AtomicFile af;
+    if (atomic_open(&af, path, st)) return -1;
+    if (atomic_write(&af, data, n, st)) {
+        atomic_abort(&af);
+        return -1;
+    }
+    return atomic_commit(&af, st);
+}
+
 int path_is_dir(const char *path) {
     struct stat sb;
     return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);

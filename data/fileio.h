@@ -24,6 +24,9 @@ int atomic_open(AtomicFile *af, const char *path, Status *st);
 int atomic_write(AtomicFile *af, const void *data, size_t n, Status *st);
 int atomic_commit(AtomicFile *af, Status *st);
 void atomic_abort(AtomicFile *af);
+// The whole of data[0..n) as path, through path.tmp (open, write, commit; on a
+// failure nothing is left behind). Returns 0, or -1 with st naming the file.
+int atomic_write_file(const char *path, const void *data, size_t n, Status *st);
 
 // 1 if path exists and is a directory.
 int path_is_dir(const char *path);

@@ -17,16 +17,6 @@ static const char *mode_name(EvalMode m) { return m == EVAL_DENSE ? "dense" : m 
     X(mass_recall, "mass_recall")   \
     X(sparsity, "sparsity")
 
-static int write_text(const char *path, const char *text, Status *st) {
-    AtomicFile af;
-    if (atomic_open(&af, path, st)) return -1;
-    if (atomic_write(&af, text, strlen(text), st)) {
-        atomic_abort(&af);
-        return -1;
-    }
-    return atomic_commit(&af, st);
-}
-
 static char *to_json(const EvalResult *r, int n) {
     cJSON *arr = cJSON_CreateArray();
     for (int i = 0; i < n; i++) {
@@ -62,7 +52,7 @@ static char *to_json(const EvalResult *r, int n) {
 int eval_write(const EvalResult *r, int n, const char *json, const char *csv, const char *md, Status *st) {
     if (json) {
         char *s = to_json(r, n);
-        int rc = write_text(json, s, st);
+        int rc = atomic_write_file(json, s, strlen(s), st);
         free(s);
         if (rc) return -1;
     }
@@ -90,7 +80,7 @@ int eval_write(const EvalResult *r, int n, const char *json, const char *csv, co
 #undef ROW
             len += (size_t)snprintf(buf + len, cap - len, ",,,,,\n");
         }
-        if (write_text(csv, buf, st)) goto fail;
+        if (atomic_write_file(csv, buf, strlen(buf), st)) goto fail;
     }
     if (md) {
         len = (size_t)snprintf(buf, cap,
@@ -127,7 +117,7 @@ int eval_write(const EvalResult *r, int n, const char *json, const char *csv, co
                                         bb, e->ctx, e->n_seq, e->accuracy, e->acc_lo, e->acc_hi);
             }
         }
-        if (write_text(md, buf, st)) goto fail;
+        if (atomic_write_file(md, buf, strlen(buf), st)) goto fail;
     }
     free(buf);
     return 0;

@@ -136,10 +136,7 @@ static int run_config(const TrainConfig *tc, const char *fingerprint, int ctx, i
     int rc = 0;
     if (!resume) {
         char *text = cJSON_Print(want);
-        AtomicFile af;
-        rc = atomic_open(&af, path, st);
-        if (!rc && atomic_write(&af, text, strlen(text), st)) atomic_abort(&af), rc = -1;
-        if (!rc) rc = atomic_commit(&af, st);
+        rc = atomic_write_file(path, text, strlen(text), st);
         free(text);
     } else {
         char *text;
