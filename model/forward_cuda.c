@@ -43,6 +43,9 @@ struct FwdCuda {
     // lm_head scratch, grown to the largest row chunk seen
     int lm_rows;
     float *lm_in, *lm_out;
+    // RoPE tables on the device for rope_T positions (grown on demand)
+    int rope_T;
+    float *rope_cos, *rope_sin;
     char desc[160];
 };
 
@@ -183,6 +186,8 @@ void fwd_cuda_free(FwdCuda *f) {
     cuda_free(f->final_norm);
     cuda_free(f->lm_in);
     cuda_free(f->lm_out);
+    cuda_free(f->rope_cos);
+    cuda_free(f->rope_sin);
     free(f->layers);
     free(f);
 }
@@ -206,19 +211,31 @@ static void gemm(const FwdCuda *f, float *out, const void *in, const void *w, co
     else matmul_forward_half_cuda(out, in, w, bias, T, C_in, C_out, f->half);
 }
 
-// RoPE tables for T positions on the device (NULL when the model has no RoPE).
-static void rope_tables_dev(const ModelConfig *c, int T, float **cos_d, float **sin_d) {
+// RoPE tables on the device covering at least T positions (NULL when the
+// model has no RoPE). Row t does not depend on T, so the tables are built once,
+// kept in f, and rebuilt only when a longer pass comes: the trainer asks for
+// them per layer and step, and a forward pass per call.
+static void rope_tables_dev(FwdCuda *f, int T, const float **cos_d, const float **sin_d) {
+    const ModelConfig *c = &f->m->cfg;
     const int half = rope_rot_dims(c) / 2;
     *cos_d = *sin_d = NULL;
     if (half <= 0) return;
-    float *cos_h = xmalloc(sizeof(float) * (size_t)T * half), *sin_h = xmalloc(sizeof(float) * (size_t)T * half);
-    rope_tables(c, T, cos_h, sin_h);
-    *cos_d = cuda_malloc(sizeof(float) * (size_t)T * half);
-    *sin_d = cuda_malloc(sizeof(float) * (size_t)T * half);
-    cuda_to_device(*cos_d, cos_h, sizeof(float) * (size_t)T * half);
-    cuda_to_device(*sin_d, sin_h, sizeof(float) * (size_t)T * half);
-    free(cos_h);
-    free(sin_h);
+    if (T > f->rope_T) {
+        cuda_free(f->rope_cos);
+        cuda_free(f->rope_sin);
+        const size_t n = (size_t)T * half;
+        float *cos_h = xmalloc(sizeof(float) * n), *sin_h = xmalloc(sizeof(float) * n);
+        rope_tables(c, T, cos_h, sin_h);
+        f->rope_cos = cuda_malloc(sizeof(float) * n);
+        f->rope_sin = cuda_malloc(sizeof(float) * n);
+        cuda_to_device(f->rope_cos, cos_h, sizeof(float) * n);
+        cuda_to_device(f->rope_sin, sin_h, sizeof(float) * n);
+        free(cos_h);
+        free(sin_h);
+        f->rope_T = T;
+    }
+    *cos_d = f->rope_cos;
+    *sin_d = f->rope_sin;
 }
 
 // q, k of one layer from xn: projections (in = xn in the GEMM's precision),
@@ -242,14 +259,12 @@ static void layer_qk(const FwdCuda *f, const LayerDev *w, const void *in, int T,
 void fwd_cuda_layer_qk(FwdCuda *f, int layer, const float *xn, int T, float *q, float *k) {
     if (T <= 0) return;
     const ModelConfig *c = &f->m->cfg;
-    float *cos_t, *sin_t;
-    rope_tables_dev(c, T, &cos_t, &sin_t);
+    const float *cos_t, *sin_t;
+    rope_tables_dev(f, T, &cos_t, &sin_t);
     void *hb = f->prec == FWD_FP32 ? NULL : cuda_malloc(2 * (size_t)T * c->hidden);
     layer_qk(f, &f->layers[layer], gemm_input(f, xn, hb, (int64_t)T * c->hidden), T, cos_t, sin_t, q, k);
     cuda_sync();
     cuda_free(hb);
-    cuda_free(cos_t);
-    cuda_free(sin_t);
 }
 
 // Seconds since *t0 after the device is idle, then *t0 = now (profiling only).
@@ -293,8 +308,8 @@ static void forward_impl(FwdCuda *f, const int32_t *ids, int T, float *hidden_ho
     float *gate = cuda_malloc(sizeof(float) * TT * I);
     float *up = cuda_malloc(sizeof(float) * TT * I);
     float *lse = need_lse ? cuda_malloc(sizeof(float) * TT * Hq) : NULL;
-    float *cos_t, *sin_t;
-    rope_tables_dev(c, T, &cos_t, &sin_t);
+    const float *cos_t, *sin_t;
+    rope_tables_dev(f, T, &cos_t, &sin_t);
     int64_t widest = H > nq ? H : nq;
     widest = I > widest ? I : widest;
     void *hb = f->prec == FWD_FP32 ? NULL : cuda_malloc(2 * TT * (size_t)widest);  // 16-bit GEMM operand
@@ -420,7 +435,7 @@ static void forward_impl(FwdCuda *f, const int32_t *ids, int T, float *hidden_ho
     }
     if (prof) prof->other += lap(&t_lap);
 
-    void *ds[] = {d_ids, x, xn, q, k, v, att, gate, up, lse, cos_t, sin_t, hb, qb, kb, vb, ob, d_rec, d_sup, sel, n_sel};
+    void *ds[] = {d_ids, x, xn, q, k, v, att, gate, up, lse, hb, qb, kb, vb, ob, d_rec, d_sup, sel, n_sel};
     for (size_t i = 0; i < sizeof ds / sizeof ds[0]; i++) cuda_free(ds[i]);
     if (ip) {
         for (int l = 0; l < c->n_layers; l++) cuda_free(ip[l]);

@@ -28,7 +28,8 @@
 // The weights live on the device from fwd_cuda_upload to fwd_cuda_free; a
 // tied lm_head shares the embedding's copy. Activations are allocated per call
 // and sized O(T·max(hidden, Hq·dh, intermediate)) plus, for sparse attention, a
-// row chunk × T score buffer: never a T×T buffer.
+// row chunk × T score buffer: never a T×T buffer. The RoPE tables stay on the
+// device for the longest pass seen (their rows do not depend on T).
 #pragma once
 #include <stdint.h>
 
