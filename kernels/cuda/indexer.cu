@@ -186,8 +186,9 @@ __global__ void key_norm_backward_kernel(float *d, const float *u, const float *
 // ---- kernels: the loss -------------------------------------------------------------------
 
 // Scores of thread (i, l) against its KPT keys of a staged tile: one dot of
-// length dI each, scaled by c_col = 1/√d_I. Shared by both loss kernels so that
-// pass 1 and pass 2 see the same bits.
+// length dI each, scaled by c_col (1/√d_I for the indexer's scores, 1 for the
+// teacher's raw q·k). Shared by both loss kernels so that pass 1 and pass 2
+// see the same bits.
 __device__ __forceinline__ void tile_scores(float s[KPT], const float *Qi, const float *Ki, int ld, int i, int l,
                                             int dI, float c_col) {
     float acc[KPT];
@@ -304,15 +305,8 @@ __global__ void __launch_bounds__(NT)
                     stage_rows(Tq, ldh, tq, tqs, (int64_t)h * dh, pos, 0, BQ, nr, dh);
                     __syncthreads();
                     const float lh = i < nr ? tlse[(int64_t)h * T + t] : 0.0f;
-                    float acc[KPT];
-#pragma unroll
-                    for (int a = 0; a < KPT; a++) acc[a] = 0.0f;
-                    const float *qr = Tq + i * ldh;
-                    for (int c = 0; c < dh; c++) {
-                        const float qc = qr[c];
-#pragma unroll
-                        for (int a = 0; a < KPT; a++) acc[a] += qc * Tk[(l + 8 * a) * ldh + c];
-                    }
+                    float acc[KPT];  // the teacher's q·k (c_col = 1: x·1 is exact in fp32)
+                    tile_scores(acc, Tq, Tk, ldh, i, l, dh, 1.0f);
 #pragma unroll
                     for (int a = 0; a < KPT; a++)
                         if (j0 + l + 8 * a <= t && l + 8 * a < nk) p[a] += expf(scale * acc[a] - lh);
