@@ -16,6 +16,8 @@
 //     (8 bits of mantissa) gives a relative error with variance ≈ 2·(2⁻⁹)²/3
 //     ≈ 2.5e-6 per product, so nmse ≈ 2.5e-6 expected; 1e-4 leaves 40×.
 //   bf16 conversion: exact (round to nearest even on both sides).
+//   f16 matmul, same operands, and f16 conversion: as for bf16 (the GEMM of
+//     the mixed mode on an F16 checkpoint).
 //   embedding gather (fp32 table; bf16 table vs the bf16-rounded table) and
 //     residual add: exact (a copy, one fp32 add), aliased outputs included.
 //
@@ -75,6 +77,24 @@ static void check_matmul(int T, int C_in, int C_out, int with_bias) {
     cuda_bf16_to_f32(d_back, b_in, n_in);
     got = host_from_dev(d_back, n_in);
     compare("bf16 conversion", shape, got, in_r, n_in, 0.0, 0.0);
+    free(got);
+
+    // The f16 GEMM (the mixed mode of an F16 checkpoint): same-operand check and
+    // the conversion round trip, as for bf16 (the operands are sd ≤ 1, in range).
+    cuda_f32_to_half(b_in, d_in, n_in, HALF_F16);
+    cuda_f32_to_half(b_w, d_w, n_w, HALF_F16);
+    cuda_memset(d_out, 0xFF, sizeof(float) * n_out);
+    matmul_forward_half_cuda(d_out, b_in, b_w, with_bias ? d_b : NULL, T, C_in, C_out, HALF_F16);
+    got = host_from_dev(d_out, n_out);
+    for (int64_t i = 0; i < n_in; i++) in_r[i] = f16_round(in[i]);
+    for (int64_t i = 0; i < n_w; i++) w_r[i] = f16_round(w[i]);
+    matmul_forward_cpu(ref_r, in_r, w_r, with_bias ? bias : NULL, T, C_in, C_out);
+    compare("matmul f16 (same operands)", shape, got, ref_r, n_out, BF_SAME_NMSE, BF_SAME_MAX);
+    free(got);
+    cuda_memset(d_back, 0xFF, sizeof(float) * n_in);
+    cuda_half_to_f32(d_back, b_in, n_in, HALF_F16);
+    got = host_from_dev(d_back, n_in);
+    compare("f16 conversion", shape, got, in_r, n_in, 0.0, 0.0);
     free(got);
 
     cuda_free(d_back);

@@ -62,6 +62,8 @@ float *host_from_dev(const float *d, int64_t n) {
 }
 
 // bf16 round to nearest even, as __float2bfloat16_rn (inputs here are finite).
+float f16_round(float x) { return (float)(_Float16)x; }
+
 float bf16_round(float x) {
     uint32_t u;
     memcpy(&u, &x, 4);

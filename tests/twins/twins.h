@@ -25,6 +25,8 @@ int32_t *dev_from_i32(const int32_t *h, int64_t n);
 int32_t *host_from_dev_i32(const int32_t *d, int64_t n);
 // bf16 round to nearest even, as __float2bfloat16_rn (finite inputs).
 float bf16_round(float x);
+// f16 round to nearest even, as __float2half_rn (inputs in f16's range).
+float f16_round(float x);
 
 // Compares gpu with ref (n values) for the op named op (a string literal; the
 // summary groups by it): fails on a non-finite gpu value, on nmse =
