@@ -290,7 +290,7 @@ static void bench_layer(Bench *b, const ModelConfig *c, int T, int k, int bsel, 
     } else {
         ms = measure(b, k_sparse_block_tc, &L, all, &reps);
         record(b, "sparse_attention_block_tc", T, ms, all, reps, sp_flops, k, bsel,
-               "block-shared supports, bf16 tensor cores (WMMA), fp32 accumulate; unverified kernel");
+               "block-shared supports, bf16 tensor cores (WMMA), fp32 accumulate");
     }
     if (T <= max_oracle) {
         k_sdpa_lse(&L);
@@ -358,7 +358,7 @@ static void bench_ttft(Bench *b, FwdCuda *f, const ModelConfig *c, const Indexer
     } runs[] = {
         {"ttft_dense", {0}, 0, 0, 1, "bf16 GEMMs + cuDNN SDPA"},
         {"ttft_indexer", {.sparse = &per_query, .indexer = ix}, k, 1, 1, "indexer per query, every layer"},
-        {"ttft_indexer_block", {.sparse = &block, .indexer = ix}, k, bsel, 1, "indexer block-shared, every layer"},
+        {"ttft_indexer_block", {.sparse = &block, .indexer = ix}, k, bsel, 1, "indexer block-shared (tensor-core sparse attention), every layer"},
         {"ttft_oracle", {.sparse = &per_query}, k, 1, T <= max_oracle_ttft, "attention-mass oracle per query"},
     };
     for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
@@ -461,7 +461,7 @@ int cmd_bench(int argc, char **argv) {
     cJSON_AddStringToObject(env, "date_utc", date);
     cJSON_AddStringToObject(env, "model", model_dir ? model_dir : synth);
     cJSON_AddNumberToObject(env, "layers", c->n_layers);
-    cJSON_AddStringToObject(env, "precision", "bf16 (16-bit GEMMs + cuDNN SDPA; sparse paths fp32)");
+    cJSON_AddStringToObject(env, "precision", "bf16 (16-bit GEMMs + cuDNN SDPA; block-shared sparse attention on bf16 tensor cores; indexer scoring, oracle and per-query sparse attention fp32)");
     cJSON_AddNumberToObject(env, "k", k);
     cJSON_AddNumberToObject(env, "bsel", bsel);
     cJSON_AddNumberToObject(env, "d_index", indexer_config_default(c->hidden).d_index);

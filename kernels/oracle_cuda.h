@@ -54,8 +54,7 @@ void support_attention_cuda(float *out, float *recall, float *support, const flo
 // fp32 rounding. Takes dh ∈ {64, 128} and bsel a multiple of 16 up to 128, with
 // 16-byte aligned q, k, v; any other call returns -1 without launching (the
 // caller falls back to support_attention_cuda). Returns 0 when it ran
-// (asynchronously, like any launch). Written without a GPU: unverified until
-// tests/twins/oracle.c's "support_attention_block_tc" check runs on one.
+// (asynchronously, like any launch). Twin check: tests/twins/oracle.c.
 // (sparse_attention_tc.cu)
 int support_attention_block_tc_cuda(float *out, const void *q, const void *k, const void *v, int T, int Hq, int Hkv,
                                     int dh, float scale, int topk, int bsel, const int32_t *sel, const int32_t *n_sel);

@@ -159,8 +159,9 @@ static int upload(const Model *m, FwdPrecision prec, uint64_t synth, FwdCuda **o
     cuda_free(f->stage);
     f->stage = NULL;
     const char *gemm = prec == FWD_FP32 ? "fp32 GEMMs" : f->half == HALF_F16 ? "f16 GEMMs" : "bf16 GEMMs";
-    snprintf(f->desc, sizeof f->desc, "%s: %s, %s dense attention", fwd_precision_name(prec), gemm,
-             prec == FWD_BF16 ? "cuDNN SDPA bf16" : "fp32");
+    snprintf(f->desc, sizeof f->desc, "%s: %s, %s dense attention%s", fwd_precision_name(prec), gemm,
+             prec == FWD_BF16 ? "cuDNN SDPA bf16" : "fp32",
+             prec == FWD_BF16 ? ", bf16 tensor-core block-shared sparse attention (without statistics)" : "");
     *out = f;
     return 0;
 }
@@ -367,8 +368,19 @@ static void forward_impl(FwdCuda *f, const int32_t *ids, int T, float *hidden_ho
         if (has_ix && ip) {  // a trained indexer picks the support
             if (want_stats) attention_forward_cuda(att, lse, q, k, v, T, Hq, Hkv, dh, scale);  // P's lse
             indexer_select_cuda(sel, n_sel, &ix->cfg, ip[l], xn, T, sp->topk, sp->bsel);
-            support_attention_cuda(att, d_rec, d_sup, q, k, v, lse, T, Hq, Hkv, dh, scale, sp->topk, sp->bsel,
-                                   sel, n_sel);
+            // bf16 mode, block-shared, no statistics: the tensor-core kernel where it takes
+            // the shape (it declines others, and keeps no recall / support).
+            int tc = -1;
+            if (use_sdpa && sp->bsel > 1 && !want_stats) {
+                cuda_f32_to_bf16(qb, q, (int64_t)T * nq);
+                cuda_f32_to_bf16(kb, k, (int64_t)T * nkv);
+                cuda_f32_to_bf16(vb, v, (int64_t)T * nkv);
+                tc = support_attention_block_tc_cuda(att, qb, kb, vb, T, Hq, Hkv, dh, scale, sp->topk, sp->bsel,
+                                                     sel, n_sel);
+            }
+            if (tc != 0)
+                support_attention_cuda(att, d_rec, d_sup, q, k, v, lse, T, Hq, Hkv, dh, scale, sp->topk,
+                                       sp->bsel, sel, n_sel);
             att_in = gemm_input(f, att, hb, (int64_t)T * nq);
         } else if (sp && (has_ix || !ix)) {  // the oracle (k ≥ T: every key, i.e. dense)
             oracle_attention_cuda(att, d_rec, d_sup, q, k, v, T, Hq, Hkv, dh, scale, sp->topk, sp->bsel);

@@ -4,8 +4,9 @@
 // of sel holds n_sel[b] sorted key indices; query t attends with every head to
 // those ≤ t, or to {t} alone when there is none. q, k, v are bf16, the output
 // and every accumulation fp32; no recall / support statistics (those stay with
-// support_attention_cuda). Written without a GPU: unverified until the twin
-// test (tests/twins/oracle.c, "support_attention_block_tc") runs on one.
+// support_attention_cuda). Judged against the CPU twin on bf16-rounded inputs
+// by tests/twins/oracle.c ("support_attention_block_tc"; first passed on an
+// H200 on 2026-11-29). The bf16 forward uses it for block-shared supports.
 //
 // Why tensor cores fit here: every query of a block shares one key set, so for
 // one query head the block is a dense (bsel × |S_B|) attention problem over
