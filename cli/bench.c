@@ -169,11 +169,19 @@ static void k_att32(void *p) {
 }
 static void k_ix_select(void *p) {
     Layer *L = p;
-    indexer_select_cuda(L->sel, L->n_sel, &L->icfg, L->params, L->x, L->T, L->k, 1);
+    indexer_select_cuda(L->sel, L->n_sel, &L->icfg, L->params, L->x, L->T, L->k, 1, 0);
+}
+static void k_ix_select_tf32(void *p) {
+    Layer *L = p;
+    indexer_select_cuda(L->sel, L->n_sel, &L->icfg, L->params, L->x, L->T, L->k, 1, 1);
 }
 static void k_ix_select_block(void *p) {
     Layer *L = p;
-    indexer_select_cuda(L->sel_b, L->n_sel_b, &L->icfg, L->params, L->x, L->T, L->k, L->bsel);
+    indexer_select_cuda(L->sel_b, L->n_sel_b, &L->icfg, L->params, L->x, L->T, L->k, L->bsel, 0);
+}
+static void k_ix_select_block_tf32(void *p) {
+    Layer *L = p;
+    indexer_select_cuda(L->sel_b, L->n_sel_b, &L->icfg, L->params, L->x, L->T, L->k, L->bsel, 1);
 }
 static void k_sparse(void *p) {
     Layer *L = p;
@@ -277,6 +285,13 @@ static void bench_layer(Bench *b, const ModelConfig *c, int T, int k, int bsel, 
     record(b, "indexer_select", T, ms, all, reps, 0, k, 1, note);
     ms = measure(b, k_ix_select_block, &L, all, &reps);
     record(b, "indexer_select_block", T, ms, all, reps, 0, k, bsel, note);
+    // The bf16 forward's selection (the supports the TTFT rows use): TF32 score GEMM.
+    char note_tf32[200];
+    snprintf(note_tf32, sizeof note_tf32, "%s; scores on TF32 tensor cores", note);
+    ms = measure(b, k_ix_select_tf32, &L, all, &reps);
+    record(b, "indexer_select_tf32", T, ms, all, reps, 0, k, 1, note_tf32);
+    ms = measure(b, k_ix_select_block_tf32, &L, all, &reps);
+    record(b, "indexer_select_block_tf32", T, ms, all, reps, 0, k, bsel, note_tf32);
     // Sparse attention over those supports: 4·|S|·d_h·Hq per query (QK and PV).
     const double sp_flops = 4.0 * (double)dh * Hq * (T <= k ? T * (T + 1.0) / 2 : (double)T * k);
     ms = measure(b, k_sparse, &L, all, &reps);

@@ -41,8 +41,13 @@ double indexer_mass_recall_cuda(float *recall, const IndexerConfig *cfg, const f
 
 // indexer_select_cpu on the GPU: sel [rows, k] ascending then −1, n_sel [rows];
 // rows = T (bsel = 1) or ceil(T/bsel), block rows aggregate Q like the oracle.
+// tf32 = 0: the scores in fp32 (the twin's function, up to summation order);
+// tf32 = 1: the score GEMM on TF32 tensor cores (q and k rounded to 10-bit
+// mantissas inside the product, fp32 accumulate), for the bf16 forward, whose
+// q and k carry less precision than that anyway. The selection is then a top-k
+// of slightly perturbed scores: keys near the k-th score may swap.
 void indexer_select_cuda(int32_t *sel, int32_t *n_sel, const IndexerConfig *cfg, const float *params,
-                         const float *x, int T, int k, int bsel);
+                         const float *x, int T, int k, int bsel, int tf32);
 
 // adamw_step on the GPU (t counts from 1); decay_mask device bytes or NULL.
 void adamw_step_cuda(double lr, double beta1, double beta2, double eps, double weight_decay, long t, float *params,

@@ -161,7 +161,9 @@ static int upload(const Model *m, FwdPrecision prec, uint64_t synth, FwdCuda **o
     const char *gemm = prec == FWD_FP32 ? "fp32 GEMMs" : f->half == HALF_F16 ? "f16 GEMMs" : "bf16 GEMMs";
     snprintf(f->desc, sizeof f->desc, "%s: %s, %s dense attention%s", fwd_precision_name(prec), gemm,
              prec == FWD_BF16 ? "cuDNN SDPA bf16" : "fp32",
-             prec == FWD_BF16 ? ", bf16 tensor-core block-shared sparse attention (without statistics)" : "");
+             prec == FWD_BF16 ? "; TF32 indexer scores; block-shared sparse attention on bf16 tensor cores "
+                                "(without statistics)"
+                              : "");
     *out = f;
     return 0;
 }
@@ -367,7 +369,7 @@ static void forward_impl(FwdCuda *f, const int32_t *ids, int T, float *hidden_ho
         const int has_ix = ix && l < ix->n_model_layers && ix->params[l];
         if (has_ix && ip) {  // a trained indexer picks the support
             if (want_stats) attention_forward_cuda(att, lse, q, k, v, T, Hq, Hkv, dh, scale);  // P's lse
-            indexer_select_cuda(sel, n_sel, &ix->cfg, ip[l], xn, T, sp->topk, sp->bsel);
+            indexer_select_cuda(sel, n_sel, &ix->cfg, ip[l], xn, T, sp->topk, sp->bsel, f->prec == FWD_BF16);
             // bf16 mode, block-shared, no statistics: the tensor-core kernel where it takes
             // the shape (it declines others, and keeps no recall / support).
             int tc = -1;

@@ -527,6 +527,15 @@ static void gemm_abt(float *C, int64_t ldc, const float *A, int lda, const float
 }
 
 // Row-major W[m, dm] += D[n, m]ᵀ·X[n, dm]: the weight gradient of y = x·Wᵀ.
+// gemm_abt on TF32 tensor cores (fp32 in and out, 10-bit mantissas in the product).
+static void gemm_abt_tf32(float *C, int64_t ldc, const float *A, int lda, const float *B, int ldb, int m, int n,
+                          int k, float alpha) {
+    const float beta = 0.0f;
+    CUBLAS_CHECK(cublasGemmEx(cuda_cublas_handle(), CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, B, CUDA_R_32F, ldb, A,
+                              CUDA_R_32F, lda, &beta, C, CUDA_R_32F, (int)ldc, CUBLAS_COMPUTE_32F_FAST_TF32,
+                              CUBLAS_GEMM_DEFAULT));
+}
+
 static void gemm_weight_grad(float *W, const float *D, const float *X, int n, int m, int dm) {
     const float one = 1.0f;
     CUBLAS_CHECK(cublasSgemm(cuda_cublas_handle(), CUBLAS_OP_N, CUBLAS_OP_T, dm, m, n, &one, X, dm, D, m, &one, W,
@@ -729,7 +738,7 @@ extern "C" double indexer_mass_recall_cuda(float *recall, const IndexerConfig *c
 }
 
 extern "C" void indexer_select_cuda(int32_t *sel, int32_t *n_sel, const IndexerConfig *cfg, const float *params,
-                                    const float *x, int T, int k, int bsel) {
+                                    const float *x, int T, int k, int bsel, int tf32) {
     if (T < 0 || k < 1 || bsel < 1) {
         fprintf(stderr, "spindle: %s: bad arguments T = %d, k = %d, bsel = %d\n", __func__, T, k, bsel);
         abort();
@@ -751,7 +760,8 @@ extern "C" void indexer_select_cuda(int32_t *sel, int32_t *n_sel, const IndexerC
         float *R = (float *)cuda_malloc(sizeof(float) * (size_t)ch * T);
         for (int t0 = 0; t0 < T; t0 += (int)ch) {
             const int nr = T - t0 < ch ? T - t0 : (int)ch, len = t0 + nr;
-            gemm_abt(R, T, q + (int64_t)t0 * dI, dI, kk, dI, nr, len, dI, c_col, 0.0f);
+            if (tf32) gemm_abt_tf32(R, T, q + (int64_t)t0 * dI, dI, kk, dI, nr, len, dI, c_col);
+            else gemm_abt(R, T, q + (int64_t)t0 * dI, dI, kk, dI, nr, len, dI, c_col, 0.0f);
             topk_rows_cuda(sel + (int64_t)t0 * k, n_sel + t0, R, nr, T, t0 + 1, 1, T, k);
         }
         cuda_free(R);
@@ -767,7 +777,8 @@ extern "C" void indexer_select_cuda(int32_t *sel, int32_t *n_sel, const IndexerC
         for (int b0 = 0; b0 < n_blocks; b0 += nb) {
             const int nbk = n_blocks - b0 < nb ? n_blocks - b0 : nb;
             const int q0 = b0 * bsel, q1 = (b0 + nbk) * bsel < T ? (b0 + nbk) * bsel : T;
-            gemm_abt(R, T, q + (int64_t)q0 * dI, dI, kk, dI, q1 - q0, q1, dI, c_col, 0.0f);
+            if (tf32) gemm_abt_tf32(R, T, q + (int64_t)q0 * dI, dI, kk, dI, q1 - q0, q1, dI, c_col);
+            else gemm_abt(R, T, q + (int64_t)q0 * dI, dI, kk, dI, q1 - q0, q1, dI, c_col, 0.0f);
             row_softmax_stats_kernel<<<q1 - q0, 256>>>(mx, inv, R, T, q0);
             CUDA_CHECK(cudaGetLastError());
             const int gx = (q1 + 255) / 256 < 128 ? (q1 + 255) / 256 : 128;
