@@ -305,7 +305,7 @@ static void bench_layer(Bench *b, const ModelConfig *c, int T, int k, int bsel, 
     } else {
         ms = measure(b, k_sparse_block_tc, &L, all, &reps);
         record(b, "sparse_attention_block_tc", T, ms, all, reps, sp_flops, k, bsel,
-               "block-shared supports, bf16 tensor cores (WMMA), fp32 accumulate");
+               "block-shared supports, bf16 tensor cores (mma.sync), fp32 accumulate");
     }
     if (T <= max_oracle) {
         k_sdpa_lse(&L);

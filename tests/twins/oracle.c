@@ -493,14 +493,16 @@ void twins_oracle(int quick) {
     }
 
     // support_attention_block_tc: the bf16 tensor-core kernel on the shapes it
-    // takes (MHA and GQA 16:2, dh 64 and 128, bsel 16 and 64, plus 128 and
-    // k = 300 — several key tiles — in the full run), and the ones it refuses.
+    // takes (MHA, GQA 16:2 and 12:4 — 8, 2, 1 or 3 heads per thread block —,
+    // dh 64 and 128, bsel 16 and 64, plus 128 and k = 300 — several key tiles —
+    // in the full run), and the ones it refuses.
     {
-        static const int tc_shapes[][3] = {{8, 8, 64}, {16, 2, 64}, {8, 8, 128}, {16, 2, 128}};
+        static const int tc_shapes[][3] = {{8, 8, 64}, {16, 2, 64}, {8, 8, 128}, {16, 2, 128}, {12, 4, 128}};
+        const int n_shapes = (int)(sizeof tc_shapes / sizeof tc_shapes[0]);
         const int tc_Ts[] = {7, 130, 1000}, tc_ks[] = {16, 100, 300}, tc_bsels[] = {16, 64, 128};
         const int n_T = quick ? 2 : 3;
         for (int it = 0; it < n_T; it++)
-            for (int is = 0; is < 4; is++)
+            for (int is = 0; is < n_shapes; is++)
                 for (int ik = 0; ik < (tc_Ts[it] >= 1000 ? 3 : 2); ik++)
                     for (int ib = 0; ib < (quick ? 2 : 3); ib++)
                         check_support_block_tc(tc_Ts[it], tc_shapes[is][0], tc_shapes[is][1], tc_shapes[is][2],
