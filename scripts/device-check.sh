@@ -22,7 +22,7 @@
 #      its GGUF has arrived in parts (SKIP_SMOLLM2=1 leaves it out);
 #   7. runs the CPU ctest suite (every test but the CUDA ones; the ones needing
 #      models/ or corpus/ skip themselves, since those folders do not travel).
-# RACECHECK_KERNELS=regex limits racecheck to those kernels.
+# RACECHECK_KERNELS="re1 re2" runs racecheck once per regex, on those kernels only.
 # SKIP_SANITIZE=1, SKIP_CTEST=1, SKIP_SYNTH=1 shorten a call; ONLY_BUILD=1 stops
 # after the build (scripts/device-bench.sh uses it).
 # Everything goes to $OUT (default ./device-out): device-check.log (all of it),
@@ -119,26 +119,39 @@ grep -E "^(FAIL|test_cuda_twins)" "$OUT/twins.txt"
 sed -n '/^op /,$p' "$OUT/twins.txt"
 [ $rc -eq 0 ] || fail "test_cuda_twins exit $rc"
 
-for tool in memcheck racecheck; do
-    [ "${SKIP_SANITIZE:-0}" = 1 ] && break
-    step "compute-sanitizer --tool $tool (test_cuda_twins --quick)"
+# One sanitizer run: sanitize NAME TOOL [filter options...].
+sanitize() {
+    local name=$1 tool=$2
+    shift 2
+    SPINDLE_REQUIRE_GPU=1 timeout 330 compute-sanitizer --tool "$tool" "$@" --error-exitcode 3 \
+        "$B/test_cuda_twins" --quick >"$OUT/$name.txt" 2>&1
+    local rc=$?
+    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Internal Sanitizer Error|^test_cuda_twins: (PASS|FAIL)|Device not supported" \
+        "$OUT/$name.txt"
+    [ $rc -eq 0 ] || fail "$name exit $rc"
+}
+if [ "${SKIP_SANITIZE:-0}" != 1 ]; then
+    step "compute-sanitizer --tool memcheck (test_cuda_twins --quick)"
+    sanitize memcheck memcheck
     # racecheck leaves out cuDNN's own kernels: its generated Hopper SDPA kernels
     # (…sdpa_sm90_flash_fprop_wgmma…) order shared memory with mbarriers and
     # TMA, which racecheck does not model, and it reported 49 "hazards" inside
     # them on 2026-11-29 (none in any kernel of ours). memcheck checks them all.
-    # RACECHECK_KERNELS=regex limits racecheck to the named kernels of ours (a
-    # rerun after a change to those kernels only; the full run takes ~220 s).
-    excl=()
-    if [ "$tool" = racecheck ]; then
-        if [ -n "${RACECHECK_KERNELS:-}" ]; then excl=(--kernel-name "regex:$RACECHECK_KERNELS")
-        else excl=(--kernel-name-exclude kns=cudnn); fi
+    # RACECHECK_KERNELS="regex1 regex2 …" instead runs racecheck once per regex,
+    # on the kernels it names only (a rerun after a change to those kernels; the
+    # full run takes ~220 s), into racecheck-1.txt, racecheck-2.txt, ….
+    if [ -n "${RACECHECK_KERNELS:-}" ]; then
+        i=0
+        for re in $RACECHECK_KERNELS; do
+            i=$((i + 1))
+            step "compute-sanitizer --tool racecheck --kernel-name regex=$re (test_cuda_twins --quick)"
+            sanitize "racecheck-$i" racecheck --kernel-name "regex=$re"
+        done
+    else
+        step "compute-sanitizer --tool racecheck (test_cuda_twins --quick)"
+        sanitize racecheck racecheck --kernel-name-exclude kns=cudnn
     fi
-    SPINDLE_REQUIRE_GPU=1 timeout 330 compute-sanitizer --tool "$tool" "${excl[@]}" --error-exitcode 3 \
-        "$B/test_cuda_twins" --quick >"$OUT/$tool.txt" 2>&1
-    rc=$?
-    grep -E "ERROR SUMMARY|RACECHECK SUMMARY|^test_cuda_twins: (PASS|FAIL)|Device not supported" "$OUT/$tool.txt"
-    [ $rc -eq 0 ] || fail "$tool exit $rc"
-done
+fi
 
 step "golden logits on the GPU: SPINDLE_REQUIRE_GPU=1 tests/test_goldens_cuda.sh"
 SPINDLE_REQUIRE_GPU=1 bash tests/test_goldens_cuda.sh "$B/spindle" tests/goldens /tmp/spindle-goldens-cuda \
@@ -223,7 +236,9 @@ sed -n '/^op /,$p' "$OUT/twins.txt"
 tail -1 "$OUT/goldens_cuda.txt"
 [ -f "$OUT/synth.txt" ] && grep -E "^synthetic" "$OUT/synth.txt"
 [ -f "$OUT/smollm2.txt" ] && grep -E "^(train:|smollm2 end to end)" "$OUT/smollm2.txt"
-for tool in memcheck racecheck; do [ -f "$OUT/$tool.txt" ] && echo "$tool: $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$OUT/$tool.txt" | tr '\n' ' ')"; done
+for f in "$OUT"/memcheck.txt "$OUT"/racecheck*.txt; do
+    [ -f "$f" ] && echo "$(basename "$f" .txt): $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY|Internal Sanitizer Error' "$f" | tr '\n' ' ')"
+done
 [ -f "$OUT/ctest.txt" ] && grep -E "tests passed" "$OUT/ctest.txt"
 echo "device-check: $([ $status -eq 0 ] && echo PASS || echo FAIL)"
 exit $status
