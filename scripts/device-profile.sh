@@ -8,13 +8,14 @@
 # Occupancy, LaunchStats, WarpStateStats, SchedulerStats.
 # Output in $OUT: profile-<ctx>.ncu-rep, profile-<ctx>.txt (details page),
 # profile-<ctx>.csv (raw metrics).
-# PROFILE_CTX (default 32768), PROFILE_KERNELS (regex), PROFILE_TIMEOUT_S (240).
+# PROFILE_CTX (default 32768), PROFILE_KERNELS (regex), PROFILE_NTH (which launch of each
+# kernel, default 1), PROFILE_TIMEOUT_S (240).
 set -uo pipefail
 ROOT=$(pwd)
 OUT=${OUT:-$ROOT/device-out}
 B=$ROOT/build-device
 CTX=${PROFILE_CTX:-32768}
-K=${PROFILE_KERNELS:-^(indexer_kl|indexer_lse|oracle_scores|topk_rows|support_attention_block_kernel|support_attention_block_tc|support_attention_query|row_softmax_stats|block_aggregate|mask_future|indexer_score)}
+K=${PROFILE_KERNELS:-^(support_attention_block_tc_kernel2|indexer_kl|indexer_lse|oracle_scores|topk_rows|support_attention_block_kernel|support_attention_block_tc|support_attention_query|row_softmax_stats|block_aggregate|mask_future|indexer_score)}
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH=/tmp/spindle-prefix/usr/lib/x86_64-linux-gnu:/tmp/spindle-prefix/usr/lib/x86_64-linux-gnu/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 command -v ncu >/dev/null || export PATH=$PATH:/usr/local/cuda/bin:$(ls -d /opt/nvidia/nsight-compute/*/ 2>/dev/null | tail -1)
@@ -22,11 +23,11 @@ command -v ncu >/dev/null || { echo "device-profile: ncu not found" >&2; exit 1;
 ncu --version | tail -1
 rep=$OUT/profile-$CTX
 timeout "${PROFILE_TIMEOUT_S:-240}" ncu --clock-control none --kernel-name-base function \
-    --kernel-id "::regex:$K:1" \
+    --kernel-id "::regex:$K:${PROFILE_NTH:-1}" \
     --section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
     --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats \
     -f -o "$rep" \
-    "$B/spindle" bench --synthetic qwen3-8b --ctx "$CTX" --k 2048 --bsel 64 --device cuda --no-ttft --max-reps 1 \
+    "$B/spindle" bench --synthetic qwen3-8b --ctx "$CTX" --k 2048 --bsel 64 --device cuda --no-ttft --max-reps 1 --json "$rep.bench.json" \
     >"$rep.log" 2>&1
 echo "ncu exit $?"
 tail -5 "$rep.log"
