@@ -15,9 +15,10 @@
 # Usage: scripts/device-prepare.sh             (then: run with carry [".deb"])
 #        scripts/device-prepare.sh --smollm2   also what scripts/device-smollm2.sh
 #   needs, all git-ignored: the SmolLM2 GGUF (from scripts/get-smollm2.sh's
-#   cache) split in three parts under the carry limit (64 MiB with the 8.5 MiB
-#   working tree): .dev/smol.part0 (25 MiB, carried with .deb), .dev/smol.part1
-#   (48 MiB, alone) and .dev/smol.part2 (21 MiB, with .whl and .dev/text);
+#   cache) split in three parts under the carry limit (64 MiB with the ~8 MiB
+#   working tree): .dev/smol.part0 (29 MiB, carried with .deb), .dev/smol.part1
+#   (55 MiB, alone) and .dev/smol.part2 (10 MiB, with .whl, .dev/text and, for
+#   scripts/device-frontier.sh, the 17 MiB indexer results/indexer/idx_long);
 #   the gguf and h5py wheels in .whl/; text slices .dev/text/{train,heldout}.txt
 #   of corpus/ (scripts/get-corpus.sh).
 set -euo pipefail
@@ -27,9 +28,10 @@ if [ "${1:-}" = --smollm2 ]; then
     [ -f "$gguf" ] || scripts/get-smollm2.sh
     [ -d corpus/train ] || scripts/get-corpus.sh
     mkdir -p .dev/text .whl
-    head -c 26000000 "$gguf" >.dev/smol.part0
-    tail -c +26000001 "$gguf" | head -c 50000000 >.dev/smol.part1
-    tail -c +76000001 "$gguf" >.dev/smol.part2
+    # dd, not tail | head: head closing the pipe early fails the script under pipefail.
+    dd if="$gguf" of=.dev/smol.part0 bs=1000000 count=30 status=none
+    dd if="$gguf" of=.dev/smol.part1 bs=1000000 skip=30 count=58 status=none
+    dd if="$gguf" of=.dev/smol.part2 bs=1000000 skip=88 status=none
     python3 -m pip download -q --no-deps gguf==0.19.0 -d .whl
     python3 -m pip download -q --no-deps h5py==3.14.0 --python-version 3.12 --only-binary=:all: \
         --platform manylinux_2_17_x86_64 -d .whl

@@ -17,6 +17,8 @@
 # (the gguf and h5py wheels come in .whl/). Text: .dev/text/{train,heldout}.txt
 # (slices of corpus/, made by the same preparation).
 # Output: $OUT/smollm2/ (compare.txt, both runs' eval JSON, metrics.csv).
+# MODEL_ONLY=1 stops once the checkpoint is in /root/spindle-smollm2/model
+# (scripts/device-frontier.sh).
 set -uo pipefail
 ROOT=$(pwd)
 OUT=${OUT:-$ROOT/device-out}
@@ -40,6 +42,7 @@ if [ ! -f "$W/model/config.json" ]; then
     python3 scripts/gguf_to_hf.py "$W/smol.gguf" "$W/model" >"$W/convert.log" 2>&1 || { tail "$W/convert.log"; exit 1; }
 fi
 "$B/spindle" info --model "$W/model" | head -8
+if [ "${MODEL_ONLY:-0}" = 1 ]; then say "MODEL_ONLY=1: checkpoint ready in $W/model"; exit 0; fi
 
 CTX=1024 NSEQ=50 LAYERS=0,10,20,29 STEPS=50
 for dev in cpu cuda; do
