@@ -5,27 +5,60 @@
 // One thread block per row (blocks loop over rows). Each float maps to a
 // uint32 key whose unsigned order is the float order (negatives: all bits
 // flipped; the rest: the sign bit set; −0 counts as +0 since the CPU twin's
-// comparison does too). Then:
-//   1. radix select, 4 passes of 8 bits from the top: a shared-memory
-//      histogram of the next digit over the keys that match the digits chosen
-//      so far; warp 0 walks the 256 bins from the largest digit and finds the
-//      one that holds the k-th largest key, leaving kr = its rank among the
-//      keys that share the final 32-bit prefix. After pass 4 the prefix is the
-//      k-th largest key thr: k − kr keys are > thr, and the kr lowest-index
-//      keys equal to thr complete the top k (the tie rule).
-//   2. an ordered scan over the row, one tile of blockDim indices at a time:
-//      ballots and per-warp counts give every index the number of selected
-//      indices before it (keys > thr, plus the equal ones capped at kr), which
-//      is its output slot, so the selection comes out ascending without a sort.
-// The row is read 5 times (4 histograms, 1 scan); a row of 256K floats is
-// 1 MB, so this is bandwidth-bound and cheap next to the scores it selects
-// from. Rows with len ≤ k skip all of it: they take 0..len−1.
+// comparison does too). A row of 128K floats is 512 KB and does not stay in
+// L2 from one pass to the next, so the cost is the number of times the row is
+// read from DRAM. The common case reads it twice:
+//   1. a histogram of the top 12 key bits in 4096 shared bins; a block-wide
+//      scan from the largest bin finds the bin b that holds the k-th largest
+//      key and kr, that key's rank inside b: the k − kr keys in bins above b
+//      are sure, and the kr best keys of b complete the top k.
+//   2. an ordered scan over the row, 2048 indices at a time: ballots and
+//      per-warp counts give every index its rank among the sure keys and among
+//      the candidates (the keys in b). Sure indices go, ascending, to the front
+//      of the output row; candidate (key, index) pairs, ascending, to shared
+//      memory.
+// The rest stays in shared memory: the same radix select over the candidates'
+// 20 low bits yields the k-th largest key thr and how many keys equal to thr
+// to take (the lowest indices: the tie rule); an ordered scan over the
+// candidates compacts the chosen ones; and the two ascending lists are merged
+// in place in the output row, each element's slot being its rank in its own
+// list plus a binary search in the other.
+// When b holds more candidates than shared memory takes (flat rows, heavy
+// ties), further histogram passes over the row refine the low bits (12, then
+// 8) until b fits or the key is whole. A whole key thr needs no candidates: an
+// ordered scan writes the indices > thr and the kr lowest ones == thr straight
+// to their slots. So a row is read 2 times, at most 4 (3 histograms, 1 scan).
+// Rows with len ≤ k skip all of it: they take 0..len−1.
 #include <stdint.h>
 
 #include "cuda_check.cuh"
 #include "oracle_cuda.h"
 
-enum { TOPK_THREADS = 512, TOPK_WARPS = TOPK_THREADS / 32 };
+enum {
+    TOPK_THREADS = 512,
+    TOPK_WARPS = TOPK_THREADS / 32,
+    TOPK_UNROLL = 4,  // loads in flight per thread: one row pass per block must keep DRAM busy
+    TOPK_TILE = TOPK_THREADS * TOPK_UNROLL,
+    TOPK_BITS = 12,
+    TOPK_BINS = 1 << TOPK_BITS,
+    TOPK_BINS_PER_THREAD = TOPK_BINS / TOPK_THREADS,
+    // Candidates kept in shared memory (past this the bin is refined instead):
+    // as many as let 3 blocks share an SM, the most that 40 registers allow.
+    TOPK_CAND = 7168,
+};
+
+// Dynamic shared memory of one block (72 KB, past the static limit).
+typedef struct {
+    int hist[TOPK_BINS];
+    uint32_t cand_key[TOPK_CAND];
+    int32_t cand_idx[TOPK_CAND];
+    int warp_sum[TOPK_WARPS];  // radix_pick: bin counts per warp
+    // ordered_scan: (# gt) | (# eq) << 16 per warp, double-buffered so that
+    // one barrier a tile suffices: tile t+2 writes what tile t read before
+    // tile t+1's barrier.
+    unsigned warp_cnt[2][TOPK_WARPS];
+    int pick_bin, pick_kr, pick_cnt;
+} TopkSmem;
 
 // ---- kernels ------------------------------------------------------------------------
 
@@ -36,15 +69,206 @@ __device__ __forceinline__ uint32_t order_key(float x) {
     return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-__global__ void __launch_bounds__(TOPK_THREADS)
-    topk_rows_kernel1(int32_t *sel, int32_t *n_sel, const float *score, int rows, int64_t ld, int len0, int step,
-                      int cap, int k) {
-    __shared__ int hist[256];
-    __shared__ int warp_gt[TOPK_WARPS], warp_eq[TOPK_WARPS];
-    __shared__ uint32_t s_digit;
-    __shared__ int s_kr;
+// Where a pass reads its (key, index) pairs: the row in global memory, or the
+// candidates in shared memory. load() is split from key() so that a load can
+// be issued a tile ahead and converted only once it is used.
+struct RowSrc {
+    const float *row;
+    __device__ __forceinline__ float load(int j) const { return row[j]; }
+    __device__ __forceinline__ uint32_t key(float x) const { return order_key(x); }
+    __device__ __forceinline__ int32_t idx(int j) const { return j; }
+};
+struct CandSrc {
+    const uint32_t *ck;
+    const int32_t *ci;
+    __device__ __forceinline__ uint32_t load(int j) const { return ck[j]; }
+    __device__ __forceinline__ uint32_t key(uint32_t k) const { return k; }
+    __device__ __forceinline__ int32_t idx(int j) const { return ci[j]; }
+};
+
+// The digits go 12, 12, 8 bits from the top; the last one takes 12 bits too,
+// but its top 4 are fixed by the prefix, so it only ever fills 256 bins.
+__device__ __forceinline__ int next_shift(uint32_t mask) {
+    return mask == 0u ? 20 : mask == 0xFFF00000u ? 8 : 0;
+}
+
+// Block-wide: the bin holding the kr-th largest of the keys counted in hist.
+// Appends its digit to prefix / mask, makes kr the wanted key's rank inside
+// the bin and returns the bin's count. Ends with every thread past a barrier.
+__device__ int radix_pick(TopkSmem *s, int shift, uint32_t *prefix, uint32_t *mask, int *kr) {
     const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+    // Thread t holds bins 4095−8t … 4088−8t, so the block's running sum in
+    // thread order counts keys from the largest digit down.
+    int c[TOPK_BINS_PER_THREAD], sum = 0;
+#pragma unroll
+    for (int i = 0; i < TOPK_BINS_PER_THREAD; i++)
+        sum += (c[i] = s->hist[TOPK_BINS - 1 - TOPK_BINS_PER_THREAD * tid - i]);
+    int incl = sum;
+#pragma unroll
+    for (int off = 1; off < 32; off <<= 1) {
+        const int y = __shfl_up_sync(0xffffffffu, incl, off);
+        if (lane >= off) incl += y;
+    }
+    if (lane == 31) s->warp_sum[warp] = incl;
+    __syncthreads();
+    const int ws = lane < TOPK_WARPS ? s->warp_sum[lane] : 0;
+    int cum = incl - sum + __reduce_add_sync(0xffffffffu, lane < warp ? ws : 0);
+    if (cum < *kr && *kr <= cum + sum) {  // exactly one thread: the wanted key's bin is here
+#pragma unroll
+        for (int i = 0; i < TOPK_BINS_PER_THREAD; i++) {
+            if (cum + c[i] >= *kr) {
+                s->pick_bin = TOPK_BINS - 1 - TOPK_BINS_PER_THREAD * tid - i;
+                s->pick_kr = *kr - cum;
+                s->pick_cnt = c[i];
+                break;
+            }
+            cum += c[i];
+        }
+    }
+    __syncthreads();
+    *prefix |= (uint32_t)s->pick_bin << shift;
+    *mask |= (uint32_t)(TOPK_BINS - 1) << shift;
+    *kr = s->pick_kr;
+    return s->pick_cnt;
+}
+
+// One radix select step over the n keys of src: histogram of the next digit of
+// the keys that match prefix on mask, then radix_pick. Returns the count of
+// keys that match the longer prefix.
+template <class Src>
+__device__ int radix_pass(TopkSmem *s, Src src, int n, uint32_t *prefix, uint32_t *mask, int *kr) {
+    const int tid = threadIdx.x, shift = next_shift(*mask);
+    const uint32_t p = *prefix, m = *mask;
+    __syncthreads();  // the previous pass (or row) is done with hist
+    for (int i = tid; i < TOPK_BINS; i += TOPK_THREADS) s->hist[i] = 0;
+    __syncthreads();
+    for (int j = tid; j < n; j += TOPK_TILE) {
+        uint32_t key[TOPK_UNROLL];
+#pragma unroll
+        for (int u = 0; u < TOPK_UNROLL; u++)
+            key[u] = j + u * TOPK_THREADS < n ? src.key(src.load(j + u * TOPK_THREADS)) : 0u;
+#pragma unroll
+        for (int u = 0; u < TOPK_UNROLL; u++)
+            if (j + u * TOPK_THREADS < n && (key[u] & m) == p)
+                atomicAdd(&s->hist[(key[u] >> shift) & (TOPK_BINS - 1)], 1);
+    }
+    __syncthreads();
+    return radix_pick(s, shift, prefix, mask, kr);
+}
+
+// Ordered scan over the n keys of src, comparing key & mask with prefix. Each
+// warp takes 128 consecutive indices of a tile, so a lane's rank is the tile's
+// base, the counts of the warps before it, its own warp's earlier ballots and
+// the lanes below it. DIRECT: the indices > prefix and the kr first == prefix
+// go to out[rank among them], ascending. Otherwise the > ones go to
+// out[rank among them] and the == ones to the candidate buffer. Stops once
+// n_gt keys > prefix and need_eq keys == prefix have been seen.
+// out may be cand_idx itself (DIRECT over the candidates): a slot is never
+// past the position it is written from, a tile is read before its barrier and
+// written after it, so the compaction runs in place.
+template <bool DIRECT, class Src>
+__device__ void ordered_scan(TopkSmem *s, Src src, int n, uint32_t prefix, uint32_t mask, int kr, int n_gt,
+                             int need_eq, int32_t *out) {
+    typedef decltype(src.load(0)) Raw;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     const uint32_t lane_lt = (1u << lane) - 1u;
+    int base_gt = 0, base_eq = 0, buf = 0;
+    // Each tile's loads are issued before the previous tile's barrier, so that
+    // their latency overlaps the barrier and the ranking instead of following it.
+    Raw raw[TOPK_UNROLL];
+    int32_t idx[TOPK_UNROLL];
+#pragma unroll
+    for (int u = 0; u < TOPK_UNROLL; u++) {
+        const int j = warp * 32 * TOPK_UNROLL + lane + 32 * u;
+        if (j < n) raw[u] = src.load(j), idx[u] = src.idx(j);
+    }
+    for (int j0 = 0; j0 < n; j0 += TOPK_TILE, buf ^= 1) {
+        const int jl = j0 + warp * 32 * TOPK_UNROLL + lane;
+        uint32_t key[TOPK_UNROLL];
+#pragma unroll
+        for (int u = 0; u < TOPK_UNROLL; u++) key[u] = jl + 32 * u < n ? src.key(raw[u]) : 0u;
+        // The ballots are taken twice (counts now, ranks after the barrier):
+        // cheaper than holding 2·TOPK_UNROLL masks across it.
+        unsigned cnt = 0u;  // (# gt) | (# eq) << 16, each ≤ 32·TOPK_UNROLL
+#pragma unroll
+        for (int u = 0; u < TOPK_UNROLL; u++) {
+            const bool in = jl + 32 * u < n;
+            cnt += __popc(__ballot_sync(0xffffffffu, in && (key[u] & mask) > prefix));
+            cnt += __popc(__ballot_sync(0xffffffffu, in && (key[u] & mask) == prefix)) << 16;
+        }
+        if (lane == 0) s->warp_cnt[buf][warp] = cnt;
+        int32_t cur_idx[TOPK_UNROLL];
+#pragma unroll
+        for (int u = 0; u < TOPK_UNROLL; u++) {
+            const int j = jl + TOPK_TILE + 32 * u;
+            cur_idx[u] = idx[u];
+            if (j < n) raw[u] = src.load(j), idx[u] = src.idx(j);
+        }
+        __syncthreads();
+        const unsigned c = lane < TOPK_WARPS ? s->warp_cnt[buf][lane] : 0u;
+        const unsigned before = __reduce_add_sync(0xffffffffu, lane < warp ? c : 0u);
+        const unsigned total = __reduce_add_sync(0xffffffffu, c);
+        int bg = base_gt + (int)(before & 0xffffu), be = base_eq + (int)(before >> 16);
+        base_gt += (int)(total & 0xffffu), base_eq += (int)(total >> 16);
+#pragma unroll
+        for (int u = 0; u < TOPK_UNROLL; u++) {
+            const bool in = jl + 32 * u < n;
+            const bool gt = in && (key[u] & mask) > prefix, eq = in && (key[u] & mask) == prefix;
+            const uint32_t mg = __ballot_sync(0xffffffffu, gt), me = __ballot_sync(0xffffffffu, eq);
+            const int pg = bg + __popc(mg & lane_lt), pe = be + __popc(me & lane_lt);
+            if (DIRECT) {
+                if (gt || (eq && pe < kr)) out[pg + min(pe, kr)] = cur_idx[u];
+            } else if (gt) {
+                out[pg] = cur_idx[u];
+            } else if (eq) {
+                s->cand_key[pe] = key[u];
+                s->cand_idx[pe] = cur_idx[u];
+            }
+            bg += __popc(mg), be += __popc(me);
+        }
+        if (base_gt >= n_gt && base_eq >= need_eq) break;  // uniform: nothing left to place
+    }
+}
+
+// First i in a[0..n) (ascending) with a[i] ≥ v.
+__device__ __forceinline__ int lower_bound(const int32_t *a, int n, int32_t v) {
+    int lo = 0, hi = n;
+    while (lo < hi) {
+        const int mid = (lo + hi) / 2;
+        if (a[mid] < v) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+// out[0..n_sure) and cand_idx[0..n_ch) are ascending and disjoint; leaves
+// their union in out[0..n_sure + n_ch), ascending. A sure entry only moves up
+// (by the chosen ones below it), so the sure list is moved one block-sized
+// chunk at a time from the top, each chunk read before anything is written.
+__device__ void merge_sure_chosen(TopkSmem *s, int32_t *out, int n_sure, int n_ch) {
+    const int tid = threadIdx.x;
+    __syncthreads();  // out[0..n_sure) and cand_idx[0..n_ch) are written
+#pragma unroll 1
+    for (int q = tid; q < n_ch; q += TOPK_THREADS)  // slots of the chosen, found before the sure list moves
+        s->cand_key[q] = (uint32_t)(q + lower_bound(out, n_sure, s->cand_idx[q]));
+#pragma unroll 1
+    for (int c0 = (n_sure - 1) / TOPK_THREADS * TOPK_THREADS; n_sure > 0 && c0 >= 0; c0 -= TOPK_THREADS) {
+        const int p = c0 + tid;
+        const int32_t v = p < n_sure ? out[p] : 0;
+        __syncthreads();  // the chunk is read (and, the first time, the chosen slots found)
+        if (p < n_sure) out[p + lower_bound(s->cand_idx, n_ch, v)] = v;
+    }
+    __syncthreads();  // every sure entry has moved
+#pragma unroll 1
+    for (int q = tid; q < n_ch; q += TOPK_THREADS) out[s->cand_key[q]] = s->cand_idx[q];
+}
+
+__global__ void __launch_bounds__(TOPK_THREADS, 3)
+    topk_rows_kernel2(int32_t *sel, int32_t *n_sel, const float *score, int rows, int64_t ld, int len0, int step,
+                      int cap, int k) {
+    extern __shared__ __align__(16) unsigned char topk_smem[];
+    TopkSmem *s = (TopkSmem *)topk_smem;
+    const int tid = threadIdx.x;
 
     for (int r = blockIdx.x; r < rows; r += gridDim.x) {
         const int64_t lenl = (int64_t)len0 + (int64_t)r * step;
@@ -55,73 +279,25 @@ __global__ void __launch_bounds__(TOPK_THREADS)
             if (tid == 0) n_sel[r] = len;
             continue;
         }
-        const float *row = score + (int64_t)r * ld;
+        const RowSrc row = {score + (int64_t)r * ld};
 
-        // 1. Radix select of the k-th largest key.
+        // Radix select over the row until the wanted bin fits in shared memory
+        // or the k-th largest key is whole: k − kr keys are > prefix on mask.
         uint32_t prefix = 0u, mask = 0u;
-        int kr = k;  // rank (from 1) of the wanted key among keys matching prefix
-        for (int shift = 24; shift >= 0; shift -= 8) {
-            __syncthreads();  // the previous row / pass is done with hist
-            for (int i = tid; i < 256; i += TOPK_THREADS) hist[i] = 0;
-            __syncthreads();
-            for (int j = tid; j < len; j += TOPK_THREADS) {
-                const uint32_t key = order_key(row[j]);
-                if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1);
-            }
-            __syncthreads();
-            if (warp == 0) {
-                // Lane l holds digits 255−8l … 248−8l (descending), so an inclusive
-                // scan over lanes counts the keys with a digit ≥ each of them.
-                int c[8], s = 0;
-#pragma unroll
-                for (int i = 0; i < 8; i++) s += (c[i] = hist[255 - 8 * lane - i]);
-                int incl = s;
-#pragma unroll
-                for (int off = 1; off < 32; off <<= 1) {
-                    const int y = __shfl_up_sync(0xffffffffu, incl, off);
-                    if (lane >= off) incl += y;
-                }
-                int cum = incl - s;
-                if (cum < kr && kr <= incl) {  // exactly one lane: the k-th key's digit is here
-#pragma unroll
-                    for (int i = 0; i < 8; i++) {
-                        if (cum + c[i] >= kr) {
-                            s_digit = (uint32_t)(255 - 8 * lane - i);
-                            s_kr = kr - cum;
-                            break;
-                        }
-                        cum += c[i];
-                    }
-                }
-            }
-            __syncthreads();
-            prefix |= s_digit << shift;
-            mask |= 255u << shift;
-            kr = s_kr;
-        }
-        const uint32_t thr = prefix;  // the k-th largest key; k − kr keys are larger
+        int kr = k, cnt;
+        do cnt = radix_pass(s, row, len, &prefix, &mask, &kr);
+        while (cnt > TOPK_CAND && mask != 0xFFFFFFFFu);
 
-        // 2. Ordered scan: slot of index j = (# keys > thr before j) + min(# keys == thr before j, kr).
-        int base_gt = 0, base_eq = 0;
-        for (int j0 = 0; j0 < len; j0 += TOPK_THREADS) {
-            const int j = j0 + tid;
-            const uint32_t key = j < len ? order_key(row[j]) : 0u;
-            const bool gt = j < len && key > thr, eq = j < len && key == thr;
-            const uint32_t mg = __ballot_sync(0xffffffffu, gt), me = __ballot_sync(0xffffffffu, eq);
-            __syncthreads();  // the previous tile is done with warp_gt / warp_eq
-            if (lane == 0) {
-                warp_gt[warp] = __popc(mg);
-                warp_eq[warp] = __popc(me);
-            }
-            __syncthreads();
-            int before_gt = base_gt + __popc(mg & lane_lt), before_eq = base_eq + __popc(me & lane_lt);
-            for (int w = 0; w < TOPK_WARPS; w++) {
-                const int g = warp_gt[w], e = warp_eq[w];
-                if (w < warp) before_gt += g, before_eq += e;
-                base_gt += g, base_eq += e;
-            }
-            if (gt || (eq && before_eq < kr)) out[before_gt + min(before_eq, kr)] = j;
-            if (base_gt + min(base_eq, kr) >= k) break;  // uniform: all k are written
+        if (mask == 0xFFFFFFFFu || cnt == kr) {  // every wanted key == prefix is known: take the kr first
+            ordered_scan<true>(s, row, len, prefix, mask, kr, k - kr, kr, out);
+        } else {
+            const int n_ch = kr, n_sure = k - kr;
+            ordered_scan<false>(s, row, len, prefix, mask, 0, n_sure, cnt, out);
+            const CandSrc cand = {s->cand_key, s->cand_idx};
+            do radix_pass(s, cand, cnt, &prefix, &mask, &kr);
+            while (mask != 0xFFFFFFFFu);
+            ordered_scan<true>(s, cand, cnt, prefix, mask, kr, n_ch - kr, kr, s->cand_idx);
+            merge_sure_chosen(s, out, n_sure, n_ch);
         }
         if (tid == 0) n_sel[r] = k;
     }
@@ -137,6 +313,11 @@ extern "C" void topk_rows_cuda(int32_t *sel, int32_t *n_sel, const float *score,
         abort();
     }
     const int grid = rows < (1 << 20) ? rows : (1 << 20);
-    topk_rows_kernel1<<<grid, TOPK_THREADS>>>(sel, n_sel, score, rows, ld, len0, step, cap, k);
+    const int smem = (int)sizeof(TopkSmem);
+    CUDA_CHECK(cudaFuncSetAttribute(topk_rows_kernel2, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    // The rows stream past L1, so all of it may go to shared memory (3 blocks an SM).
+    CUDA_CHECK(cudaFuncSetAttribute(topk_rows_kernel2, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                    cudaSharedmemCarveoutMaxShared));
+    topk_rows_kernel2<<<grid, TOPK_THREADS, smem>>>(sel, n_sel, score, rows, ld, len0, step, cap, k);
     CUDA_CHECK(cudaGetLastError());
 }
