@@ -8,7 +8,8 @@
 #   4. scripts/bench-report.py: the ratio table against issue 6's targets.
 # Output in $OUT: bench.json, bench.txt, anchors.json, anchors.txt, report.md.
 # Device call: run(command="bash scripts/device-bench.sh", carry=[".deb"]).
-# CTX (default 8192,32768,131072) and ANCHOR_BUDGET_S (default 250) override.
+# CTX (default 8192,32768,131072) and ANCHOR_BUDGET_S (default 250) override;
+# BENCH_ARGS adds flags to spindle bench (e.g. "--max-reps 5").
 set -uo pipefail
 ROOT=$(pwd)
 OUT=${OUT:-$ROOT/device-out}
@@ -23,7 +24,7 @@ fi
 export LD_LIBRARY_PATH=/tmp/spindle-prefix/usr/lib/x86_64-linux-gnu:/tmp/spindle-prefix/usr/lib/x86_64-linux-gnu/openblas-pthread${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,power.draw,temperature.gpu --format=csv,noheader
 echo "=== spindle bench ($(date -u +%H:%M:%S))"
-timeout ${BENCH_TIMEOUT_S:-300} "$B/spindle" bench --synthetic qwen3-8b --ctx "$CTX" --k 2048 --bsel 64 --device cuda --json "$OUT/bench.json" \
+timeout ${BENCH_TIMEOUT_S:-300} "$B/spindle" bench --synthetic qwen3-8b --ctx "$CTX" --k 2048 --bsel 64 --device cuda --json "$OUT/bench.json" ${BENCH_ARGS:-} \
     2>&1 | tee "$OUT/bench.txt"
 echo "=== anchors ($(date -u +%H:%M:%S))"
 python3 scripts/bench-anchors.py --ctx "$CTX" --budget-s "${ANCHOR_BUDGET_S:-250}" --json "$OUT/anchors.json" \

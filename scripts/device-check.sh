@@ -22,7 +22,8 @@
 #      its GGUF has arrived in parts (SKIP_SMOLLM2=1 leaves it out);
 #   7. runs the CPU ctest suite (every test but the CUDA ones; the ones needing
 #      models/ or corpus/ skip themselves, since those folders do not travel).
-# RACECHECK_KERNELS="re1 re2" runs racecheck once per regex, on those kernels only.
+# RACECHECK_KERNELS="re1 re2" runs racecheck once per regex, on those kernels only;
+# SANITIZE_TIMEOUT_S (default 330) caps each sanitizer run.
 # SKIP_SANITIZE=1, SKIP_CTEST=1, SKIP_SYNTH=1 shorten a call; ONLY_BUILD=1 stops
 # after the build (scripts/device-bench.sh uses it).
 # Everything goes to $OUT (default ./device-out): device-check.log (all of it),
@@ -123,7 +124,7 @@ sed -n '/^op /,$p' "$OUT/twins.txt"
 sanitize() {
     local name=$1 tool=$2
     shift 2
-    SPINDLE_REQUIRE_GPU=1 timeout 330 compute-sanitizer --tool "$tool" "$@" --error-exitcode 3 \
+    SPINDLE_REQUIRE_GPU=1 timeout "${SANITIZE_TIMEOUT_S:-330}" compute-sanitizer --tool "$tool" "$@" --error-exitcode 3 \
         "$B/test_cuda_twins" --quick >"$OUT/$name.txt" 2>&1
     local rc=$?
     grep -E "ERROR SUMMARY|RACECHECK SUMMARY|Internal Sanitizer Error|^test_cuda_twins: (PASS|FAIL)|Device not supported" \
