@@ -26,7 +26,10 @@
 //
 // Exit: 0 all pass, 1 a failure, 77 (CTest: skipped) without a usable GPU,
 // 1 without one when SPINDLE_REQUIRE_GPU=1 (scripts/device-check.sh sets it).
-// `test_cuda_twins --quick` keeps T ≤ 130 (for compute-sanitizer runs).
+// `test_cuda_twins --quick` keeps T ≤ 130 (for compute-sanitizer runs);
+// `--part backbone,sdpa,oracle,indexer` runs only the parts named (to find
+// which part a sanitizer fails in). Output is line-buffered, so a run that dies
+// in a device fault still shows the last check that finished.
 // SPINDLE_SEED=N repeats a run; the seed is printed either way.
 #include <math.h>
 #include <stdint.h>
@@ -300,6 +303,33 @@ void twins_backbone(int quick) {
 }
 
 int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    int quick = 0;
+    const char *parts = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) quick = 1;
+        else if (!strcmp(argv[i], "--part") && i + 1 < argc) parts = argv[++i];
+        else {
+            fprintf(stderr, "usage: test_cuda_twins [--quick] [--part backbone,sdpa,oracle,indexer]\n");
+            return 1;
+        }
+    }
+    static const char *const known[] = {"backbone", "sdpa", "oracle", "indexer"};
+    int run[4] = {1, 1, 1, 1};
+    if (parts) {
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", parts);
+        memset(run, 0, sizeof run);
+        for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+            int found = 0;
+            for (int i = 0; i < 4; i++)
+                if (!strcmp(tok, known[i])) run[i] = found = 1;
+            if (!found) {
+                fprintf(stderr, "test_cuda_twins: --part: unknown part '%s' (backbone, sdpa, oracle, indexer)\n", tok);
+                return 1;
+            }
+        }
+    }
     char why[256];
     if (cuda_available(why, sizeof why) == 0) {
         const char *req = getenv("SPINDLE_REQUIRE_GPU");
@@ -310,16 +340,15 @@ int main(int argc, char **argv) {
         printf("test_cuda_twins: skipped: no usable GPU (%s)\n", why);
         return 77;
     }
-    const int quick = argc > 1 && strcmp(argv[1], "--quick") == 0;
     const char *seed_env = getenv("SPINDLE_SEED");
     uint64_t seed = seed_env ? strtoull(seed_env, NULL, 10) : (uint64_t)time(NULL);
     twins_seed(seed);
     printf("test_cuda_twins: %s; seed %llu%s\n", why, (unsigned long long)seed, quick ? "; quick (T <= 130)" : "");
 
-    twins_backbone(quick);
-    twins_sdpa(quick);
-    twins_oracle(quick);
-    twins_indexer(quick);
+    if (run[0]) twins_backbone(quick);
+    if (run[1]) twins_sdpa(quick);
+    if (run[2]) twins_oracle(quick);
+    if (run[3]) twins_indexer(quick);
 
     int failures = twins_summary();
     printf("test_cuda_twins: %s (%d failure%s)\n", failures ? "FAIL" : "PASS", failures, failures == 1 ? "" : "s");
