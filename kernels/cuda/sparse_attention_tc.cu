@@ -20,10 +20,7 @@
 // group size with HPC·bsel ≤ 128: 2 for Qwen3-8B's groups of 4 at bsel 64).
 //
 // The warps work in registers, flash-attention-2 style, with mma.sync
-// m16n8k16 (bf16 in, fp32 accumulate) and the fragment layouts of the PTX ISA
-// (g = lane / 4, c = lane % 4; A 16×16: rows g and g+8, columns 2c, 2c+1 and
-// the same + 8; B 16×8: k rows 2c, 2c+1 and + 8, column g; C 16×8: rows g and
-// g+8, columns 2c, 2c+1):
+// m16n8k16 (bf16 in, fp32 accumulate; fragment layouts in mma.cuh):
 //   - the warp's 16 q rows are read as A fragments (ldmatrix.x4) from Qs per
 //     tile, two k-steps at a time (keeping them all in registers would cost 32
 //     more per thread, and one thread block per SM instead of two);
@@ -55,6 +52,7 @@
 #include <stdint.h>
 
 #include "cuda_check.cuh"
+#include "mma.cuh"
 #include "oracle_cuda.h"
 
 enum {
@@ -74,48 +72,6 @@ static __device__ __forceinline__ int tc_count_le(const int32_t *keys, int n, in
         else hi = mid;
     }
     return lo;
-}
-
-static __device__ __forceinline__ uint32_t smem_addr(const void *p) {
-    return (uint32_t)__cvta_generic_to_shared(p);
-}
-
-static __device__ __forceinline__ void ldsm_x4(uint32_t r[4], const void *p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(smem_addr(p)));
-}
-
-static __device__ __forceinline__ void ldsm_x4_trans(uint32_t r[4], const void *p) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(smem_addr(p)));
-}
-
-// d += a·b, m16n8k16, bf16 inputs, fp32 accumulators.
-static __device__ __forceinline__ void mma_bf16(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-        "{%0, %1, %2, %3};\n"
-        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// Two floats as bf16x2 (lo in the low half), and what they round to.
-static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi, float *lo_r, float *hi_r) {
-    const __nv_bfloat162 p = __floats2bfloat162_rn(lo, hi);
-    *lo_r = __low2float(p), *hi_r = __high2float(p);
-    return *(const uint32_t *)&p;
-}
-
-static __device__ __forceinline__ float quad_max(float x) {
-    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
-    return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
-}
-
-static __device__ __forceinline__ float quad_sum(float x) {
-    x += __shfl_xor_sync(0xffffffffu, x, 1);
-    return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 
 // Rows keys[c0 .. c0 + nk) of src (KV head kh) into dst [64][D + 8] with

@@ -1,0 +1,62 @@
+// mma.cuh: the warp-level tensor-core pieces shared by the bf16 kernels
+// (sparse_attention_tc.cu, indexer_block_tc.cu): ldmatrix loads, the
+// m16n8k16 bf16 mma with fp32 accumulators, bf16x2 packing, and reductions
+// over the quad of 4 lanes that share a row of an mma fragment.
+//
+// Fragment layouts (PTX ISA, mma.m16n8k16, g = lane / 4, c = lane % 4):
+//   A 16×16 (4 × b32): rows g and g+8, columns 2c, 2c+1 and the same + 8, in
+//     the order (g, 2c), (g+8, 2c), (g, 2c+8), (g+8, 2c+8);
+//   B 16×8 (2 × b32): k rows 2c, 2c+1 and 2c+8, 2c+9, column g;
+//   C 16×8 (4 × f32): rows g (0, 1) and g+8 (2, 3), columns 2c, 2c+1.
+// ldmatrix.x4 from a row-major 16×16 tile whose lane l points at row
+// (l % 8) + 8·((l / 8) % 2), column 8·(l / 16) gives that A fragment; from a
+// row-major [n][k] tile (lane l at row l % 8, column 8·(l / 8)) it gives the
+// B fragments of two k-steps of one 8-wide n-tile; with .trans from a
+// row-major [k][n] tile (lane l at row (l % 8) + 8·((l / 8) % 2), column
+// 8·(l / 16)) the B fragments of one k-step of two n-tiles.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <stdint.h>
+
+static __device__ __forceinline__ uint32_t smem_addr(const void *p) {
+    return (uint32_t)__cvta_generic_to_shared(p);
+}
+
+static __device__ __forceinline__ void ldsm_x4(uint32_t r[4], const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p)));
+}
+
+static __device__ __forceinline__ void ldsm_x4_trans(uint32_t r[4], const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(p)));
+}
+
+// d += a·b, m16n8k16, bf16 inputs, fp32 accumulators.
+static __device__ __forceinline__ void mma_bf16(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two floats as bf16x2 (lo in the low half), and what they round to.
+static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi, float *lo_r, float *hi_r) {
+    const __nv_bfloat162 p = __floats2bfloat162_rn(lo, hi);
+    *lo_r = __low2float(p), *hi_r = __high2float(p);
+    return *(const uint32_t *)&p;
+}
+
+static __device__ __forceinline__ float quad_max(float x) {
+    x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+    return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+
+static __device__ __forceinline__ float quad_sum(float x) {
+    x += __shfl_xor_sync(0xffffffffu, x, 1);
+    return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
