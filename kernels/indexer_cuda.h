@@ -41,13 +41,28 @@ double indexer_mass_recall_cuda(float *recall, const IndexerConfig *cfg, const f
 
 // indexer_select_cpu on the GPU: sel [rows, k] ascending then −1, n_sel [rows];
 // rows = T (bsel = 1) or ceil(T/bsel), block rows aggregate Q like the oracle.
-// tf32 = 0: the scores in fp32 (the twin's function, up to summation order);
-// tf32 = 1: the score GEMM on TF32 tensor cores (q and k rounded to 10-bit
-// mantissas inside the product, fp32 accumulate), for the bf16 forward, whose
-// q and k carry less precision than that anyway. The selection is then a top-k
-// of slightly perturbed scores: keys near the k-th score may swap.
+// scores = IX_SCORES_FP32: fp32 scores (the twin's function, up to summation
+// order). IX_SCORES_TF32: the score GEMM on TF32 tensor cores (q and k rounded
+// to 10-bit mantissas inside the product, fp32 accumulate). IX_SCORES_BF16:
+// for bsel > 1, q and k rounded to bf16 and the block sums computed on tensor
+// cores without a score buffer (indexer_block_scores_bf16_cuda; TF32 where it
+// declines the shape, and for bsel = 1). The last two are for the bf16
+// forward, whose q and k carry little more precision than that: the selection
+// is a top-k of slightly perturbed values, so keys near the k-th may swap.
+typedef enum { IX_SCORES_FP32 = 0, IX_SCORES_TF32 = 1, IX_SCORES_BF16 = 2 } IndexerScores;
 void indexer_select_cuda(int32_t *sel, int32_t *n_sel, const IndexerConfig *cfg, const float *params,
-                         const float *x, int T, int k, int bsel, int tf32);
+                         const float *x, int T, int k, int bsel, IndexerScores scores);
+
+// A[(b − b0)·ld + j] = Σ_{t∈B, t≥j} exp(c_col·q_t·k_j − lse_t) for the query
+// blocks b = b0 … b0 + nb − 1 of bsel rows and j < end(B) = min((b+1)·bsel, T)
+// (lse_t over j ≤ t): the block-shared ranking values of indexer_select_cpu,
+// from bf16 q, k [T, d_index] (device, 16-byte aligned) on tensor cores, with
+// no [rows, T] score buffer. Takes d_index 64 or 128 and bsel a multiple of 16
+// up to 128; returns -1 without launching for anything else, 0 when launched.
+// Judged by tests/twins/indexer.c against a double-precision sum over the same
+// bf16-rounded q, k. (indexer_block_tc.cu)
+int indexer_block_scores_bf16_cuda(float *A, int64_t ld, const void *q, const void *k, int T, int d_index,
+                                   float c_col, int bsel, int b0, int nb);
 
 // adamw_step on the GPU (t counts from 1); decay_mask device bytes or NULL.
 void adamw_step_cuda(double lr, double beta1, double beta2, double eps, double weight_decay, long t, float *params,

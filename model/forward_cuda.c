@@ -46,7 +46,7 @@ struct FwdCuda {
     // RoPE tables on the device for rope_T positions (grown on demand)
     int rope_T;
     float *rope_cos, *rope_sin;
-    char desc[160];
+    char desc[256];
 };
 
 const char *fwd_precision_name(FwdPrecision p) {
@@ -161,8 +161,8 @@ static int upload(const Model *m, FwdPrecision prec, uint64_t synth, FwdCuda **o
     const char *gemm = prec == FWD_FP32 ? "fp32 GEMMs" : f->half == HALF_F16 ? "f16 GEMMs" : "bf16 GEMMs";
     snprintf(f->desc, sizeof f->desc, "%s: %s, %s dense attention%s", fwd_precision_name(prec), gemm,
              prec == FWD_BF16 ? "cuDNN SDPA bf16" : "fp32",
-             prec == FWD_BF16 ? "; TF32 indexer scores; block-shared sparse attention on bf16 tensor cores "
-                                "(without statistics)"
+             prec == FWD_BF16 ? "; indexer scores on tensor cores (TF32 per query, bf16 fused block sums); "
+                                "block-shared sparse attention on bf16 tensor cores (without statistics)"
                               : "");
     *out = f;
     return 0;
@@ -369,7 +369,8 @@ static void forward_impl(FwdCuda *f, const int32_t *ids, int T, float *hidden_ho
         const int has_ix = ix && l < ix->n_model_layers && ix->params[l];
         if (has_ix && ip) {  // a trained indexer picks the support
             if (want_stats) attention_forward_cuda(att, lse, q, k, v, T, Hq, Hkv, dh, scale);  // P's lse
-            indexer_select_cuda(sel, n_sel, &ix->cfg, ip[l], xn, T, sp->topk, sp->bsel, f->prec == FWD_BF16);
+            indexer_select_cuda(sel, n_sel, &ix->cfg, ip[l], xn, T, sp->topk, sp->bsel,
+                                f->prec == FWD_BF16 ? IX_SCORES_BF16 : IX_SCORES_FP32);
             // bf16 mode, block-shared, no statistics: the tensor-core kernel where it takes
             // the shape (it declines others, and keeps no recall / support).
             int tc = -1;

@@ -737,8 +737,30 @@ extern "C" double indexer_mass_recall_cuda(float *recall, const IndexerConfig *c
     return mean / nq;
 }
 
+// The block-shared selection from bf16 copies of q and kk through
+// indexer_block_scores_bf16_cuda, a chunk of blocks at a time (A: the chunk's
+// [blocks, T] ranking values, ≤ CHUNK_FLOATS); -1 when that kernel declines.
+static int select_blocks_bf16(int32_t *sel, int32_t *n_sel, const float *q, const float *kk, int T, int dI,
+                              float c_col, int k, int bsel) {
+    const int n_blocks = (T + bsel - 1) / bsel;
+    int64_t nb = CHUNK_FLOATS / T;
+    nb = nb < 1 ? 1 : nb > n_blocks ? n_blocks : nb;
+    void *qb = cuda_malloc(2 * (size_t)T * dI), *kb = cuda_malloc(2 * (size_t)T * dI);
+    cuda_f32_to_bf16(qb, q, (int64_t)T * dI);
+    cuda_f32_to_bf16(kb, kk, (int64_t)T * dI);
+    float *A = (float *)cuda_malloc(sizeof(float) * (size_t)nb * T);
+    int rc = 0;
+    for (int b0 = 0; b0 < n_blocks && rc == 0; b0 += (int)nb) {
+        const int nbk = n_blocks - b0 < nb ? n_blocks - b0 : (int)nb;
+        rc = indexer_block_scores_bf16_cuda(A, T, qb, kb, T, dI, c_col, bsel, b0, nbk);
+        if (rc == 0) topk_rows_cuda(sel + (int64_t)b0 * k, n_sel + b0, A, nbk, T, (b0 + 1) * bsel, bsel, T, k);
+    }
+    cuda_free(qb), cuda_free(kb), cuda_free(A);
+    return rc;
+}
+
 extern "C" void indexer_select_cuda(int32_t *sel, int32_t *n_sel, const IndexerConfig *cfg, const float *params,
-                                    const float *x, int T, int k, int bsel, int tf32) {
+                                    const float *x, int T, int k, int bsel, IndexerScores scores) {
     if (T < 0 || k < 1 || bsel < 1) {
         fprintf(stderr, "spindle: %s: bad arguments T = %d, k = %d, bsel = %d\n", __func__, T, k, bsel);
         abort();
@@ -753,9 +775,12 @@ extern "C" void indexer_select_cuda(int32_t *sel, int32_t *n_sel, const IndexerC
     keys_forward(kk, NULL, NULL, cfg, params, x, T);
     const float c_col = 1.0f / sqrtf((float)dI);
 
+    const int tf32 = scores != IX_SCORES_FP32;
     int64_t ch = CHUNK_FLOATS / T;  // score rows per chunk
     ch = ch < 1 ? 1 : ch > 1024 ? 1024 : ch;
-    if (bsel == 1) {
+    if (bsel > 1 && scores == IX_SCORES_BF16 && select_blocks_bf16(sel, n_sel, q, kk, T, dI, c_col, k, bsel) == 0) {
+        // done on tensor cores, without score buffers
+    } else if (bsel == 1) {
         if (ch > T) ch = T;
         float *R = (float *)cuda_malloc(sizeof(float) * (size_t)ch * T);
         for (int t0 = 0; t0 < T; t0 += (int)ch) {

@@ -249,20 +249,28 @@ static int valid_topk(const int32_t *sel, int n, const double *v, int len, int k
     return 1;
 }
 
-// tf32 = 1: the TF32 score GEMM. Its selection is judged by the same rule with
-// a tolerance of 1e-2 instead of 1e-5 (TF32 rounds q and k to 2⁻¹¹ relative, so
-// a score s = c·Σ q_i k_i moves by up to ~2⁻¹⁰·c·Σ|q_i k_i|, a few 1e-3 on these
-// inputs); it is not compared row by row with the CPU twin.
-static void check_select(const Case *c, int k, int bsel, int tf32) {
+// The reduced-precision modes are judged by the same rule against the CPU
+// twin's fp32 values, with a wider tolerance, and not compared row by row:
+// TF32 (1e-2: it rounds q and k to 2⁻¹¹ relative, so a score s = c·Σ q_i k_i
+// moves by up to ~2⁻¹⁰·c·Σ|q_i k_i|, a few 1e-3 on these inputs) and, for
+// blocks, the fused bf16 block sums (5e-2: bf16 q, k move a score by up to
+// ~2⁻⁸·c·Σ|q_i k_i|, ~1e-2 here, so P and A by ~1% relative; the kernel itself
+// is checked tightly on bf16-rounded inputs by check_block_scores_bf16).
+static void check_select(const Case *c, int k, int bsel, IndexerScores mode) {
+    static const char *const suffix[] = {"", " tf32", " bf16"};
+    static const double tol[] = {1e-5, 1e-2, 5e-2};
+    static const char *const op_q[] = {"indexer select", "indexer select tf32", "indexer select bf16"};
+    static const char *const op_b[] = {"indexer select (blocks)", "indexer select tf32 (blocks)",
+                                       "indexer select bf16 (blocks)"};
     Setup s = setup_build(c);
     const int T = c->T, rows = (T + bsel - 1) / bsel;
     char shape[160];
     snprintf(shape, sizeof shape, "T=%d dm=%d dI=%d rope=%d %s k=%d bsel=%d%s", T, c->dm, c->dI, c->d_rope,
-             norm_name(c->norm), k, bsel, tf32 ? " tf32" : "");
+             norm_name(c->norm), k, bsel, suffix[mode]);
     int *sel_cpu = malloc(sizeof(int) * (size_t)rows * k), *n_cpu = malloc(sizeof(int) * rows);
     indexer_select_cpu(sel_cpu, n_cpu, &s.cfg, s.params, s.x, T, k, bsel);
     int32_t *d_sel = (int32_t *)dev_poisoned((int64_t)rows * k), *d_n = (int32_t *)dev_poisoned(rows);
-    indexer_select_cuda(d_sel, d_n, &s.cfg, s.d_params, s.d_x, T, k, bsel, tf32);
+    indexer_select_cuda(d_sel, d_n, &s.cfg, s.d_params, s.d_x, T, k, bsel, mode);
     int32_t *sel = host_from_dev_i32(d_sel, (int64_t)rows * k), *nsel = host_from_dev_i32(d_n, rows);
 
     // Reference values: the CPU twin's scores (and lse), A_B in double from them.
@@ -284,7 +292,7 @@ static void check_select(const Case *c, int k, int bsel, int tf32) {
             for (int t = tb; t < te; t++)
                 for (int j = 0; j <= t; j++) v[j] += exp((double)score[(int64_t)t * T + j] - lse[t]);
         }
-        if (!valid_topk(sel + (int64_t)r * k, nsel[r], v, len, k, tf32 ? 1e-2 : 1e-5, tmp)) {
+        if (!valid_topk(sel + (int64_t)r * k, nsel[r], v, len, k, tol[mode], tmp)) {
             bad++;
             if (first_bad < 0) first_bad = r;
         }
@@ -294,12 +302,64 @@ static void check_select(const Case *c, int k, int bsel, int tf32) {
     char detail[160];
     snprintf(detail, sizeof detail, "%d of %d rows invalid (first %d); %d differ from the CPU twin", bad, rows,
              first_bad, differ);
-    record(tf32 ? (bsel == 1 ? "indexer select tf32" : "indexer select tf32 (blocks)")
-                : (bsel == 1 ? "indexer select" : "indexer select (blocks)"),
-           shape, bad == 0, detail);
+    record(bsel == 1 ? op_q[mode] : op_b[mode], shape, bad == 0, detail);
     free(sel_cpu), free(n_cpu), free(sel), free(nsel), free(all), free(score), free(lse), free(v), free(tmp);
     cuda_free(d_sel), cuda_free(d_n);
     setup_free(&s);
+}
+
+// ---- fused bf16 block sums -------------------------------------------------------------------
+
+// indexer_block_scores_bf16_cuda against the same sums in double over the same
+// bf16-rounded q, k (so the products agree exactly and only fp32 summation and
+// exp2 differ: nmse 1e-9, max 1e-4 relative). Blocks b0 … b0 + nb − 1.
+static void check_block_scores_bf16(int T, int dI, int bsel, int b0, int nb) {
+    char shape[160];
+    snprintf(shape, sizeof shape, "T=%d dI=%d bsel=%d blocks %d..%d", T, dI, bsel, b0, b0 + nb - 1);
+    float *q = randn((int64_t)T * dI, 1.0f), *k = randn((int64_t)T * dI, 1.0f);
+    for (int64_t i = 0; i < (int64_t)T * dI; i++) q[i] = bf16_round(q[i]), k[i] = bf16_round(k[i]);
+    const float c_col = 1.0f / sqrtf((float)dI);
+    float *ref = host_alloc((int64_t)nb * T);
+    double *srow = malloc(sizeof(double) * T), *acc = malloc(sizeof(double) * T);
+    for (int bi = 0; bi < nb; bi++) {
+        const int t0 = (b0 + bi) * bsel, end = t0 + bsel < T ? t0 + bsel : T;
+        for (int j = 0; j < T; j++) acc[j] = 0.0;
+        for (int t = t0; t < end; t++) {
+            double mx = -INFINITY, sum = 0.0;
+            for (int j = 0; j <= t; j++) {
+                double d = 0.0;
+                for (int i = 0; i < dI; i++) d += (double)q[(int64_t)t * dI + i] * k[(int64_t)j * dI + i];
+                srow[j] = c_col * d;
+                mx = srow[j] > mx ? srow[j] : mx;
+            }
+            for (int j = 0; j <= t; j++) sum += exp(srow[j] - mx);
+            const double lse = mx + log(sum);
+            for (int j = 0; j <= t; j++) acc[j] += exp(srow[j] - lse);
+        }
+        for (int j = 0; j < T; j++) ref[(int64_t)bi * T + j] = j < end ? (float)acc[j] : 0.0f;
+    }
+    float *d_q = dev_from(q, (int64_t)T * dI), *d_k = dev_from(k, (int64_t)T * dI);
+    void *b_q = cuda_malloc(2 * (size_t)T * dI), *b_k = cuda_malloc(2 * (size_t)T * dI);
+    cuda_f32_to_bf16(b_q, d_q, (int64_t)T * dI), cuda_f32_to_bf16(b_k, d_k, (int64_t)T * dI);
+    float *d_A = dev_poisoned((int64_t)nb * T);
+    const int rc = indexer_block_scores_bf16_cuda(d_A, T, b_q, b_k, T, dI, c_col, bsel, b0, nb);
+    if (rc != 0) {
+        record("indexer block sums bf16", shape, 0, "returned -1 for a shape it should take");
+    } else {
+        float *A = host_from_dev(d_A, (int64_t)nb * T);
+        for (int bi = 0; bi < nb; bi++) {  // past end(B) the kernel writes nothing: compare there as 0
+            const int end = (b0 + bi + 1) * bsel < T ? (b0 + bi + 1) * bsel : T;
+            for (int j = end; j < T; j++) A[(int64_t)bi * T + j] = 0.0f;
+        }
+        compare("indexer block sums bf16", shape, A, ref, (int64_t)nb * T, 1e-9, 1e-4);
+        free(A);
+    }
+    const int refused = indexer_block_scores_bf16_cuda(NULL, T, NULL, NULL, T, 96, c_col, 16, 0, 1) == -1 &&
+                        indexer_block_scores_bf16_cuda(NULL, T, NULL, NULL, T, dI, c_col, 24, 0, 1) == -1 &&
+                        indexer_block_scores_bf16_cuda(NULL, T, NULL, NULL, T, dI, c_col, 256, 0, 1) == -1;
+    if (b0 == 0) record("indexer block sums bf16", "refuses d_I 96, bsel 24 / 256", refused, refused ? "-1" : "launched");
+    cuda_free(d_q), cuda_free(d_k), cuda_free(b_q), cuda_free(b_k), cuda_free(d_A);
+    free(q), free(k), free(ref), free(srow), free(acc);
 }
 
 // ---- AdamW and grad clip -------------------------------------------------------------------
@@ -389,14 +449,29 @@ void twins_indexer(int quick) {
         check_recall(c, 16);
         if (c->T > 16) check_recall(c, 100);
         if (c->sparse) continue;  // select always covers every position
-        for (int tf32 = 0; tf32 < 2; tf32++) {
-            check_select(c, 8, 1, tf32);
-            check_select(c, 64, 1, tf32);
+        for (int mode = IX_SCORES_FP32; mode <= IX_SCORES_TF32; mode++) {
+            check_select(c, 8, 1, (IndexerScores)mode);
+            check_select(c, 64, 1, (IndexerScores)mode);
             if (c->T > 1) {
-                check_select(c, 8, 16, tf32);
-                check_select(c, 64, 7, tf32);
+                check_select(c, 8, 16, (IndexerScores)mode);
+                check_select(c, 64, 7, (IndexerScores)mode);
             }
         }
+        if (c->T > 1 && (c->dI == 64 || c->dI == 128)) {  // the fused bf16 block sums (bsel 16, 64)
+            check_select(c, 8, 16, IX_SCORES_BF16);
+            check_select(c, 64, 64, IX_SCORES_BF16);
+        }
+    }
+    // Fused bf16 block sums: T = 1, one partial block, several key tiles,
+    // a chunk that starts past block 0, bsel 16 / 64 / 128, d_I 64 / 128.
+    check_block_scores_bf16(1, 128, 16, 0, 1);
+    check_block_scores_bf16(7, 64, 16, 0, 1);
+    check_block_scores_bf16(130, 128, 16, 0, 9);
+    check_block_scores_bf16(130, 64, 64, 1, 2);
+    check_block_scores_bf16(300, 128, 128, 0, 3);
+    if (!quick) {
+        check_block_scores_bf16(1000, 128, 64, 3, 12);
+        check_block_scores_bf16(1000, 64, 16, 0, 63);
     }
     check_adamw(10007, 1, 0);
     check_adamw(10007, 37, 1);
