@@ -484,7 +484,12 @@ int cmd_bench(int argc, char **argv) {
     cJSON_AddStringToObject(env, "date_utc", date);
     cJSON_AddStringToObject(env, "model", model_dir ? model_dir : synth);
     cJSON_AddNumberToObject(env, "layers", c->n_layers);
-    cJSON_AddStringToObject(env, "precision", "bf16 (16-bit GEMMs + cuDNN SDPA; in the TTFT rows indexer scores on tensor cores (TF32 per query, fused bf16 block sums) and block-shared sparse attention on bf16 tensor cores; oracle and per-query sparse attention fp32)");
+    cJSON_AddStringToObject(env, "precision",
+                            "bf16 (16-bit GEMMs + cuDNN SDPA; in the TTFT rows indexer scores on TF32 tensor cores "
+                            "and block-shared sparse attention on bf16 tensor cores; oracle and per-query sparse "
+                            "attention fp32)");
+    const char *ix_scores = getenv("SPINDLE_INDEXER_SCORES");
+    cJSON_AddStringToObject(env, "indexer_scores", ix_scores ? ix_scores : "default (tf32 in the TTFT rows)");
     cJSON_AddNumberToObject(env, "k", k);
     cJSON_AddNumberToObject(env, "bsel", bsel);
     cJSON_AddNumberToObject(env, "d_index", indexer_config_default(c->hidden).d_index);

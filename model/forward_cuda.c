@@ -12,6 +12,7 @@
 
 #include <omp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "export.h"
@@ -161,8 +162,8 @@ static int upload(const Model *m, FwdPrecision prec, uint64_t synth, FwdCuda **o
     const char *gemm = prec == FWD_FP32 ? "fp32 GEMMs" : f->half == HALF_F16 ? "f16 GEMMs" : "bf16 GEMMs";
     snprintf(f->desc, sizeof f->desc, "%s: %s, %s dense attention%s", fwd_precision_name(prec), gemm,
              prec == FWD_BF16 ? "cuDNN SDPA bf16" : "fp32",
-             prec == FWD_BF16 ? "; indexer scores on tensor cores (TF32 per query, bf16 fused block sums); "
-                                "block-shared sparse attention on bf16 tensor cores (without statistics)"
+             prec == FWD_BF16 ? "; indexer scores on TF32 tensor cores; block-shared sparse attention on "
+                                "bf16 tensor cores (without statistics)"
                               : "");
     *out = f;
     return 0;
@@ -239,6 +240,18 @@ static void rope_tables_dev(FwdCuda *f, int T, const float **cos_d, const float 
     }
     *cos_d = f->rope_cos;
     *sin_d = f->rope_sin;
+}
+
+// How the indexer scores keys: fp32 in the fp32 and mixed modes; in bf16, TF32
+// tensor cores. SPINDLE_INDEXER_SCORES=fp32|tf32|bf16 overrides it (bf16: the
+// fused bf16 block sums of indexer_block_scores_bf16_cuda, not yet run on a
+// GPU, so not the default until its twin check has passed on one).
+static IndexerScores indexer_scores_mode(FwdPrecision prec) {
+    const char *e = getenv("SPINDLE_INDEXER_SCORES");
+    if (e && !strcmp(e, "fp32")) return IX_SCORES_FP32;
+    if (e && !strcmp(e, "tf32")) return IX_SCORES_TF32;
+    if (e && !strcmp(e, "bf16")) return IX_SCORES_BF16;
+    return prec == FWD_BF16 ? IX_SCORES_TF32 : IX_SCORES_FP32;
 }
 
 // q, k of one layer from xn: projections (in = xn in the GEMM's precision),
@@ -370,7 +383,7 @@ static void forward_impl(FwdCuda *f, const int32_t *ids, int T, float *hidden_ho
         if (has_ix && ip) {  // a trained indexer picks the support
             if (want_stats) attention_forward_cuda(att, lse, q, k, v, T, Hq, Hkv, dh, scale);  // P's lse
             indexer_select_cuda(sel, n_sel, &ix->cfg, ip[l], xn, T, sp->topk, sp->bsel,
-                                f->prec == FWD_BF16 ? IX_SCORES_BF16 : IX_SCORES_FP32);
+                                indexer_scores_mode(f->prec));
             // bf16 mode, block-shared, no statistics: the tensor-core kernel where it takes
             // the shape (it declines others, and keeps no recall / support).
             int tc = -1;
