@@ -61,23 +61,8 @@ template <int D>
 static __device__ __forceinline__ void ib_scores(float s[IB_BK / 8][4], const __nv_bfloat16 *qrow,
                                                  const __nv_bfloat16 *Ks, int c0, int ta, int tb, float c_log2) {
     constexpr int LDH = D + IB_PAD, NS = IB_BK / 8;
-    const int lane = threadIdx.x % 32, c = lane % 4;
-#pragma unroll
-    for (int j = 0; j < NS; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-    const __nv_bfloat16 *krow = Ks + (lane % 8) * LDH + 8 * (lane / 8);
-#pragma unroll
-    for (int kk = 0; kk < D / 16; kk += 2) {
-        uint32_t qa[4], qb[4];
-        ldsm_x4(qa, qrow + 16 * kk);
-        ldsm_x4(qb, qrow + 16 * kk + 16);
-#pragma unroll
-        for (int j = 0; j < NS; j++) {
-            uint32_t bk[4];
-            ldsm_x4(bk, krow + 8 * j * LDH + 16 * kk);
-            mma_bf16(s[j], qa, bk[0], bk[1]);
-            mma_bf16(s[j], qb, bk[2], bk[3]);
-        }
-    }
+    const int c = threadIdx.x % 4;
+    mma_qk_tile<D, NS>(s, qrow, Ks, LDH);
 #pragma unroll
     for (int j = 0; j < NS; j++) {
         const int col = c0 + 8 * j + 2 * c;

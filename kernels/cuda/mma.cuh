@@ -60,3 +60,31 @@ static __device__ __forceinline__ float quad_sum(float x) {
     x += __shfl_xor_sync(0xffffffffu, x, 1);
     return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
+
+// S = Q·Kᵀ for one warp: its 16 query rows (qrow: this lane's ldmatrix row
+// pointer into a row-major [rows][ldh] bf16 tile, as for an A fragment) against
+// the 8·NS key rows of the row-major [keys][ldh] tile Ks, over D dims. s[j]
+// gets the C fragment of keys 8j … 8j+7 (zeroed first). K's B fragments come
+// straight from its rows: ldmatrix.x4 at lane row l % 8, column 8·(l / 8)
+// covers keys 8j … 8j+7 × dims 16kk … 16kk+31, two k-steps.
+template <int D, int NS>
+static __device__ __forceinline__ void mma_qk_tile(float s[NS][4], const __nv_bfloat16 *qrow,
+                                                   const __nv_bfloat16 *Ks, int ldh) {
+    const int lane = threadIdx.x % 32;
+#pragma unroll
+    for (int j = 0; j < NS; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+    const __nv_bfloat16 *krow = Ks + (lane % 8) * ldh + 8 * (lane / 8);
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk += 2) {
+        uint32_t qa[4], qb[4];
+        ldsm_x4(qa, qrow + 16 * kk);
+        ldsm_x4(qb, qrow + 16 * kk + 16);
+#pragma unroll
+        for (int j = 0; j < NS; j++) {
+            uint32_t bk[4];
+            ldsm_x4(bk, krow + 8 * j * ldh + 16 * kk);
+            mma_bf16(s[j], qa, bk[0], bk[1]);
+            mma_bf16(s[j], qb, bk[2], bk[3]);
+        }
+    }
+}

@@ -100,7 +100,6 @@ __global__ void __launch_bounds__(TC_MAX_ROWS * 2, 2)
                                        int topk, int bsel, const int32_t *sel, const int32_t *n_sel) {
     constexpr int LDH = D + TC_PAD;  // Qs, Ks, Vs rows (bf16 elements)
     constexpr int CH = D / 8;        // 16-byte chunks per row
-    constexpr int KD = D / 16;       // k-steps of Q·Kᵀ
     constexpr int ND = D / 8;        // n-tiles of O
     constexpr int NS = TC_BK / 8;    // n-tiles of S per key tile
 
@@ -166,23 +165,7 @@ __global__ void __launch_bounds__(TC_MAX_ROWS * 2, 2)
         if (c0 < nv_warp) {  // warp-uniform: some row of the warp sees a key of this tile
             // S = Q·Kᵀ over the 64 keys: n-tile j holds keys c0 + 8j … + 7.
             float s[NS][4];
-#pragma unroll
-            for (int j = 0; j < NS; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-            // K matrices: keys 8j … 8j+7 × d 16kk … 16kk+31 in four 8-column pieces.
-            const __nv_bfloat16 *krow = Ks + (lane % 8) * LDH + 8 * (lane / 8);
-#pragma unroll
-            for (int kk = 0; kk < KD; kk += 2) {
-                uint32_t qa[4], qb[4];
-                ldsm_x4(qa, qrow + 16 * kk);
-                ldsm_x4(qb, qrow + 16 * kk + 16);
-#pragma unroll
-                for (int j = 0; j < NS; j++) {
-                    uint32_t bk[4];
-                    ldsm_x4(bk, krow + 8 * j * LDH + 16 * kk);
-                    mma_bf16(s[j], qa, bk[0], bk[1]);
-                    mma_bf16(s[j], qb, bk[2], bk[3]);
-                }
-            }
+            mma_qk_tile<D, NS>(s, qrow, Ks, LDH);
             // Online softmax on rows a (elements 0, 1) and b (2, 3).
             float mx_a = -INFINITY, mx_b = -INFINITY;
 #pragma unroll
