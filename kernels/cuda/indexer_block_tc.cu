@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(IB_MAX_ROWS * 2)
     extern __shared__ __align__(128) unsigned char ib_smem[];
     const int W = blockDim.x / 32;
     __nv_bfloat16 *Qs = (__nv_bfloat16 *)ib_smem;
-    __nv_bfloat16 *Kb[2] = {Qs + bsel * LDH, Qs + bsel * LDH + IB_BK * LDH};
+    __nv_bfloat16 *Kb = Qs + bsel * LDH;  // two key tiles: Kb + (i & 1)·64·LDH
     float *colsum = (float *)(Qs + bsel * LDH + 2 * IB_BK * LDH);  // [W][64]
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
@@ -106,15 +106,15 @@ __global__ void __launch_bounds__(IB_MAX_ROWS * 2)
     float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f;
     float lse_a = INFINITY, lse_b = INFINITY;
     for (int pass = 0; pass < 2; pass++) {
-        ib_load_tile<D>(Kb[0], k, 0, end);
+        ib_load_tile<D>(Kb, k, 0, end);
         __pipeline_commit();
         for (int it = 0; it < n_tiles; it++) {
             const int c0 = it * IB_BK;
-            if (it + 1 < n_tiles) ib_load_tile<D>(Kb[(it + 1) & 1], k, c0 + IB_BK, end);
+            if (it + 1 < n_tiles) ib_load_tile<D>(Kb + ((it + 1) & 1) * IB_BK * LDH, k, c0 + IB_BK, end);
             __pipeline_commit();       // possibly empty: keeps the group count uniform
             __pipeline_wait_prior(1);  // this tile's copies (this thread's) …
             __syncthreads();           // … and everyone's; Qs on the first tile
-            const __nv_bfloat16 *Ks = Kb[it & 1];
+            const __nv_bfloat16 *Ks = Kb + (it & 1) * IB_BK * LDH;
             float s[NS][4];
             const bool active = c0 <= t_warp;  // warp-uniform
             if (active) ib_scores<D>(s, qrow, Ks, c0, ta, tb, c_log2);
