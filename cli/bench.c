@@ -142,6 +142,7 @@ static void record_skip(Bench *b, const char *name, int T, const char *why) {
 typedef struct {
     const ModelConfig *c;
     int T, k, bsel;
+    int declined;  // a kernel of ours returned -1 for this shape
     float scale;
     float *q, *k_, *v, *out, *lse, *x, *params, *grads;
     void *qb, *kb, *vb, *ob;
@@ -206,6 +207,12 @@ static void k_oracle(void *p) {
     Layer *L = p;
     oracle_select_cuda(L->sel, L->n_sel, L->q, L->k_, L->lse, L->T, L->c->n_heads, L->c->n_kv_heads,
                        L->c->head_dim, L->scale, L->k, 1);
+}
+static void k_oracle_bf16(void *p) {
+    Layer *L = p;
+    if (oracle_select_bf16_cuda(L->sel, L->n_sel, L->qb, L->kb, L->lse, L->T, L->c->n_heads, L->c->n_kv_heads,
+                                L->c->head_dim, L->scale, L->k, 1) != 0)
+        L->declined = 1;
 }
 static void k_gemms(void *p) {
     Layer *L = p;
@@ -319,8 +326,19 @@ static void bench_layer(Bench *b, const ModelConfig *c, int T, int k, int bsel, 
         k_sdpa_lse(&L);
         ms = measure(b, k_oracle, &L, all, &reps);
         record(b, "oracle_select", T, ms, all, reps, att_flops / 2, k, 1, "P from q, k, lse (given) + top-k, fp32");
-    } else
+        L.declined = 0;
+        k_oracle_bf16(&L);
+        if (L.declined) {
+            record_skip(b, "oracle_select_bf16", T, "the tensor-core oracle does not take this shape");
+        } else {
+            ms = measure(b, k_oracle_bf16, &L, all, &reps);
+            record(b, "oracle_select_bf16", T, ms, all, reps, att_flops / 2, k, 1,
+                   "P from bf16 q, k on tensor cores (mma.sync), lse given, + top-k");
+        }
+    } else {
         record_skip(b, "oracle_select", T, "longer than --max-oracle-ctx");
+        record_skip(b, "oracle_select_bf16", T, "longer than --max-oracle-ctx");
+    }
     if (T <= max_train) {
         k_sdpa_lse(&L);
         int32_t *qh = xmalloc(sizeof(int32_t) * (size_t)T);

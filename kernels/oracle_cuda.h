@@ -59,6 +59,16 @@ void support_attention_cuda(float *out, float *recall, float *support, const flo
 int support_attention_block_tc_cuda(float *out, const void *q, const void *k, const void *v, int T, int Hq, int Hkv,
                                     int dh, float scale, int topk, int bsel, const int32_t *sel, const int32_t *n_sel);
 
+// oracle_select_cuda for bf16 q, k (void*, [T, H·dh] as the fp32 ones) on
+// tensor cores: the same rows (P per query, A_B per block) from bf16 products
+// summed in fp32, the same exact top-k. lse fp32 [Hq, T] as given. Takes
+// dh ∈ {64, 128}, bsel = 1 or a multiple of 16 up to 128, and group sizes whose
+// staged q rows fit in shared memory; returns -1 without launching for anything
+// else, 0 when it ran. Judged by tests/twins/oracle.c against double-precision
+// P over the same bf16-rounded q, k. (oracle_tc.cu)
+int oracle_select_bf16_cuda(int32_t *sel, int32_t *n_sel, const void *q, const void *k, const float *lse, int T,
+                            int Hq, int Hkv, int dh, float scale, int topk, int bsel);
+
 // oracle_attention_cpu on the GPU: lse (dense attention's), oracle_select_cuda,
 // support_attention_cuda. With topk ≥ T it equals dense attention.
 void oracle_attention_cuda(float *out, float *recall, float *support, const float *q, const float *k,

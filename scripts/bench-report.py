@@ -418,6 +418,13 @@ def build(sp, an, args):
     targets.append(Row("4", f"oracle selection {fmt_ctx(C32)}, lse computed (lse_sdpa + oracle_select): "
                             "≤ 2× SDPA cuDNN forward",
                        Sum([lse, osel]), find(an, "sdpa_cudnn", C32), "time", 2.0, "<="))
+    osel16 = find(sp, "oracle_select_bf16", C32, k=K)
+    targets.append(Row("4", f"oracle selection {fmt_ctx(C32)}, bf16 tensor cores, lse given: ≤ 2× SDPA cuDNN "
+                            "forward",
+                       osel16, find(an, "sdpa_cudnn", C32), "time", 2.0, "<="))
+    targets.append(Row("4", f"oracle selection {fmt_ctx(C32)}, bf16 tensor cores, lse computed: ≤ 2× SDPA cuDNN "
+                            "forward",
+                       Sum([lse, osel16]), find(an, "sdpa_cudnn", C32), "time", 2.0, "<="))
     context.append(Row("4", f"oracle selection {fmt_ctx(C32)}, lse given, vs PyTorch P + top-{K}",
                        osel, find(an, "oracle_P_topk", C32, k=K), "speedup"))
     context.append(Row("4", f"oracle selection {fmt_ctx(C32)}, lse computed, vs PyTorch lse + P + top-{K}",

@@ -126,10 +126,14 @@ typedef struct {
     float *d_lse;               // device [Hq, T] from attention_forward_cuda
 } Layer;
 
-static Layer layer_new(int T, int Hq, int Hkv, int dh) {
+// bf16 = 1: q, k, v rounded to bf16 first (for the bf16 tensor-core oracle,
+// whose products of bf16 values are then exact on both sides).
+static Layer layer_new(int T, int Hq, int Hkv, int dh, int bf16) {
     Layer L = {T, Hq, Hkv, dh, 1.0f / sqrtf((float)dh), NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
     const int64_t nq = (int64_t)Hq * dh, nkv = (int64_t)Hkv * dh;
     L.q = randn(T * nq, 1.5f), L.k = randn(T * nkv, 1.0f), L.v = randn(T * nkv, 1.0f);
+    for (int64_t i = 0; bf16 && i < T * nq; i++) L.q[i] = bf16_round(L.q[i]);
+    for (int64_t i = 0; bf16 && i < T * nkv; i++) L.k[i] = bf16_round(L.k[i]), L.v[i] = bf16_round(L.v[i]);
     // P: fp32 scores (as the CPU twin's sgemm), softmax per head in double.
     L.P = zalloc((size_t)T * T, sizeof(double));
     float *S = host_alloc((int64_t)T * T);
@@ -221,9 +225,11 @@ static void check_support_attention(const Layer *L, int topk, int bsel, const in
     free(out_c), free(rec_c), free(sup_c), free(out_g);
 }
 
-static void check_oracle(const Layer *L, int topk, int bsel) {
+// bf16 = 1: oracle_select_bf16_cuda on bf16 copies of the layer's (bf16-rounded)
+// q, k, with the same lse and the same judgement; no oracle_attention part.
+static void check_oracle(const Layer *L, int topk, int bsel, int bf16) {
     const int T = L->T, Hq = L->Hq, Hkv = L->Hkv, dh = L->dh, rows = (T + bsel - 1) / bsel;
-    const int64_t nq = (int64_t)Hq * dh;
+    const int64_t nq = (int64_t)Hq * dh, nkv = (int64_t)Hkv * dh;
     char shape[128];
     snprintf(shape, sizeof shape, "T=%d Hq=%d Hkv=%d dh=%d k=%d bsel=%d", T, Hq, Hkv, dh, topk, bsel);
 
@@ -253,7 +259,15 @@ static void check_oracle(const Layer *L, int topk, int bsel) {
 
     // oracle_select_cuda: same sets, up to ties within TIE_REL of the k-th value.
     int32_t *d_sel = dev_sentinel_i32((int64_t)rows * topk), *d_n = dev_sentinel_i32(rows);
-    oracle_select_cuda(d_sel, d_n, L->d_q, L->d_k, L->d_lse, T, Hq, Hkv, dh, L->scale, topk, bsel);
+    if (bf16) {
+        void *bq = cuda_malloc(2 * (size_t)(T * nq)), *bk = cuda_malloc(2 * (size_t)(T * nkv));
+        cuda_f32_to_bf16(bq, L->d_q, T * nq), cuda_f32_to_bf16(bk, L->d_k, T * nkv);
+        const int rc = oracle_select_bf16_cuda(d_sel, d_n, bq, bk, L->d_lse, T, Hq, Hkv, dh, L->scale, topk, bsel);
+        cuda_free(bq), cuda_free(bk);
+        if (rc != 0) record("oracle_select bf16", shape, 0, "returned -1 for a shape it should take");
+    } else {
+        oracle_select_cuda(d_sel, d_n, L->d_q, L->d_k, L->d_lse, T, Hq, Hkv, dh, L->scale, topk, bsel);
+    }
     int32_t *got = host_from_dev_i32(d_sel, (int64_t)rows * topk), *got_n = host_from_dev_i32(d_n, rows);
     int identical = 0, tied = 0, bad = 0;
     char detail[256] = "";
@@ -284,7 +298,13 @@ static void check_oracle(const Layer *L, int topk, int bsel) {
     char summary[320];
     snprintf(summary, sizeof summary, "rows %d: identical %d, tie differences %d, wrong %d%s%s", rows, identical, tied,
              bad, bad ? "; " : "", detail);
-    record("oracle_select", shape, bad == 0, summary);
+    record(bf16 ? "oracle_select bf16" : "oracle_select", shape, bad == 0, summary);
+    if (bf16) {
+        cuda_free(d_sel), cuda_free(d_n);
+        free(ref), free(ref_n), free(kth), free(A), free(Af), free(tmp), free(in_ref), free(in_gpu), free(ambiguous),
+            free(differs), free(got), free(got_n);
+        return;
+    }
 
     // oracle_attention_cuda vs oracle_attention_cpu.
     float *out_c = host_alloc(T * nq), *rec_c = host_alloc(T), *sup_c = host_alloc(T);
@@ -464,11 +484,11 @@ void twins_oracle(int quick) {
     for (int it = 0; it < n_T; it++) {
         for (int is = 0; is < n_shapes; is++) {
             const int T = Ts[it];
-            Layer L = layer_new(T, shapes[is][0], shapes[is][1], shapes[is][2]);
+            Layer L = layer_new(T, shapes[is][0], shapes[is][1], shapes[is][2], 0);
             for (int ik = 0; ik < 4; ik++) {
                 const int topk = ks[ik] < T ? ks[ik] : T + 3;  // k ≥ T: once per T
                 if (ks[ik] >= T && ik > 0 && ks[ik - 1] >= T) continue;
-                for (int ib = 0; ib < 3; ib++) check_oracle(&L, topk, bsels[ib]);
+                for (int ib = 0; ib < 3; ib++) check_oracle(&L, topk, bsels[ib], 0);
             }
             for (int ib = 0; ib < 3; ib++) check_support_random(&L, T < 16 ? 4 : 16, bsels[ib], 1);
             if (is == 0) check_support_random(&L, T < 16 ? 4 : 64, 1, 0);
@@ -479,17 +499,37 @@ void twins_oracle(int quick) {
     // not a multiple of 32, block sizes that do not divide the score tile.
     {
         const int T = quick ? 130 : 700;
-        Layer L = layer_new(T, 9, 3, 64);
-        check_oracle(&L, 32, 1);
-        check_oracle(&L, 32, 5);
-        check_oracle(&L, 32, 100);
+        Layer L = layer_new(T, 9, 3, 64, 0);
+        check_oracle(&L, 32, 1, 0);
+        check_oracle(&L, 32, 5, 0);
+        check_oracle(&L, 32, 100, 0);
         check_support_random(&L, 24, 100, 1);
         layer_free(&L);
-        Layer M = layer_new(T, 4, 2, 80);
-        check_oracle(&M, 20, 1);
-        check_oracle(&M, 20, 48);
+        Layer M = layer_new(T, 4, 2, 80, 0);
+        check_oracle(&M, 20, 1, 0);
+        check_oracle(&M, 20, 48, 0);
         check_support_random(&M, 20, 7, 1);
         layer_free(&M);
+    }
+
+    // oracle_select_bf16_cuda on bf16-rounded layers: per query and blocks of
+    // 16 / 64, MHA and GQA (8:8, 16:2, 12:4), dh 64 / 128, T from 1 to 1000
+    // (several 64-row thread blocks and key tiles, chunks starting past row k).
+    {
+        static const int ob_shapes[][3] = {{8, 8, 64}, {16, 2, 128}, {12, 4, 128}};
+        const int ob_Ts[] = {1, 7, 130, 1000}, ob_ks[] = {1, 16, 100}, ob_bsels[] = {1, 16, 64};
+        for (int it = 0; it < (quick ? 3 : 4); it++)
+            for (int is = 0; is < 3; is++) {
+                const int T = ob_Ts[it];
+                Layer L = layer_new(T, ob_shapes[is][0], ob_shapes[is][1], ob_shapes[is][2], 1);
+                for (int ik = 0; ik < 3; ik++)
+                    for (int ib = 0; ib < 3; ib++) check_oracle(&L, ob_ks[ik] < T ? ob_ks[ik] : T + 3, ob_bsels[ib], 1);
+                layer_free(&L);
+            }
+        const int rc = oracle_select_bf16_cuda(NULL, NULL, NULL, NULL, NULL, 100, 8, 2, 80, 0.1f, 16, 1) == -1 &&
+                       oracle_select_bf16_cuda(NULL, NULL, NULL, NULL, NULL, 100, 8, 2, 64, 0.1f, 16, 24) == -1 &&
+                       oracle_select_bf16_cuda(NULL, NULL, NULL, NULL, NULL, 100, 8, 2, 64, 0.1f, 16, 256) == -1;
+        record("oracle_select bf16", "unsupported shapes (dh 80, bsel 24 / 256)", rc, rc ? "all returned -1" : "launched");
     }
 
     // support_attention_block_tc: the bf16 tensor-core kernel on the shapes it

@@ -1,0 +1,220 @@
+// oracle_tc.cu: the attention-mass oracle's selection on tensor cores
+// (oracle_select_bf16_cuda, oracle_cuda.h), for bf16 q and k as the bf16
+// forward holds them. Same definitions as oracle_select_cuda (oracle.cu):
+//   P_t(j) = (1/Hq) Σ_h exp(s·q_{h,t}·k_{h/G,j} − lse_{h,t}),  j ≤ t
+//   per query (bsel = 1): row t = P_t over j ≤ t
+//   block-shared (bsel = s): row b = A_B(j) = Σ_{t∈B, t≥j} P_t(j) over j < end(B)
+// then the exact top-k of each row (topk_rows_cuda). lse is given (fp32,
+// [Hq, T], natural log of s·q·k sums, as attention_forward_bf16_cuda writes it).
+//
+// Why: the fp32 oracle spends 4.4 TFLOP of CUDA-core FMAs at 32K on the Hq
+// per-head products (293 ms, 20× cuDNN attention; docs/performance.md); on
+// bf16 mma.sync the same products take a few ms and the exponentials as long.
+//
+// One thread block per 64 query rows (per query) or per query block of bsel
+// rows (a multiple of 16, at most 128); one warp per 16 rows. Loop order: KV
+// head kh outer — the G query heads of kh have their q rows staged in shared
+// memory once per kh, with their lse — then key tiles of 64 rows of k (kv head
+// kh, cp.async double buffer, zero rows past the block's last query). Per tile
+// each warp forms S = q_h·kᵀ for its 16 rows and each of the G heads
+// (mma_qk_tile, mma.cuh) and sums p = 2^(s·scale·log2 e − lse·log2 e) over
+// them in registers (masked to 0 for j > t). Per query the sum, divided by Hq,
+// is stored into the row buffer R on the first KV head and added on the
+// others, by the thread that owns the element each time (so in KV-head order,
+// deterministically); per block the warp's rows are summed per column
+// (shuffles, then shared memory in warp order) and the block's row of A is
+// stored or added the same way. Only j ≤ t (per query) or j < end (blocks) is
+// written: topk_rows_cuda reads nothing past a row's length.
+#include <cuda_bf16.h>
+#include <cuda_pipeline_primitives.h>
+#include <limits.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "cuda_check.cuh"
+#include "mma.cuh"
+#include "ops_cuda.h"
+#include "oracle_cuda.h"
+
+enum {
+    OT_BK = 64,        // keys per tile
+    OT_QROWS = 64,     // query rows per thread block, per query
+    OT_MAX_ROWS = 128, // bsel limit
+    OT_PAD = 8,        // bf16 row padding (16 bytes)
+};
+static const int64_t OT_BUFFER_FLOATS = (int64_t)64 << 20;  // 256 MB of scores per chunk
+
+// Bytes of shared memory for M rows, G heads per KV head, head dim D, W warps.
+static size_t ot_smem(int M, int G, int D) {
+    return sizeof(__nv_bfloat16) * ((size_t)G * M + 2 * OT_BK) * (D + OT_PAD) + sizeof(float) * (size_t)G * M +
+           sizeof(float) * (size_t)(M / 16) * OT_BK;
+}
+
+// Rows r0 … r0 + 63 of k (KV head kh) into dst [64][D + 8], zero from row n on. Not waited for.
+template <int D>
+static __device__ __forceinline__ void ot_load_tile(__nv_bfloat16 *dst, const __nv_bfloat16 *k, int64_t nkv, int kh,
+                                                    int r0, int n) {
+    constexpr int CH = D / 8, LDH = D + OT_PAD;
+    for (int e = threadIdx.x; e < OT_BK * CH; e += blockDim.x) {
+        const int j = e / CH, c = e % CH;
+        __nv_bfloat16 *d = dst + j * LDH + 8 * c;
+        if (r0 + j < n) __pipeline_memcpy_async(d, k + (int64_t)(r0 + j) * nkv + (int64_t)kh * D + 8 * c, 16);
+        else *(uint4 *)d = make_uint4(0u, 0u, 0u, 0u);
+    }
+}
+
+// block = 0: thread block x covers query rows t0 = trow0 + 64·x … (+63, < tend),
+//            R row t − trow0 at R + (t − trow0)·ld.
+// block = 1: thread block x is query block b = brow0 + x (rows b·bsel …), A row
+//            x at R + x·ld.
+template <int D>
+__global__ void __launch_bounds__(OT_MAX_ROWS * 2)
+    oracle_scores_tc_kernel1(float *R, int64_t ld, const __nv_bfloat16 *q, const __nv_bfloat16 *k,
+                             const float *lse, int T, int Hq, int Hkv, float scale_log2, int block, int bsel,
+                             int row0, int tend) {
+    constexpr int LDH = D + OT_PAD, CH = D / 8, NS = OT_BK / 8;
+    extern __shared__ __align__(128) unsigned char ot_smem_raw[];
+    const int G = Hq / Hkv, W = blockDim.x / 32, M = 16 * W;
+    __nv_bfloat16 *Qs = (__nv_bfloat16 *)ot_smem_raw;  // [G][M][LDH]
+    __nv_bfloat16 *Kb = Qs + (size_t)G * M * LDH;       // two key tiles
+    float *lse2 = (float *)(Kb + 2 * OT_BK * LDH);      // [G][M], log2 units
+    float *colsum = lse2 + G * M;                       // [W][64]
+
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+    const int t0 = block ? (row0 + blockIdx.x) * bsel : row0 + OT_QROWS * blockIdx.x;
+    const int t1 = block ? min(t0 + bsel, T) : min(t0 + OT_QROWS, tend);  // rows t0 … t1 − 1
+    const int nt = t1 - t0, n_tiles = (t1 + OT_BK - 1) / OT_BK;
+    const int64_t nq = (int64_t)Hq * D, nkv = (int64_t)Hkv * D;
+    const float inv_h = 1.0f / Hq, log2e = 1.4426950408889634f;
+
+    const int r0 = 16 * warp;
+    const int ta = r0 + g < nt ? t0 + r0 + g : -1, tb = r0 + g + 8 < nt ? t0 + r0 + g + 8 : -1;
+    const int t_warp = r0 < nt ? t0 + min(r0 + 15, nt - 1) : -1;
+    const int qoff = (r0 + (lane % 8) + 8 * ((lane / 8) % 2)) * LDH + 8 * (lane / 16);
+    float *arow = block ? R + (int64_t)blockIdx.x * ld : NULL;
+
+    for (int kh = 0; kh < Hkv; kh++) {
+        // The G heads' q rows and lse (zero / +∞ past the rows).
+        for (int e = threadIdx.x; e < G * M * CH; e += blockDim.x) {
+            const int hh = e / (M * CH), r = (e / CH) % M, ch = e % CH;
+            uint4 val = make_uint4(0u, 0u, 0u, 0u);
+            if (r < nt) val = *(const uint4 *)(q + (int64_t)(t0 + r) * nq + (int64_t)(kh * G + hh) * D + 8 * ch);
+            *(uint4 *)(Qs + ((size_t)hh * M + r) * LDH + 8 * ch) = val;
+        }
+        for (int e = threadIdx.x; e < G * M; e += blockDim.x) {
+            const int hh = e / M, r = e % M;
+            lse2[e] = r < nt ? lse[(int64_t)(kh * G + hh) * T + t0 + r] * log2e : INFINITY;
+        }
+        ot_load_tile<D>(Kb, k, nkv, kh, 0, t1);
+        __pipeline_commit();
+        for (int it = 0; it < n_tiles; it++) {
+            const int c0 = it * OT_BK;
+            if (it + 1 < n_tiles) ot_load_tile<D>(Kb + ((it + 1) & 1) * OT_BK * LDH, k, nkv, kh, c0 + OT_BK, t1);
+            __pipeline_commit();       // possibly empty: keeps the group count uniform
+            __pipeline_wait_prior(1);  // this tile's copies (this thread's) …
+            __syncthreads();           // … and everyone's; Qs and lse2 on the first tile
+            const __nv_bfloat16 *Ks = Kb + (it & 1) * OT_BK * LDH;
+            const bool active = c0 <= t_warp;  // warp-uniform
+            float p[NS][4];
+#pragma unroll
+            for (int j = 0; j < NS; j++) p[j][0] = p[j][1] = p[j][2] = p[j][3] = 0.0f;
+            if (active) {
+                for (int hh = 0; hh < G; hh++) {
+                    float s[NS][4];
+                    mma_qk_tile<D, NS>(s, Qs + (size_t)hh * M * LDH + qoff, Ks, LDH);
+                    const float la = lse2[hh * M + r0 + g], lb = lse2[hh * M + r0 + g + 8];
+#pragma unroll
+                    for (int j = 0; j < NS; j++) {
+                        const int col = c0 + 8 * j + 2 * c;
+#pragma unroll
+                        for (int e = 0; e < 2; e++) {
+                            if (col + e <= ta) p[j][e] += exp2f(s[j][e] * scale_log2 - la);
+                            if (col + e <= tb) p[j][2 + e] += exp2f(s[j][2 + e] * scale_log2 - lb);
+                        }
+                    }
+                }
+            }
+            if (!block) {
+                if (active) {
+#pragma unroll
+                    for (int j = 0; j < NS; j++) {
+                        const int col = c0 + 8 * j + 2 * c;
+#pragma unroll
+                        for (int e = 0; e < 4; e++) {
+                            const int t = e < 2 ? ta : tb, jj = col + (e & 1);
+                            if (jj > t) continue;  // also t = −1: a row past the chunk
+                            float *dst = R + (int64_t)(t - row0) * ld + jj;
+                            *dst = kh == 0 ? p[j][e] * inv_h : *dst + p[j][e] * inv_h;
+                        }
+                    }
+                }
+            } else {
+#pragma unroll
+                for (int j = 0; j < NS; j++) {
+                    float v0 = p[j][0] + p[j][2], v1 = p[j][1] + p[j][3];
+#pragma unroll
+                    for (int off = 4; off < 32; off <<= 1) {
+                        v0 += __shfl_xor_sync(0xffffffffu, v0, off);
+                        v1 += __shfl_xor_sync(0xffffffffu, v1, off);
+                    }
+                    if (g == 0) colsum[warp * OT_BK + 8 * j + 2 * c] = v0, colsum[warp * OT_BK + 8 * j + 2 * c + 1] = v1;
+                }
+                __syncthreads();  // every warp's column sums are in
+                for (int col = threadIdx.x; col < OT_BK && c0 + col < t1; col += blockDim.x) {
+                    float a = 0.0f;
+                    for (int w = 0; w < W; w++) a += colsum[w * OT_BK + col];
+                    arow[c0 + col] = kh == 0 ? a * inv_h : arow[c0 + col] + a * inv_h;
+                }
+            }
+            __syncthreads();  // the tile's buffer (and colsum) are free for reuse
+        }
+        __pipeline_wait_prior(0);
+        __syncthreads();  // Qs and lse2 are refilled for the next KV head
+    }
+}
+
+template <int D>
+static void ot_launch(float *R, int64_t ld, const void *q, const void *k, const float *lse, int T, int Hq, int Hkv,
+                      float scale, int block, int bsel, int row0, int n_ctas, int tend, size_t smem) {
+    const int M = block ? bsel : OT_QROWS;
+    CUDA_CHECK(cudaFuncSetAttribute(oracle_scores_tc_kernel1<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    (int)smem));
+    oracle_scores_tc_kernel1<D><<<n_ctas, 32 * (M / 16), smem>>>(
+        R, ld, (const __nv_bfloat16 *)q, (const __nv_bfloat16 *)k, lse, T, Hq, Hkv, scale * 1.4426950408889634f,
+        block, bsel, row0, tend);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+extern "C" int oracle_select_bf16_cuda(int32_t *sel, int32_t *n_sel, const void *q, const void *k, const float *lse,
+                                       int T, int Hq, int Hkv, int dh, float scale, int topk, int bsel) {
+    if ((dh != 64 && dh != 128) || Hkv <= 0 || Hq <= 0 || Hq % Hkv != 0 || topk < 1) return -1;
+    if (bsel != 1 && (bsel < 16 || bsel > OT_MAX_ROWS || bsel % 16 != 0)) return -1;
+    if (((uintptr_t)q | (uintptr_t)k) & 15) return -1;  // cp.async and uint4 loads: 16-byte rows
+    const int block = bsel > 1, M = block ? bsel : OT_QROWS, G = Hq / Hkv;
+    const size_t smem = ot_smem(M, G, dh);
+    int dev = 0, max_smem = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    if (smem > (size_t)max_smem) return -1;
+    if (T <= 0) return 0;
+
+    // Row r has length min((r+1)·bsel, T); rows no longer than topk take every key.
+    const int rows = (T + bsel - 1) / bsel;
+    const int first = T <= topk ? rows : (topk / bsel < rows ? topk / bsel : rows);
+    if (first > 0) topk_rows_cuda(sel, n_sel, NULL, first, 0, bsel, bsel, T, topk);
+    if (first == rows) return 0;
+    int64_t chunk = OT_BUFFER_FLOATS / T;  // rows per chunk (per query: a multiple of 64)
+    if (!block) chunk = chunk < OT_QROWS ? (int64_t)OT_QROWS : chunk / OT_QROWS * OT_QROWS;
+    chunk = chunk < 1 ? 1 : chunk;
+    if (chunk > rows - first) chunk = rows - first;
+    float *buf = (float *)cuda_malloc(sizeof(float) * (size_t)chunk * T);
+    for (int r0 = first; r0 < rows; r0 += (int)chunk) {
+        const int n = rows - r0 < chunk ? rows - r0 : (int)chunk;
+        const int n_ctas = block ? n : (n + OT_QROWS - 1) / OT_QROWS;
+        if (dh == 64) ot_launch<64>(buf, T, q, k, lse, T, Hq, Hkv, scale, block, bsel, r0, n_ctas, r0 + n, smem);
+        else ot_launch<128>(buf, T, q, k, lse, T, Hq, Hkv, scale, block, bsel, r0, n_ctas, r0 + n, smem);
+        topk_rows_cuda(sel + (int64_t)r0 * topk, n_sel + r0, buf, n, T, (r0 + 1) * bsel, bsel, T, topk);
+    }
+    cuda_free(buf);  // after the work queued on it (cudaFree synchronises)
+    return 0;
+}
