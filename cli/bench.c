@@ -142,7 +142,8 @@ static void record_skip(Bench *b, const char *name, int T, const char *why) {
 typedef struct {
     const ModelConfig *c;
     int T, k, bsel;
-    int declined;  // a kernel of ours returned -1 for this shape
+    int declined;      // a kernel of ours returned -1 for this shape
+    int bf16_teacher;  // k_train: the teacher's P on tensor cores
     float scale;
     float *q, *k_, *v, *out, *lse, *x, *params, *grads;
     void *qb, *kb, *vb, *ob;
@@ -230,7 +231,7 @@ static void k_train(void *p) {
     Layer *L = p;
     cuda_memset(L->grads, 0, sizeof(float) * (size_t)indexer_n_params(&L->icfg));
     indexer_kl_loss_cuda(L->grads, &L->icfg, L->params, L->x, L->q, L->k_, L->lse, L->T, L->c->n_heads,
-                         L->c->n_kv_heads, L->c->head_dim, L->scale, L->queries, L->T);
+                         L->c->n_kv_heads, L->c->head_dim, L->scale, L->queries, L->T, L->bf16_teacher);
 }
 
 // A random device array of n floats, uniform with sd about sd.
@@ -348,8 +349,15 @@ static void bench_layer(Bench *b, const ModelConfig *c, int T, int k, int bsel, 
         free(qh);
         ms = measure(b, k_train, &L, all, &reps);
         record(b, "train_step_layer", T, ms, all, reps, 0, 0, 0, "fused KL loss + gradients, all T queries, fp32");
-    } else
+        L.bf16_teacher = 1;
+        ms = measure(b, k_train, &L, all, &reps);
+        L.bf16_teacher = 0;
+        record(b, "train_step_layer_bf16", T, ms, all, reps, 0, 0, 0,
+               "the same with the teacher's P from bf16 q, k on tensor cores");
+    } else {
         record_skip(b, "train_step_layer", T, "longer than --max-train-ctx");
+        record_skip(b, "train_step_layer_bf16", T, "longer than --max-train-ctx");
+    }
 
     // One layer's GEMMs in bf16 (q, k, v, o, gate, up, down).
     const int nqd = Hq * dh, nkd = Hkv * dh;

@@ -58,6 +58,8 @@ int cmd_train(int argc, char **argv) {
         {"--resume", 0, "continue the run in --out from its newest checkpoint", NULL},
         {"--threads", 1, "OpenMP threads (default: all cores)", NULL},
         {"--device", 1, "cpu (default) or cuda: where the loss, gradients and AdamW run", NULL},
+        {"--teacher-precision", 1, "fp32 (default) or bf16: with --device cuda, the teacher's P from bf16 q, k on "
+                                   "tensor cores (not yet run on a GPU)", NULL},
         {"--stop-after", 1, "testing aid: stop (as if killed) after N steps of this process", NULL},
     };
     const int nf = N_FLAGS(flags);
@@ -141,6 +143,17 @@ int cmd_train(int argc, char **argv) {
         tc.n_layers = h->n_layers < TRAIN_MAX_LAYERS ? h->n_layers : TRAIN_MAX_LAYERS;
         memcpy(tc.layers, h->layers, sizeof(int) * (size_t)tc.n_layers);
         shard_close(r);
+    }
+    if ((v = args_get(flags, nf, "--teacher-precision"))) {
+        if (!strcmp(v, "bf16")) tc.bf16_teacher = 1;
+        else if (strcmp(v, "fp32")) {
+            fprintf(stderr, "spindle " CMD ": --teacher-precision must be fp32 or bf16 (got \"%s\")\n", v);
+            return 2;
+        }
+        if (tc.bf16_teacher && !tc.use_cuda) {
+            fprintf(stderr, "spindle " CMD ": --teacher-precision bf16 needs --device cuda\n");
+            return 2;
+        }
     }
     tc.progress = isatty(2);
     if (tc.use_cuda && tc.icfg.variant == INDEXER_EXPANDED) {

@@ -30,9 +30,14 @@ extern "C" {
 // indexer_kl_loss_cpu on the GPU: returns the mean KL over the queries and
 // accumulates (+=) the parameter gradients into grads (NULL: loss only).
 // queries: device array of n_queries distinct ascending positions in [0, T).
+// bf16_teacher = 1 (dh 64, 128 or 256; ignored otherwise): the teacher's P is
+// rebuilt from bf16 copies of tq, tk on tensor cores (mma.sync; fp32 sums and
+// exponentials), the rest as before: the CPU twin's function of bf16-rounded
+// tq, tk, up to summation order. Not yet run on a GPU (tests/twins/indexer.c
+// checks it against the CPU twin on bf16-rounded teacher inputs).
 double indexer_kl_loss_cuda(float *grads, const IndexerConfig *cfg, const float *params, const float *x,
                             const float *tq, const float *tk, const float *tlse, int T, int Hq, int Hkv, int dh,
-                            float scale, const int32_t *queries, int n_queries);
+                            float scale, const int32_t *queries, int n_queries, int bf16_teacher);
 
 // indexer_mass_recall_cpu on the GPU (recall [n_queries] device, may be NULL).
 double indexer_mass_recall_cuda(float *recall, const IndexerConfig *cfg, const float *params, const float *x,

@@ -423,7 +423,7 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
                 if (i == 0) cuda_to_device(gpu.queries, queries, sizeof(int32_t) * (size_t)nq);
                 cuda_memset(gpu.grads, 0, sizeof(float) * (size_t)np);
                 kl[i] = indexer_kl_loss_cuda(gpu.grads, &tc->icfg, gpu.params[i], gpu.x, gpu.tq, gpu.tk, gpu.lse, T,
-                                             Hq, Hkv, dh, scale, gpu.queries, nq);
+                                             Hq, Hkv, dh, scale, gpu.queries, nq, tc->bf16_teacher);
             } else
 #endif
             {

@@ -23,6 +23,7 @@ typedef struct {
     int ckpt_every, keep_ckpts;
     int progress;       // progress line on stderr
     int use_cuda;       // the step on GPU 0 (fp32; not part of the run's config: a run may move between devices)
+    int bf16_teacher;   // with use_cuda: the teacher's P on bf16 tensor cores (indexer_kl_loss_cuda); not in the config either
     long stop_after;    // testing aid: exit (as if killed) after this many steps of this process (0: off)
 } TrainConfig;
 

@@ -54,6 +54,7 @@
 //
 // Not here: the head-expanded variant (score = Σ_h w_h·ReLU(q_h·k)). Every
 // function aborts with a message for it; the CPU twin serves that ablation.
+#include <cuda_bf16.h>
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -61,6 +62,7 @@
 
 #include "cublas_check.cuh"
 #include "cuda_check.cuh"
+#include "mma.cuh"
 extern "C" {  // indexer.h is a C header without its own extern "C" (indexer_layout is defined in C)
 #include "indexer.h"
 }
@@ -204,6 +206,57 @@ __device__ __forceinline__ void tile_scores(float s[KPT], const float *Qi, const
     for (int m = 0; m < KPT; m++) s[m] = acc[m] * c_col;
 }
 
+// The teacher's P tile (times Hq) on tensor cores, for bf16 tq, tk: each of
+// the 8 warps owns the 16 × 8 piece (strip w / 4, keys 8·(w % 4) …) of the
+// BQ × BK tile as one mma C fragment, loops over the heads, and adds
+// exp(s·q·k − lse) where the key is visible; then the fragments go to Ps
+// [BQ][BK + 1] for the threads' own (i, l) layout. Tqb [BQ][dh + 8] and Tkb
+// [BK][dh + 8] are bf16 staging tiles. dh ∈ {64, 128, 256}.
+template <int D>
+__device__ void teacher_tile_bf16(float *Ps, __nv_bfloat16 *Tqb, __nv_bfloat16 *Tkb, const __nv_bfloat16 *tq,
+                                  const __nv_bfloat16 *tk, const float *tlse, const int *pos, int nr, int nk, int j0,
+                                  int T, int Hq, int Hkv, float scale) {
+    constexpr int LDH = D + 8, CH = D / 8;
+    const int G = Hq / Hkv, warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+    const int strip = warp / 4, nt = warp % 4;
+    const int ra = 16 * strip + g, rb = ra + 8;  // this lane's rows of the tile
+    const int ta = ra < nr ? pos[ra] : -1, tb = rb < nr ? pos[rb] : -1;
+    const int ka = 8 * nt + 2 * c;  // this lane's keys ka, ka + 1 of the tile
+    const __nv_bfloat16 *qrow = Tqb + (16 * strip + (lane % 8) + 8 * ((lane / 8) % 2)) * LDH + 8 * (lane / 16);
+    float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int kvh = 0; kvh < Hkv; kvh++) {
+        __syncthreads();  // Tkb, Tqb are free
+        for (int e = threadIdx.x; e < BK * CH; e += blockDim.x) {
+            const int r = e / CH, ch = e % CH;
+            uint4 val = make_uint4(0u, 0u, 0u, 0u);
+            if (r < nk) val = *(const uint4 *)(tk + (int64_t)(j0 + r) * Hkv * D + (int64_t)kvh * D + 8 * ch);
+            *(uint4 *)(Tkb + r * LDH + 8 * ch) = val;
+        }
+        for (int gg = 0; gg < G; gg++) {
+            const int h = kvh * G + gg;
+            if (gg > 0) __syncthreads();  // Tqb is free
+            for (int e = threadIdx.x; e < BQ * CH; e += blockDim.x) {
+                const int r = e / CH, ch = e % CH;
+                uint4 val = make_uint4(0u, 0u, 0u, 0u);
+                if (r < nr) val = *(const uint4 *)(tq + (int64_t)pos[r] * Hq * D + (int64_t)h * D + 8 * ch);
+                *(uint4 *)(Tqb + r * LDH + 8 * ch) = val;
+            }
+            __syncthreads();
+            float s[1][4];
+            mma_qk_tile<D, 1>(s, qrow, Tkb + 8 * nt * LDH, LDH);
+            const float la = ta >= 0 ? tlse[(int64_t)h * T + ta] : 0.0f, lb = tb >= 0 ? tlse[(int64_t)h * T + tb] : 0.0f;
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int j = j0 + ka + e;
+                if (ka + e < nk && j <= ta) p[e] += expf(scale * s[0][e] - la);
+                if (ka + e < nk && j <= tb) p[2 + e] += expf(scale * s[0][2 + e] - lb);
+            }
+        }
+    }
+    Ps[ra * (BK + 1) + ka] = p[0], Ps[ra * (BK + 1) + ka + 1] = p[1];
+    Ps[rb * (BK + 1) + ka] = p[2], Ps[rb * (BK + 1) + ka + 1] = p[3];
+}
+
 // Stages rows src[idx(r)·stride + off .. + n) for r < rows into dst[r·ld ..],
 // zeros for r ≥ valid.
 __device__ __forceinline__ void stage_rows(float *dst, int ld, const float *src, int64_t stride, int64_t off,
@@ -260,12 +313,19 @@ __global__ void __launch_bounds__(NT) indexer_lse_kernel(float *lse, const float
 // Ki [BK][dI+1], Tq [BQ][dh+1], Tk [BK][dh+1], Gs [BQ][BK+1], dQ [BQ][dI].
 __global__ void __launch_bounds__(NT)
     indexer_kl_kernel(double *kl_part, float *dq, float *dk, const float *qI, const float *kI, const float *lseI,
-                      const float *tq, const float *tk, const float *tlse, const int32_t *queries, int nq, int T,
-                      int Hq, int Hkv, int dh, int dI, float scale, float c_col, float inv_n, float inv_hq) {
+                      const float *tq, const float *tk, const float *tlse, const __nv_bfloat16 *tqb,
+                      const __nv_bfloat16 *tkb, const int32_t *queries, int nq, int T, int Hq, int Hkv, int dh,
+                      int dI, float scale, float c_col, float inv_n, float inv_hq) {
     extern __shared__ float smem[];
     const int ld = dI + 1, ldh = dh + 1;
     float *Qi = smem, *Ki = Qi + BQ * ld, *Tq = Ki + BK * ld, *Tk = Tq + BQ * ldh, *Gs = Tk + BK * ldh;
     float *dQ = Gs + BQ * (BK + 1);
+    // bf16 teacher (tqb ≠ NULL): its two staging tiles live in Tq and Tk's
+    // space (unused then; they need half of it), from the first 16-byte
+    // boundary in it (ldmatrix and uint4 stores; the odd fp32 row strides
+    // before Tq leave it unaligned), and P comes back through Gs.
+    __nv_bfloat16 *Tqb = (__nv_bfloat16 *)(((uintptr_t)Tq + 15) & ~(uintptr_t)15);
+    __nv_bfloat16 *Tkb = Tqb + BQ * (dh + 8);
     __shared__ int pos[BQ];
     __shared__ float lse_s[BQ];
     __shared__ double red[NT / 32];
@@ -296,7 +356,19 @@ __global__ void __launch_bounds__(NT)
 #pragma unroll
             for (int a = 0; a < KPT; a++) p[a] = 0.0f;
             // P_t(j)·Hq = Σ_h exp(s·q_{h,t}·k_{h/G,j} − lse_{h,t})
-            for (int kvh = 0; kvh < Hkv; kvh++) {
+            if (tqb) {  // on tensor cores, through Gs
+                if (dh == 64)
+                    teacher_tile_bf16<64>(Gs, Tqb, Tkb, tqb, tkb, tlse, pos, nr, nk, j0, T, Hq, Hkv, scale);
+                else if (dh == 128)
+                    teacher_tile_bf16<128>(Gs, Tqb, Tkb, tqb, tkb, tlse, pos, nr, nk, j0, T, Hq, Hkv, scale);
+                else
+                    teacher_tile_bf16<256>(Gs, Tqb, Tkb, tqb, tkb, tlse, pos, nr, nk, j0, T, Hq, Hkv, scale);
+                __syncthreads();
+#pragma unroll
+                for (int a = 0; a < KPT; a++) p[a] = Gs[i * (BK + 1) + l + 8 * a];
+                __syncthreads();  // Gs is rewritten below
+            }
+            for (int kvh = 0; !tqb && kvh < Hkv; kvh++) {
                 __syncthreads();
                 stage_rows(Tk, ldh, tk, tks, (int64_t)kvh * dh, NULL, j0, BK, nk, dh);
                 for (int g = 0; g < G; g++) {
@@ -622,7 +694,7 @@ static void gather_rows(float *out, const float *x, const int32_t *pos, int n, i
 
 extern "C" double indexer_kl_loss_cuda(float *grads, const IndexerConfig *cfg, const float *params, const float *x,
                                        const float *tq, const float *tk, const float *tlse, int T, int Hq, int Hkv,
-                                       int dh, float scale, const int32_t *queries, int n_queries) {
+                                       int dh, float scale, const int32_t *queries, int n_queries, int bf16_teacher) {
     if (n_queries <= 0) return 0.0;
     require_collapsed(cfg, __func__);
     require_shapes(cfg, dh, __func__);
@@ -663,8 +735,15 @@ extern "C" double indexer_kl_loss_cuda(float *grads, const IndexerConfig *cfg, c
     CUDA_CHECK(cudaFuncSetAttribute(indexer_kl_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kl));
     const int n_part = n_tiles * n_chunks;
     double *part = (double *)cuda_malloc(sizeof(double) * (size_t)n_part);
-    indexer_kl_kernel<<<dim3(n_tiles, n_chunks), NT, smem_kl>>>(part, dq, dk, q, k, lse, tq, tk, tlse, queries, nq, T,
-                                                                Hq, Hkv, dh, dI, scale, c_col, 1.0f / nq, 1.0f / Hq);
+    void *tqb = NULL, *tkb = NULL;  // bf16 copies of the teacher's q, k (bf16_teacher)
+    if (bf16_teacher && (dh == 64 || dh == 128 || dh == 256)) {
+        tqb = cuda_malloc(2 * (size_t)n_keys * Hq * dh), tkb = cuda_malloc(2 * (size_t)n_keys * Hkv * dh);
+        cuda_f32_to_bf16(tqb, tq, (int64_t)n_keys * Hq * dh);
+        cuda_f32_to_bf16(tkb, tk, (int64_t)n_keys * Hkv * dh);
+    }
+    indexer_kl_kernel<<<dim3(n_tiles, n_chunks), NT, smem_kl>>>(
+        part, dq, dk, q, k, lse, tq, tk, tlse, (const __nv_bfloat16 *)tqb, (const __nv_bfloat16 *)tkb, queries, nq, T,
+        Hq, Hkv, dh, dI, scale, c_col, 1.0f / nq, 1.0f / Hq);
     CUDA_CHECK(cudaGetLastError());
     double *hpart = (double *)malloc(sizeof(double) * (size_t)n_part);
     if (!hpart) abort();
@@ -679,7 +758,7 @@ extern "C" double indexer_kl_loss_cuda(float *grads, const IndexerConfig *cfg, c
         keys_backward(grads, dk, cfg, params, x, u, stat, n_keys);
     }
     cuda_free(part), cuda_free(xq), cuda_free(q), cuda_free(k), cuda_free(lse);
-    cuda_free(u), cuda_free(stat), cuda_free(dq), cuda_free(dk);
+    cuda_free(u), cuda_free(stat), cuda_free(dq), cuda_free(dk), cuda_free(tqb), cuda_free(tkb);
     return loss;
 }
 

@@ -133,19 +133,41 @@ static const char *grad_op(const char *tensor) {
     return "indexer grad ww";
 }
 
-static void check_loss(const Case *c) {
+// bf16_teacher = 1: the teacher's q, k are rounded to bf16 first (for both
+// twins), and the GPU rebuilds P on tensor cores from them: products of bf16
+// values are exact in fp32, so the same tolerances hold; the loss and all the
+// gradients are checked as two ops of their own.
+static void check_loss(const Case *c, int bf16_teacher) {
     Setup s = setup_build(c);
     const int T = c->T;
+    if (bf16_teacher) {
+        const int64_t nq_t = (int64_t)T * c->Hq * c->dh, nk_t = (int64_t)T * c->Hkv * c->dh;
+        for (int64_t i = 0; i < nq_t; i++) s.tq[i] = bf16_round(s.tq[i]);
+        for (int64_t i = 0; i < nk_t; i++) s.tk[i] = bf16_round(s.tk[i]);
+        cuda_free(s.d_tq), cuda_free(s.d_tk);
+        s.d_tq = dev_from(s.tq, nq_t), s.d_tk = dev_from(s.tk, nk_t);
+    }
     float *g_cpu = calloc((size_t)s.n_params, sizeof(float));
     const double l_cpu = indexer_kl_loss_cpu(g_cpu, &s.cfg, s.params, s.x, s.tq, s.tk, s.tlse, T, c->Hq, c->Hkv,
                                              c->dh, s.scale, s.queries, s.nq);
     float *d_g = dev_poisoned(s.n_params);
     cuda_memset(d_g, 0, sizeof(float) * s.n_params);
     const double l_gpu = indexer_kl_loss_cuda(d_g, &s.cfg, s.d_params, s.d_x, s.d_tq, s.d_tk, s.d_tlse, T, c->Hq,
-                                              c->Hkv, c->dh, s.scale, s.d_queries, s.nq);
-    const double l_only = indexer_kl_loss_cuda(NULL, &s.cfg, s.d_params, s.d_x, s.d_tq, s.d_tk, s.d_tlse, T, c->Hq,
-                                               c->Hkv, c->dh, s.scale, s.d_queries, s.nq);
+                                              c->Hkv, c->dh, s.scale, s.d_queries, s.nq, bf16_teacher);
     char detail[160];
+    const double tol_nmse = T == 1 ? INFINITY : GRAD_NMSE, tol_max = T == 1 ? 1e-5 : GRAD_MAX;
+    if (bf16_teacher) {
+        snprintf(detail, sizeof detail, "gpu %.9g cpu %.9g (|𝒯| = %d)", l_gpu, l_cpu, s.nq);
+        record("indexer kl loss (bf16 teacher)", s.shape, loss_close(l_gpu, l_cpu), detail);
+        float *got = host_from_dev(d_g, s.n_params);
+        compare("indexer grads (bf16 teacher)", s.shape, got, g_cpu, s.n_params, tol_nmse, tol_max);
+        free(got), free(g_cpu);
+        cuda_free(d_g);
+        setup_free(&s);
+        return;
+    }
+    const double l_only = indexer_kl_loss_cuda(NULL, &s.cfg, s.d_params, s.d_x, s.d_tq, s.d_tk, s.d_tlse, T, c->Hq,
+                                               c->Hkv, c->dh, s.scale, s.d_queries, s.nq, 0);
     snprintf(detail, sizeof detail, "gpu %.9g cpu %.9g (|𝒯| = %d)", l_gpu, l_cpu, s.nq);
     record("indexer kl loss", s.shape, loss_close(l_gpu, l_cpu), detail);
     snprintf(detail, sizeof detail, "loss only %.9g vs with grads %.9g", l_only, l_gpu);
@@ -155,14 +177,13 @@ static void check_loss(const Case *c) {
     IndexerTensor ts[INDEXER_MAX_TENSORS];
     const int nt = indexer_param_tensors(ts, &s.cfg);
     float *got = host_from_dev(d_g, s.n_params);
-    const double tol_nmse = T == 1 ? INFINITY : GRAD_NMSE, tol_max = T == 1 ? 1e-5 : GRAD_MAX;
     for (int a = 0; a < nt; a++) {
         const int64_t n = ts[a].ndim == 2 ? ts[a].shape[0] * ts[a].shape[1] : ts[a].shape[0];
         compare(grad_op(ts[a].name), s.shape, got + ts[a].offset, g_cpu + ts[a].offset, n, tol_nmse, tol_max);
     }
     free(got);
     indexer_kl_loss_cuda(d_g, &s.cfg, s.d_params, s.d_x, s.d_tq, s.d_tk, s.d_tlse, T, c->Hq, c->Hkv, c->dh, s.scale,
-                         s.d_queries, s.nq);
+                         s.d_queries, s.nq, 0);
     got = host_from_dev(d_g, s.n_params);
     for (int64_t i = 0; i < s.n_params; i++) g_cpu[i] *= 2.0f;
     compare("indexer grad accumulate (2x)", s.shape, got, g_cpu, s.n_params, tol_nmse, tol_max);
@@ -445,7 +466,8 @@ void twins_indexer(int quick) {
     for (int a = 0; a < n_cases; a++) {
         const Case *c = &cases[a];
         if (quick && c->T > 130) continue;
-        check_loss(c);
+        check_loss(c, 0);
+        if (c->dh == 64 || c->dh == 128 || c->dh == 256) check_loss(c, 1);
         check_recall(c, 16);
         if (c->T > 16) check_recall(c, 100);
         if (c->sparse) continue;  // select always covers every position
