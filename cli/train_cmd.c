@@ -68,6 +68,19 @@ int cmd_train(int argc, char **argv) {
     if ((rc = cli_threads(CMD, args_get(flags, nf, "--threads")))) return rc;
     int use_cuda, prec;
     if ((rc = backbone_flags(CMD, args_get(flags, nf, "--device"), NULL, &use_cuda, &prec))) return rc;
+    int bf16_teacher = 0;
+    const char *tp = args_get(flags, nf, "--teacher-precision");
+    if (tp && strcmp(tp, "fp32") && strcmp(tp, "bf16")) {
+        fprintf(stderr, "spindle " CMD ": --teacher-precision must be fp32 or bf16 (got \"%s\")\n", tp);
+        return 2;
+    }
+    if (tp && !strcmp(tp, "bf16")) {
+        if (!use_cuda) {
+            fprintf(stderr, "spindle " CMD ": --teacher-precision bf16 needs --device cuda\n");
+            return 2;
+        }
+        bf16_teacher = 1;
+    }
     Status st;
     ModelConfig mc;
     if (config_load(&mc, args_get(flags, nf, "--model"), &st)) return cli_fail(CMD, &st);
@@ -77,6 +90,7 @@ int cmd_train(int argc, char **argv) {
     tc.run_dir = args_get(flags, nf, "--out");
     tc.heldout_dir = args_get(flags, nf, "--heldout");
     tc.use_cuda = use_cuda;
+    tc.bf16_teacher = bf16_teacher;
     tc.icfg = indexer_config_default(mc.hidden);
     tc.icfg.rope_theta = 10000.0f;
     config_free(&mc);
@@ -143,17 +157,6 @@ int cmd_train(int argc, char **argv) {
         tc.n_layers = h->n_layers < TRAIN_MAX_LAYERS ? h->n_layers : TRAIN_MAX_LAYERS;
         memcpy(tc.layers, h->layers, sizeof(int) * (size_t)tc.n_layers);
         shard_close(r);
-    }
-    if ((v = args_get(flags, nf, "--teacher-precision"))) {
-        if (!strcmp(v, "bf16")) tc.bf16_teacher = 1;
-        else if (strcmp(v, "fp32")) {
-            fprintf(stderr, "spindle " CMD ": --teacher-precision must be fp32 or bf16 (got \"%s\")\n", v);
-            return 2;
-        }
-        if (tc.bf16_teacher && !tc.use_cuda) {
-            fprintf(stderr, "spindle " CMD ": --teacher-precision bf16 needs --device cuda\n");
-            return 2;
-        }
     }
     tc.progress = isatty(2);
     if (tc.use_cuda && tc.icfg.variant == INDEXER_EXPANDED) {

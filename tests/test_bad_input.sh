@@ -96,6 +96,8 @@ expect 2 "--oracle-k must be a positive integer" "$bin" logits --model "$good" -
 # Device flags (model/backbone.h): usage errors first, then "no GPU" / "no CUDA".
 expect 2 "--device must be cpu or cuda" "$bin" logits --model "$good" --ids "$good/ids.txt" --out "$work/out.npy" --device tpu
 expect 2 "--precision bf16 needs --device cuda" "$bin" logits --model "$good" --ids "$good/ids.txt" --out "$work/out.npy" --precision bf16
+expect 2 "--teacher-precision bf16 needs --device cuda" "$bin" train --model "$good" --shards "$work" --out "$work/run" --teacher-precision bf16
+expect 2 "--teacher-precision must be fp32 or bf16" "$bin" train --model "$good" --shards "$work" --out "$work/run" --teacher-precision half
 expect 2 "--precision must be fp32, mixed or bf16" "$bin" eval --model "$good" --ids "$good/ids.txt" --ctx 16 --k 8 --bsel 1 --json "$work/out.npy" --device cuda --precision half
 expect 2 "--device must be cpu or cuda" "$bin" teacher --model "$good" --ids "$good/ids.txt" --ctx 16 --out "$work/out.npy" --device gpu
 expect 2 "--device must be cpu or cuda" "$bin" train --model "$good" --shards "$work" --out "$work/out.npy" --device gpu
