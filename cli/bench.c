@@ -392,8 +392,13 @@ static void k_ttft(void *p) {
     fwd_cuda_ttft(t->f, t->ids, t->T, &t->o, t->logits);
 }
 
+// The TTFT runs, in order; --ttft picks a subset by these names.
+static const char *const TTFT_RUNS[] = {"dense", "indexer", "indexer_block", "oracle"};
+enum { N_TTFT_RUNS = 4 };
+
+// want[r]: run TTFT_RUNS[r] (the others are not recorded at all).
 static void bench_ttft(Bench *b, FwdCuda *f, const ModelConfig *c, const IndexerSet *ix, int T, int k, int bsel,
-                       int max_oracle_ttft, int ttft_reps) {
+                       int max_oracle_ttft, int ttft_reps, const int want[N_TTFT_RUNS]) {
     int32_t *ids = xmalloc(sizeof(int32_t) * (size_t)T);
     uint64_t z = 12345;
     for (int t = 0; t < T; t++) z = z * 6364136223846793005ull + 1442695040888963407ull, ids[t] = (int32_t)((z >> 33) % (uint64_t)c->vocab);
@@ -411,6 +416,7 @@ static void bench_ttft(Bench *b, FwdCuda *f, const ModelConfig *c, const Indexer
         {"ttft_oracle", {.sparse = &per_query}, k, 1, T <= max_oracle_ttft, "attention-mass oracle per query"},
     };
     for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+        if (!want[r]) continue;
         if (!runs[r].on) {
             record_skip(b, runs[r].name, T, "longer than --max-oracle-ttft-ctx");
             continue;
@@ -444,6 +450,7 @@ int cmd_bench(int argc, char **argv) {
         {"--layers", 1, "run only the first N layers of the model in the TTFT runs", NULL},
         {"--no-ttft", 0, "kernels only", NULL},
         {"--no-kernels", 0, "TTFT only", NULL},
+        {"--ttft", 1, "which TTFT runs, comma-separated: dense, indexer, indexer_block, oracle (default all)", NULL},
         {"--max-reps", 1, "at most this many timed repeats per kernel (default 20)", NULL},
         {"--ttft-reps", 1, "timed repeats per TTFT (default 3; 1 past 64K)", NULL},
         {"--max-fp32-ctx", 1, "longest ctx for our fp32 dense kernel (default 32768)", NULL},
@@ -459,10 +466,26 @@ int cmd_bench(int argc, char **argv) {
         fprintf(stderr, "spindle " CMD ": give exactly one of --model or --synthetic\n");
         return 2;
     }
-    const char *dev = args_get(flags, nf, "--device");
+    const char *dev = args_get(flags, nf, "--device"), *v0;
     if (dev && strcmp(dev, "cuda")) {
         fprintf(stderr, "spindle " CMD ": --device must be cuda (got \"%s\"): bench times the GPU twin\n", dev);
         return 2;
+    }
+    int want_ttft[N_TTFT_RUNS] = {1, 1, 1, 1};
+    if ((v0 = args_get(flags, nf, "--ttft"))) {
+        char buf[256];
+        snprintf(buf, sizeof buf, "%s", v0);
+        memset(want_ttft, 0, sizeof want_ttft);
+        for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
+            int found = 0;
+            for (int r = 0; r < N_TTFT_RUNS; r++)
+                if (!strcmp(tok, TTFT_RUNS[r])) want_ttft[r] = found = 1;
+            if (!found) {
+                fprintf(stderr, "spindle " CMD ": --ttft: unknown run \"%s\" (dense, indexer, indexer_block, oracle)\n",
+                        tok);
+                return 2;
+            }
+        }
     }
     int ctxs[64], n_ctx, k = 2048, bsel = 64, n_layers = 0, max_reps = 20, ttft_reps = 3;
     int max_fp32 = 32768, max_oracle = 32768, max_train = 32768, max_oracle_ttft = 8192;
@@ -541,7 +564,7 @@ int cmd_bench(int argc, char **argv) {
             indexer_init(&ix.cfg, ix.params[l], 100 + (uint64_t)l);
         }
         for (int i = 0; i < n_ctx; i++)
-            bench_ttft(&b, f, c, &ix, ctxs[i], k, bsel, max_oracle_ttft, ctxs[i] > 65536 ? 1 : ttft_reps);
+            bench_ttft(&b, f, c, &ix, ctxs[i], k, bsel, max_oracle_ttft, ctxs[i] > 65536 ? 1 : ttft_reps, want_ttft);
     }
     save(&b);
     fprintf(stderr, "spindle " CMD ": -> %s\n", b.json);
