@@ -322,8 +322,9 @@ __global__ void __launch_bounds__(NT)
     float *dQ = Gs + BQ * (BK + 1);
     // bf16 teacher (tqb ≠ NULL): its two staging tiles live in Tq and Tk's
     // space (unused then; they need half of it), from the first 16-byte
-    // boundary in it (ldmatrix and uint4 stores; the odd fp32 row strides
-    // before Tq leave it unaligned), and P comes back through Gs.
+    // boundary there (ldmatrix and uint4 stores need it; Tq's offset,
+    // 256·(dI + 1) bytes, keeps the base's alignment, so this only guards a
+    // base that had none), and P comes back through Gs.
     __nv_bfloat16 *Tqb = (__nv_bfloat16 *)(((uintptr_t)Tq + 15) & ~(uintptr_t)15);
     __nv_bfloat16 *Tkb = Tqb + BQ * (dh + 8);
     __shared__ int pos[BQ];
