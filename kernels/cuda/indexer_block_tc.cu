@@ -86,7 +86,7 @@ __global__ void __launch_bounds__(IB_MAX_ROWS * 2)
     __nv_bfloat16 *Kb = Qs + bsel * LDH;  // two key tiles: Kb + (i & 1)·64·LDH
     float *colsum = (float *)(Qs + bsel * LDH + 2 * IB_BK * LDH);  // [W][64]
 
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
     const int b = b0 + blockIdx.x, t0 = b * bsel, nt = min(bsel, T - t0), end = t0 + nt;
     const int n_tiles = (end + IB_BK - 1) / IB_BK;
     float *arow = A + (int64_t)blockIdx.x * ld;
@@ -149,12 +149,7 @@ __global__ void __launch_bounds__(IB_MAX_ROWS * 2)
                         v0 = exp2f(s[j][0] - lse_a) + exp2f(s[j][2] - lse_b);
                         v1 = exp2f(s[j][1] - lse_a) + exp2f(s[j][3] - lse_b);
                     }
-#pragma unroll
-                    for (int off = 4; off < 32; off <<= 1) {
-                        v0 += __shfl_xor_sync(0xffffffffu, v0, off);
-                        v1 += __shfl_xor_sync(0xffffffffu, v1, off);
-                    }
-                    if (g == 0) colsum[warp * IB_BK + 8 * j + 2 * c] = v0, colsum[warp * IB_BK + 8 * j + 2 * c + 1] = v1;
+                    warp_colsum_store(colsum + warp * IB_BK, j, v0, v1);
                 }
                 __syncthreads();  // every warp's column sums are in
                 for (int col = threadIdx.x; col < IB_BK && c0 + col < end; col += blockDim.x) {

@@ -88,3 +88,17 @@ static __device__ __forceinline__ void mma_qk_tile(float s[NS][4], const __nv_bf
         }
     }
 }
+
+// Column sums over a warp's 16 rows: v0, v1 are this lane's values of columns
+// 2c and 2c + 1 of n-tile j (its two rows already added); the 8 lanes that
+// share those columns (same c) are summed and lanes with g = 0 store the
+// n-tile's 8 totals at out[8j … 8j + 7].
+static __device__ __forceinline__ void warp_colsum_store(float *out, int j, float v0, float v1) {
+    const int lane = threadIdx.x % 32, c = lane % 4;
+#pragma unroll
+    for (int off = 4; off < 32; off <<= 1) {
+        v0 += __shfl_xor_sync(0xffffffffu, v0, off);
+        v1 += __shfl_xor_sync(0xffffffffu, v1, off);
+    }
+    if (lane < 4) out[8 * j + 2 * c] = v0, out[8 * j + 2 * c + 1] = v1;
+}

@@ -151,13 +151,7 @@ __global__ void __launch_bounds__(OT_MAX_ROWS * 2)
             } else {
 #pragma unroll
                 for (int j = 0; j < NS; j++) {
-                    float v0 = p[j][0] + p[j][2], v1 = p[j][1] + p[j][3];
-#pragma unroll
-                    for (int off = 4; off < 32; off <<= 1) {
-                        v0 += __shfl_xor_sync(0xffffffffu, v0, off);
-                        v1 += __shfl_xor_sync(0xffffffffu, v1, off);
-                    }
-                    if (g == 0) colsum[warp * OT_BK + 8 * j + 2 * c] = v0, colsum[warp * OT_BK + 8 * j + 2 * c + 1] = v1;
+                    warp_colsum_store(colsum + warp * OT_BK, j, p[j][0] + p[j][2], p[j][1] + p[j][3]);
                 }
                 __syncthreads();  // every warp's column sums are in
                 for (int col = threadIdx.x; col < OT_BK && c0 + col < t1; col += blockDim.x) {
