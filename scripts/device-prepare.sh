@@ -16,9 +16,10 @@
 #        scripts/device-prepare.sh --smollm2   also what scripts/device-smollm2.sh
 #   needs, all git-ignored: the SmolLM2 GGUF (from scripts/get-smollm2.sh's
 #   cache) split in three parts under the carry limit (64 MiB with the ~8 MiB
-#   working tree): .dev/smol.part0 (29 MiB, carried with .deb), .dev/smol.part1
-#   (55 MiB, alone) and .dev/smol.part2 (10 MiB, with .whl, .dev/text and, for
-#   scripts/device-frontier.sh, the 17 MiB indexer results/indexer/idx_long);
+#   working tree): .dev/smol.part0 (27 MiB, carried with the 27 MiB .deb),
+#   .dev/smol.part1 (53 MiB, alone) and .dev/smol.part2 (14 MiB, with .whl,
+#   .dev/text and, for scripts/device-frontier.sh, the 17 MiB indexer
+#   results/indexer/idx_long); each call keeps ~2.5 MiB to spare;
 #   the gguf and h5py wheels in .whl/; text slices .dev/text/{train,heldout}.txt
 #   of corpus/ (scripts/get-corpus.sh).
 set -euo pipefail
@@ -29,9 +30,9 @@ if [ "${1:-}" = --smollm2 ]; then
     [ -d corpus/train ] || scripts/get-corpus.sh
     mkdir -p .dev/text .whl
     # dd, not tail | head: head closing the pipe early fails the script under pipefail.
-    dd if="$gguf" of=.dev/smol.part0 bs=1000000 count=30 status=none
-    dd if="$gguf" of=.dev/smol.part1 bs=1000000 skip=30 count=58 status=none
-    dd if="$gguf" of=.dev/smol.part2 bs=1000000 skip=88 status=none
+    dd if="$gguf" of=.dev/smol.part0 bs=1000000 count=28 status=none
+    dd if="$gguf" of=.dev/smol.part1 bs=1000000 skip=28 count=56 status=none
+    dd if="$gguf" of=.dev/smol.part2 bs=1000000 skip=84 status=none
     python3 -m pip download -q --no-deps gguf==0.19.0 -d .whl
     python3 -m pip download -q --no-deps h5py==3.14.0 --python-version 3.12 --only-binary=:all: \
         --platform manylinux_2_17_x86_64 -d .whl
