@@ -59,6 +59,8 @@ add_test(NAME indexer COMMAND test_indexer)
 add_test(NAME train_resume_export COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_train.sh
          $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/train)
 
+add_test(NAME reports COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_reports.sh ${CMAKE_SOURCE_DIR} ${TEST_TMP}/reports)
+
 if(SPINDLE_CUDA)
   add_executable(test_cuda_twins tests/test_cuda_twins.c tests/twins/common.c tests/twins/oracle.c
     tests/twins/indexer.c tests/twins/sdpa.c)
