@@ -25,6 +25,7 @@
 #include <stdlib.h>
 
 #include "cuda_check.cuh"
+#include "device_util.cuh"
 #include "indexer_cuda.h"
 #include "ops_cuda.h"
 
@@ -56,14 +57,8 @@ __global__ void sumsq_kernel(double *part, const float *g, size_t n) {
     double s = 0.0;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         s += (double)g[i] * (double)g[i];
-    for (int off = 16; off > 0; off >>= 1) s += __shfl_xor_sync(0xffffffffu, s, off);
-    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = s;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        double t = 0.0;
-        for (int w = 0; w < ADAM_THREADS / 32; w++) t += red[w];
-        part[blockIdx.x] = t;
-    }
+    const double t = block_sum(s, red);
+    if (threadIdx.x == 0) part[blockIdx.x] = t;
 }
 
 __global__ void scale_kernel(float *g, size_t n, float s) {

@@ -17,6 +17,7 @@
 #include <math.h>
 
 #include "cuda_check.cuh"
+#include "device_util.cuh"
 #include "ops_cuda.h"
 
 enum { ATT_WARPS = 8, ATT_BK = 32 };
@@ -70,13 +71,11 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
             for (int d = 0; d < dh; d++) dot += qrow[d] * kr[d];
             s = scale * dot;
         }
-        float mx = s;
-        for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+        const float mx = warp_max(s);
         const float m_new = fmaxf(m, mx);  // finite: lane 0's key is visible
         const float corr = expf(m - m_new);  // 0 on the first tile (m = −inf)
         const float p = lane < nv ? expf(s - m_new) : 0.0f;
-        float sum = p;
-        for (int off = 16; off > 0; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+        const float sum = warp_sum(p);
         l = l * corr + sum;
         m = m_new;
 #pragma unroll

@@ -62,6 +62,7 @@
 
 #include "cublas_check.cuh"
 #include "cuda_check.cuh"
+#include "device_util.cuh"
 #include "mma.cuh"
 extern "C" {  // indexer.h is a C header without its own extern "C" (indexer_layout is defined in C)
 #include "indexer.h"
@@ -109,11 +110,6 @@ __global__ void rope_kernel(float *v, const float *cs, const float *sn, const in
         x[i] = __fsub_rn(__fmul_rn(a, c), __fmul_rn(b, s));
         x[i + half] = __fadd_rn(__fmul_rn(b, c), __fmul_rn(a, s));
     }
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-    for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-    return v;
 }
 
 // Key norm, in place on y[n, dI] (y = u on entry): one warp per row.
@@ -210,13 +206,13 @@ __device__ __forceinline__ void tile_scores(float s[KPT], const float *Qi, const
 // the 8 warps owns the 16 × 8 piece (strip w / 4, keys 8·(w % 4) …) of the
 // BQ × BK tile as one mma C fragment, loops over the heads, and adds
 // exp(s·q·k − lse) where the key is visible; then the fragments go to Ps
-// [BQ][BK + 1] for the threads' own (i, l) layout. Tqb [BQ][dh + 8] and Tkb
-// [BK][dh + 8] are bf16 staging tiles. dh ∈ {64, 128, 256}.
+// [BQ][BK + 1] for the threads' own (i, l) layout. Tqb [BQ][dh + TILE_PAD] and
+// Tkb [BK][dh + TILE_PAD] are bf16 staging tiles. dh ∈ {64, 128, 256}.
 template <int D>
 __device__ void teacher_tile_bf16(float *Ps, __nv_bfloat16 *Tqb, __nv_bfloat16 *Tkb, const __nv_bfloat16 *tq,
                                   const __nv_bfloat16 *tk, const float *tlse, const int *pos, int nr, int nk, int j0,
                                   int T, int Hq, int Hkv, float scale) {
-    constexpr int LDH = D + 8, CH = D / 8;
+    constexpr int LDH = D + TILE_PAD, CH = D / 8;
     const int G = Hq / Hkv, warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
     const int strip = warp / 4, nt = warp % 4;
     const int ra = 16 * strip + g, rb = ra + 8;  // this lane's rows of the tile
@@ -326,7 +322,7 @@ __global__ void __launch_bounds__(NT)
     // 256·(dI + 1) bytes, keeps the base's alignment, so this only guards a
     // base that had none), and P comes back through Gs.
     __nv_bfloat16 *Tqb = (__nv_bfloat16 *)(((uintptr_t)Tq + 15) & ~(uintptr_t)15);
-    __nv_bfloat16 *Tkb = Tqb + BQ * (dh + 8);
+    __nv_bfloat16 *Tkb = Tqb + BQ * (dh + TILE_PAD);
     __shared__ int pos[BQ];
     __shared__ float lse_s[BQ];
     __shared__ double red[NT / 32];
@@ -422,14 +418,8 @@ __global__ void __launch_bounds__(NT)
         }
     }
     // The block's KL sum, in double.
-    for (int off = 16; off > 0; off >>= 1) kl += __shfl_xor_sync(0xffffffffu, kl, off);
-    if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = kl;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        double sum = 0.0;
-        for (int w = 0; w < NT / 32; w++) sum += red[w];
-        kl_part[(int64_t)blockIdx.y * gridDim.x + blockIdx.x] = sum;
-    }
+    const double sum = block_sum(kl, red);
+    if (threadIdx.x == 0) kl_part[(int64_t)blockIdx.y * gridDim.x + blockIdx.x] = sum;
 }
 
 // ---- kernels: inference -------------------------------------------------------------------
@@ -483,7 +473,7 @@ __global__ void row_softmax_stats_kernel(float *mx, float *inv, const float *R, 
     const float *s = R + r * ld;
     float m = -INFINITY;
     for (int j = threadIdx.x; j < n; j += blockDim.x) m = fmaxf(m, s[j]);
-    for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+    m = warp_max(m);
     if (lane == 0) red[warp] = m;
     __syncthreads();
     m = red[0];

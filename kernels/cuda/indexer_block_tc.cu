@@ -39,20 +39,7 @@
 enum {
     IB_BK = 64,       // keys per tile
     IB_MAX_ROWS = 128, // bsel limit: 8 warps
-    IB_PAD = 8,       // bf16 row padding: 16 bytes (ldmatrix rows on distinct banks)
 };
-
-// Rows r0 … r0 + 63 of k (d_I = D) into dst [64][D + 8], zero past n. Not waited for.
-template <int D>
-static __device__ __forceinline__ void ib_load_tile(__nv_bfloat16 *dst, const __nv_bfloat16 *k, int r0, int n) {
-    constexpr int CH = D / 8, LDH = D + IB_PAD;
-    for (int e = threadIdx.x; e < IB_BK * CH; e += blockDim.x) {
-        const int j = e / CH, c = e % CH;
-        __nv_bfloat16 *d = dst + j * LDH + 8 * c;
-        if (r0 + j < n) __pipeline_memcpy_async(d, k + (int64_t)(r0 + j) * D + 8 * c, 16);
-        else *(uint4 *)d = make_uint4(0u, 0u, 0u, 0u);
-    }
-}
 
 // S for the warp's 16 rows × the 64 keys of the tile, masked (−∞ after a
 // row's position), in log2 units: s[j] holds keys c0 + 8j + 2c, +1 of rows
@@ -60,7 +47,7 @@ static __device__ __forceinline__ void ib_load_tile(__nv_bfloat16 *dst, const __
 template <int D>
 static __device__ __forceinline__ void ib_scores(float s[IB_BK / 8][4], const __nv_bfloat16 *qrow,
                                                  const __nv_bfloat16 *Ks, int c0, int ta, int tb, float c_log2) {
-    constexpr int LDH = D + IB_PAD, NS = IB_BK / 8;
+    constexpr int LDH = D + TILE_PAD, NS = IB_BK / 8;
     const int c = threadIdx.x % 4;
     mma_qk_tile<D, NS>(s, qrow, Ks, LDH);
 #pragma unroll
@@ -79,7 +66,7 @@ template <int D>
 __global__ void __launch_bounds__(IB_MAX_ROWS * 2)
     indexer_block_scores_kernel1(float *A, int64_t ld, const __nv_bfloat16 *q, const __nv_bfloat16 *k, int T,
                                  float c_log2, int bsel, int b0) {
-    constexpr int LDH = D + IB_PAD, CH = D / 8, NS = IB_BK / 8;
+    constexpr int LDH = D + TILE_PAD, CH = D / 8, NS = IB_BK / 8;
     extern __shared__ __align__(128) unsigned char ib_smem[];
     const int W = blockDim.x / 32;
     __nv_bfloat16 *Qs = (__nv_bfloat16 *)ib_smem;
@@ -106,11 +93,13 @@ __global__ void __launch_bounds__(IB_MAX_ROWS * 2)
     float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f;
     float lse_a = INFINITY, lse_b = INFINITY;
     for (int pass = 0; pass < 2; pass++) {
-        ib_load_tile<D>(Kb, k, 0, end);
+        cp_async_rows<D, IB_BK, false>(Kb, k, D, NULL, end);
         __pipeline_commit();
         for (int it = 0; it < n_tiles; it++) {
             const int c0 = it * IB_BK;
-            if (it + 1 < n_tiles) ib_load_tile<D>(Kb + ((it + 1) & 1) * IB_BK * LDH, k, c0 + IB_BK, end);
+            if (it + 1 < n_tiles)
+                cp_async_rows<D, IB_BK, false>(Kb + ((it + 1) & 1) * IB_BK * LDH, k + (int64_t)(c0 + IB_BK) * D, D, NULL,
+                                        end - c0 - IB_BK);
             __pipeline_commit();       // possibly empty: keeps the group count uniform
             __pipeline_wait_prior(1);  // this tile's copies (this thread's) …
             __syncthreads();           // … and everyone's; Qs on the first tile
@@ -172,7 +161,7 @@ __global__ void __launch_bounds__(IB_MAX_ROWS * 2)
 
 template <int D>
 static int launch(float *A, int64_t ld, const void *q, const void *k, int T, float c_col, int bsel, int b0, int nb) {
-    const size_t smem = sizeof(__nv_bfloat16) * (size_t)(bsel + 2 * IB_BK) * (D + IB_PAD) +
+    const size_t smem = sizeof(__nv_bfloat16) * (size_t)(bsel + 2 * IB_BK) * (D + TILE_PAD) +
                         sizeof(float) * (size_t)(bsel / 16) * IB_BK;
     CUDA_CHECK(cudaFuncSetAttribute(indexer_block_scores_kernel1<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)smem));

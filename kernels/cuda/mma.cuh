@@ -17,6 +17,7 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_pipeline_primitives.h>
 #include <stdint.h>
 
 static __device__ __forceinline__ uint32_t smem_addr(const void *p) {
@@ -101,4 +102,27 @@ static __device__ __forceinline__ void warp_colsum_store(float *out, int j, floa
         v1 += __shfl_xor_sync(0xffffffffu, v1, off);
     }
     if (lane < 4) out[8 * j + 2 * c] = v0, out[8 * j + 2 * c + 1] = v1;
+}
+
+// Row padding of every bf16 tile in shared memory here: 8 elements (16 bytes)
+// keep rows 16-byte aligned for cp.async / ldmatrix and shift consecutive rows
+// by 4 banks, so the 8 row reads of an ldmatrix hit distinct banks.
+enum { TILE_PAD = 8 };
+
+// Stages a ROWS × D bf16 tile into dst [ROWS][D + TILE_PAD] with cp.async in
+// 16-byte chunks: tile row j < n comes from src + r·stride, r = rows[j] when
+// GATHER, else j (contiguous rows; rows unused); rows j ≥ n are set to zero, so
+// masked weights never meet garbage. GATHER is a template parameter so that
+// neither form pays for the other in registers. Every thread of the block
+// takes part; not waited for (commit and wait outside).
+template <int D, int ROWS, bool GATHER>
+static __device__ __forceinline__ void cp_async_rows(__nv_bfloat16 *dst, const __nv_bfloat16 *src, int64_t stride,
+                                                     const int32_t *rows, int n) {
+    constexpr int CH = D / 8, LDH = D + TILE_PAD;
+    for (int e = threadIdx.x; e < ROWS * CH; e += blockDim.x) {
+        const int j = e / CH, c = e % CH;
+        __nv_bfloat16 *d = dst + j * LDH + 8 * c;
+        if (j < n) __pipeline_memcpy_async(d, src + (int64_t)(GATHER ? rows[j] : j) * stride + 8 * c, 16);
+        else *(uint4 *)d = make_uint4(0u, 0u, 0u, 0u);
+    }
 }

@@ -40,27 +40,13 @@ enum {
     OT_BK = 64,        // keys per tile
     OT_QROWS = 64,     // query rows per thread block, per query
     OT_MAX_ROWS = 128, // bsel limit
-    OT_PAD = 8,        // bf16 row padding (16 bytes)
 };
 static const int64_t OT_BUFFER_FLOATS = (int64_t)64 << 20;  // 256 MB of scores per chunk
 
 // Bytes of shared memory for M rows, G heads per KV head, head dim D, W warps.
 static size_t ot_smem(int M, int G, int D) {
-    return sizeof(__nv_bfloat16) * ((size_t)G * M + 2 * OT_BK) * (D + OT_PAD) + sizeof(float) * (size_t)G * M +
+    return sizeof(__nv_bfloat16) * ((size_t)G * M + 2 * OT_BK) * (D + TILE_PAD) + sizeof(float) * (size_t)G * M +
            sizeof(float) * (size_t)(M / 16) * OT_BK;
-}
-
-// Rows r0 … r0 + 63 of k (KV head kh) into dst [64][D + 8], zero from row n on. Not waited for.
-template <int D>
-static __device__ __forceinline__ void ot_load_tile(__nv_bfloat16 *dst, const __nv_bfloat16 *k, int64_t nkv, int kh,
-                                                    int r0, int n) {
-    constexpr int CH = D / 8, LDH = D + OT_PAD;
-    for (int e = threadIdx.x; e < OT_BK * CH; e += blockDim.x) {
-        const int j = e / CH, c = e % CH;
-        __nv_bfloat16 *d = dst + j * LDH + 8 * c;
-        if (r0 + j < n) __pipeline_memcpy_async(d, k + (int64_t)(r0 + j) * nkv + (int64_t)kh * D + 8 * c, 16);
-        else *(uint4 *)d = make_uint4(0u, 0u, 0u, 0u);
-    }
 }
 
 // block = 0: thread block x covers query rows t0 = trow0 + 64·x … (+63, < tend),
@@ -72,7 +58,7 @@ __global__ void __launch_bounds__(OT_MAX_ROWS * 2)
     oracle_scores_tc_kernel1(float *R, int64_t ld, const __nv_bfloat16 *q, const __nv_bfloat16 *k,
                              const float *lse, int T, int Hq, int Hkv, float scale_log2, int block, int bsel,
                              int row0, int tend) {
-    constexpr int LDH = D + OT_PAD, CH = D / 8, NS = OT_BK / 8;
+    constexpr int LDH = D + TILE_PAD, CH = D / 8, NS = OT_BK / 8;
     extern __shared__ __align__(128) unsigned char ot_smem_raw[];
     const int G = Hq / Hkv, W = blockDim.x / 32, M = 16 * W;
     __nv_bfloat16 *Qs = (__nv_bfloat16 *)ot_smem_raw;  // [G][M][LDH]
@@ -105,11 +91,13 @@ __global__ void __launch_bounds__(OT_MAX_ROWS * 2)
             const int hh = e / M, r = e % M;
             lse2[e] = r < nt ? lse[(int64_t)(kh * G + hh) * T + t0 + r] * log2e : INFINITY;
         }
-        ot_load_tile<D>(Kb, k, nkv, kh, 0, t1);
+        cp_async_rows<D, OT_BK, false>(Kb, k + (int64_t)kh * D, nkv, NULL, t1);
         __pipeline_commit();
         for (int it = 0; it < n_tiles; it++) {
             const int c0 = it * OT_BK;
-            if (it + 1 < n_tiles) ot_load_tile<D>(Kb + ((it + 1) & 1) * OT_BK * LDH, k, nkv, kh, c0 + OT_BK, t1);
+            if (it + 1 < n_tiles)
+                cp_async_rows<D, OT_BK, false>(Kb + ((it + 1) & 1) * OT_BK * LDH, k + (c0 + OT_BK) * nkv + (int64_t)kh * D, nkv,
+                                        NULL, t1 - c0 - OT_BK);
             __pipeline_commit();       // possibly empty: keeps the group count uniform
             __pipeline_wait_prior(1);  // this tile's copies (this thread's) …
             __syncthreads();           // … and everyone's; Qs and lse2 on the first tile

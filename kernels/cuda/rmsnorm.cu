@@ -3,6 +3,7 @@
 // shuffle then shared memory reduce them, every thread scales its slice.
 // out may alias in (each element is read before it is written, by one thread).
 #include "cuda_check.cuh"
+#include "device_util.cuh"
 #include "ops_cuda.h"
 
 enum { RMS_THREADS = 256 };
@@ -17,7 +18,7 @@ __global__ void __launch_bounds__(RMS_THREADS) rmsnorm_forward_kernel1(float *ou
     float *y = out + (int64_t)blockIdx.x * C;
     float ss = 0.0f;
     for (int c = threadIdx.x; c < C; c += blockDim.x) ss += x[c] * x[c];
-    for (int off = 16; off > 0; off >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, off);
+    ss = warp_sum(ss);
     if (threadIdx.x % 32 == 0) partial[threadIdx.x / 32] = ss;
     __syncthreads();
     if (threadIdx.x == 0) {

@@ -33,6 +33,7 @@
 #include <stdint.h>
 
 #include "cuda_check.cuh"
+#include "device_util.cuh"
 #include "oracle_cuda.h"
 #include "ops_cuda.h"
 
@@ -44,27 +45,6 @@ enum {
 };
 
 // ---- device helpers ------------------------------------------------------------------
-
-// Number of entries ≤ t in the ascending keys[0..n).
-__device__ __forceinline__ int count_le(const int32_t *keys, int n, int t) {
-    int lo = 0, hi = n;
-    while (lo < hi) {
-        const int mid = (lo + hi) / 2;
-        if (keys[mid] <= t) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
-}
-
-__device__ __forceinline__ float warp_sum(float x) {
-    for (int off = 16; off > 0; off >>= 1) x += __shfl_xor_sync(0xffffffffu, x, off);
-    return x;
-}
-
-__device__ __forceinline__ float warp_max(float x) {
-    for (int off = 16; off > 0; off >>= 1) x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, off));
-    return x;
-}
 
 // ---- kernels ------------------------------------------------------------------------
 

@@ -52,41 +52,14 @@
 #include <stdint.h>
 
 #include "cuda_check.cuh"
+#include "device_util.cuh"
 #include "mma.cuh"
 #include "oracle_cuda.h"
 
 enum {
     TC_BK = 64,       // gathered keys per tile
     TC_MAX_ROWS = 128, // query rows (heads × bsel) per thread block
-    TC_PAD = 8,       // bf16 row padding: 16 bytes
 };
-
-// ---- device helpers ------------------------------------------------------------------
-
-// Number of entries ≤ t in the ascending keys[0..n).
-static __device__ __forceinline__ int tc_count_le(const int32_t *keys, int n, int t) {
-    int lo = 0, hi = n;
-    while (lo < hi) {
-        const int mid = (lo + hi) / 2;
-        if (keys[mid] <= t) lo = mid + 1;
-        else hi = mid;
-    }
-    return lo;
-}
-
-// Rows keys[c0 .. c0 + nk) of src (KV head kh) into dst [64][D + 8] with
-// cp.async, rows nk..63 set to zero. Not waited for here.
-template <int D>
-static __device__ __forceinline__ void tc_gather(__nv_bfloat16 *dst, const __nv_bfloat16 *src,
-                                                 const int32_t *keys, int c0, int nk, int64_t nkv, int kh) {
-    constexpr int CH = D / 8, LDH = D + TC_PAD;
-    for (int e = threadIdx.x; e < TC_BK * CH; e += blockDim.x) {
-        const int j = e / CH, c = e % CH;
-        __nv_bfloat16 *d = dst + j * LDH + 8 * c;
-        if (j < nk) __pipeline_memcpy_async(d, src + (int64_t)keys[c0 + j] * nkv + (int64_t)kh * D + 8 * c, 16);
-        else *(uint4 *)d = make_uint4(0u, 0u, 0u, 0u);
-    }
-}
 
 // ---- kernel ---------------------------------------------------------------------------
 
@@ -98,7 +71,7 @@ __global__ void __launch_bounds__(TC_MAX_ROWS * 2, 2)
     support_attention_block_tc_kernel2(float *out, const __nv_bfloat16 *q, const __nv_bfloat16 *k,
                                        const __nv_bfloat16 *v, int T, int Hq, int Hkv, int hpc, float scale_log2,
                                        int topk, int bsel, const int32_t *sel, const int32_t *n_sel) {
-    constexpr int LDH = D + TC_PAD;  // Qs, Ks, Vs rows (bf16 elements)
+    constexpr int LDH = D + TILE_PAD;  // Qs, Ks, Vs rows (bf16 elements)
     constexpr int CH = D / 8;        // 16-byte chunks per row
     constexpr int ND = D / 8;        // n-tiles of O
     constexpr int NS = TC_BK / 8;    // n-tiles of S per key tile
@@ -119,7 +92,7 @@ __global__ void __launch_bounds__(TC_MAX_ROWS * 2, 2)
     const int64_t nq = (int64_t)Hq * D, nkv = (int64_t)Hkv * D;
     const int32_t *keys = sel + (int64_t)b * topk;
     const int n_all = min(max(n_sel[b], 0), topk);
-    const int n_keys = tc_count_le(keys, n_all, t0 + nt - 1);  // keys visible to some row here
+    const int n_keys = count_le(keys, n_all, t0 + nt - 1);  // keys visible to some row here
 
     // Stage the q rows (zero rows past T), start the first tile.
     for (int e = threadIdx.x; e < rows * CH; e += blockDim.x) {
@@ -129,16 +102,16 @@ __global__ void __launch_bounds__(TC_MAX_ROWS * 2, 2)
         *(uint4 *)(Qs + rr * LDH + 8 * ch) = val;
     }
     if (n_keys > 0) {
-        tc_gather<D>(Ks0, k, keys, 0, min(TC_BK, n_keys), nkv, kh);
-        tc_gather<D>(Vs0, v, keys, 0, min(TC_BK, n_keys), nkv, kh);
+        cp_async_rows<D, TC_BK, true>(Ks0, k + (int64_t)kh * D, nkv, keys, min(TC_BK, n_keys));
+        cp_async_rows<D, TC_BK, true>(Vs0, v + (int64_t)kh * D, nkv, keys, min(TC_BK, n_keys));
     }
     __pipeline_commit();
     __syncthreads();
 
     // This lane's rows: r0 + g and r0 + g + 8; their visible prefix of the keys.
     const int ra = r0 + g, rb = r0 + g + 8;
-    const int nv_a = ra < nt ? tc_count_le(keys, n_all, t0 + ra) : 0;
-    const int nv_b = rb < nt ? tc_count_le(keys, n_all, t0 + rb) : 0;
+    const int nv_a = ra < nt ? count_le(keys, n_all, t0 + ra) : 0;
+    const int nv_b = rb < nt ? count_le(keys, n_all, t0 + rb) : 0;
     int nv_warp = max(nv_a, nv_b);
     for (int off = 16; off > 0; off >>= 1) nv_warp = max(nv_warp, __shfl_xor_sync(0xffffffffu, nv_warp, off));
 
@@ -155,8 +128,8 @@ __global__ void __launch_bounds__(TC_MAX_ROWS * 2, 2)
         __nv_bfloat16 *Ks = (it & 1) ? Ks1 : Ks0, *Vs = (it & 1) ? Vs1 : Vs0;
         if (it + 1 < n_tiles) {  // the next tile into the other buffers (free since the last barrier)
             const int nk1 = min(TC_BK, n_keys - c0 - TC_BK);
-            tc_gather<D>((it & 1) ? Ks0 : Ks1, k, keys, c0 + TC_BK, nk1, nkv, kh);
-            tc_gather<D>((it & 1) ? Vs0 : Vs1, v, keys, c0 + TC_BK, nk1, nkv, kh);
+            cp_async_rows<D, TC_BK, true>((it & 1) ? Ks0 : Ks1, k + (int64_t)kh * D, nkv, keys + c0 + TC_BK, nk1);
+            cp_async_rows<D, TC_BK, true>((it & 1) ? Vs0 : Vs1, v + (int64_t)kh * D, nkv, keys + c0 + TC_BK, nk1);
         }
         __pipeline_commit();        // possibly empty: keeps the group count uniform
         __pipeline_wait_prior(1);   // this tile's group has landed (this thread's copies) …
@@ -254,7 +227,7 @@ static int support_attention_block_tc_launch(float *out, const void *q, const vo
     for (int d = 1; d <= G; d++)
         if (G % d == 0 && d * bsel <= TC_MAX_ROWS) hpc = d;
     const int rows = hpc * bsel;
-    const size_t smem = sizeof(__nv_bfloat16) * (size_t)(rows + 4 * TC_BK) * (D + TC_PAD);
+    const size_t smem = sizeof(__nv_bfloat16) * (size_t)(rows + 4 * TC_BK) * (D + TILE_PAD);
     int dev = 0, max_smem = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
