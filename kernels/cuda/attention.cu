@@ -64,31 +64,7 @@ __global__ void __launch_bounds__(ATT_WARPS * 32)
         if (t >= T || j0 > t) continue;  // warp-uniform: nothing visible to this row
 
         const int nv = min(nk, t - j0 + 1);  // keys j0 .. j0+nv-1 are visible to row t
-        float s = -INFINITY;
-        if (lane < nv) {
-            const float *kr = Ks + lane * ks_stride;
-            float dot = 0.0f;
-            for (int d = 0; d < dh; d++) dot += qrow[d] * kr[d];
-            s = scale * dot;
-        }
-        const float mx = warp_max(s);
-        const float m_new = fmaxf(m, mx);  // finite: lane 0's key is visible
-        const float corr = expf(m - m_new);  // 0 on the first tile (m = −inf)
-        const float p = lane < nv ? expf(s - m_new) : 0.0f;
-        const float sum = warp_sum(p);
-        l = l * corr + sum;
-        m = m_new;
-#pragma unroll
-        for (int r = 0; r < NR; r++) acc[r] *= corr;
-        for (int j = 0; j < nv; j++) {
-            const float pj = __shfl_sync(0xffffffffu, p, j);
-            const float *vr = Vs + j * dh;
-#pragma unroll
-            for (int r = 0; r < NR; r++) {
-                const int d = lane + 32 * r;
-                if (d < dh) acc[r] += pj * vr[d];
-            }
-        }
+        flash_row_tile<NR>(qrow, Ks, ks_stride, Vs, dh, nv, scale, m, l, acc);
     }
     if (t >= T) return;
     const float inv = 1.0f / l;

@@ -1,6 +1,7 @@
 // device_util.cuh: small device helpers shared by the kernels: a binary search
 // over sorted key lists, warp-wide reductions (xor shuffles, every lane gets
-// the result), and a thread block's sum in double in a fixed order.
+// the result), a thread block's sum in double in a fixed order, and the fp32
+// flash-attention step of one query row over a staged key tile.
 #pragma once
 
 #include <stdint.h>
@@ -37,5 +38,42 @@ static __device__ __forceinline__ double block_sum(double v, double *red) {
     double s = 0.0;
     if (threadIdx.x == 0)
         for (int w = 0; w < (int)blockDim.x / 32; w++) s += red[w];
+    return s;
+}
+
+// One warp's online-softmax step for one query row over the first nv ≥ 1 keys
+// of a staged fp32 tile (all of them visible to the row): lane j < nv scores
+// key j, s = scale·(qrow · Ks[j·ks_stride …]); the row's running max m and sum
+// l are updated (m = −∞, l = 0 before its first keys), the lane's output dims
+// acc[r] (d = lane + 32·r < dh) are rescaled and get Σ_j p_j·Vs[j·dh + d].
+// Returns the lane's s (−∞ for lanes ≥ nv), e.g. for attention-mass sums.
+template <int NR>
+static __device__ __forceinline__ float flash_row_tile(const float *qrow, const float *Ks, int ks_stride,
+                                                       const float *Vs, int dh, int nv, float scale, float &m,
+                                                       float &l, float acc[NR]) {
+    const int lane = threadIdx.x % 32;
+    float s = -INFINITY;
+    if (lane < nv) {
+        const float *kr = Ks + lane * ks_stride;
+        float dot = 0.0f;
+        for (int d = 0; d < dh; d++) dot += qrow[d] * kr[d];
+        s = scale * dot;
+    }
+    const float m_new = fmaxf(m, warp_max(s));  // finite: lane 0's key is visible
+    const float corr = expf(m - m_new);          // 0 on the row's first keys (m = −∞)
+    const float p = lane < nv ? expf(s - m_new) : 0.0f;
+    l = l * corr + warp_sum(p);
+    m = m_new;
+#pragma unroll
+    for (int r = 0; r < NR; r++) acc[r] *= corr;
+    for (int j = 0; j < nv; j++) {
+        const float pj = __shfl_sync(0xffffffffu, p, j);
+        const float *vr = Vs + j * dh;
+#pragma unroll
+        for (int r = 0; r < NR; r++) {
+            const int d = lane + 32 * r;
+            if (d < dh) acc[r] += pj * vr[d];
+        }
+    }
     return s;
 }

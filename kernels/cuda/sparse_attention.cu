@@ -178,30 +178,8 @@ __global__ void __launch_bounds__(SB_WARPS * 32)
             if (c0 >= n_vis[i]) continue;  // warp-uniform: the row's keys are done (or it has none)
             const int nv = min(nk, n_vis[i] - c0);
             const float *qrow = Qs + (warp * SB_RW + i) * dh;
-            float s = -INFINITY;
-            if (lane < nv) {
-                const float *kr = Ks + lane * ks_stride;
-                float dot = 0.0f;
-                for (int d = 0; d < dh; d++) dot += qrow[d] * kr[d];
-                s = scale * dot;
-            }
-            const float m_new = fmaxf(m[i], warp_max(s));
-            const float corr = expf(m[i] - m_new);
-            const float p = lane < nv ? expf(s - m_new) : 0.0f;
-            l[i] = l[i] * corr + warp_sum(p);
-            m[i] = m_new;
+            const float s = flash_row_tile<NR>(qrow, Ks, ks_stride, Vs, dh, nv, scale, m[i], l[i], acc[i]);
             if (mass && lane < nv) ms[i] += expf(s - l_h[i]);
-#pragma unroll
-            for (int c = 0; c < NR; c++) acc[i][c] *= corr;
-            for (int j = 0; j < nv; j++) {
-                const float pj = __shfl_sync(0xffffffffu, p, j);
-                const float *vr = Vs + j * dh;
-#pragma unroll
-                for (int c = 0; c < NR; c++) {
-                    const int d = lane + 32 * c;
-                    if (d < dh) acc[i][c] += pj * vr[d];
-                }
-            }
         }
     }
     __syncthreads();  // Qs complete even when no tile ran
