@@ -472,21 +472,8 @@ int cmd_bench(int argc, char **argv) {
         return 2;
     }
     int want_ttft[N_TTFT_RUNS] = {1, 1, 1, 1};
-    if ((v0 = args_get(flags, nf, "--ttft"))) {
-        char buf[256];
-        snprintf(buf, sizeof buf, "%s", v0);
-        memset(want_ttft, 0, sizeof want_ttft);
-        for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-            int found = 0;
-            for (int r = 0; r < N_TTFT_RUNS; r++)
-                if (!strcmp(tok, TTFT_RUNS[r])) want_ttft[r] = found = 1;
-            if (!found) {
-                fprintf(stderr, "spindle " CMD ": --ttft: unknown run \"%s\" (dense, indexer, indexer_block, oracle)\n",
-                        tok);
-                return 2;
-            }
-        }
-    }
+    if ((v0 = args_get(flags, nf, "--ttft")) && cli_names(CMD, "--ttft", v0, TTFT_RUNS, N_TTFT_RUNS, want_ttft))
+        return 2;
     int ctxs[64], n_ctx, k = 2048, bsel = 64, n_layers = 0, max_reps = 20, ttft_reps = 3;
     int max_fp32 = 32768, max_oracle = 32768, max_train = 32768, max_oracle_ttft = 8192;
     const char *v;

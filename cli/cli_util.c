@@ -5,6 +5,7 @@
 #include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int cli_fail(const char *cmd, const Status *st) {
     fprintf(stderr, "spindle %s: %s\n", cmd, st->msg);
@@ -54,6 +55,25 @@ int cli_list(const char *cmd, const char *flag, const char *value, int min_value
         return -1;
     }
     return 0;
+}
+
+int cli_names(const char *cmd, const char *flag, const char *value, const char *const *known, int n_known,
+              int *want) {
+    for (int i = 0; i < n_known; i++) want[i] = 0;
+    for (const char *p = value;;) {
+        const size_t len = strcspn(p, ",");
+        int found = 0;
+        for (int i = 0; i < n_known; i++)
+            if (strlen(known[i]) == len && !strncmp(p, known[i], len)) want[i] = found = 1;
+        if (!found) {
+            fprintf(stderr, "spindle %s: %s: unknown name \"%.*s\" (one of:", cmd, flag, (int)len, p);
+            for (int i = 0; i < n_known; i++) fprintf(stderr, " %s", known[i]);
+            fprintf(stderr, ")\n");
+            return -1;
+        }
+        if (!p[len]) return 0;
+        p += len + 1;
+    }
 }
 
 int cli_threads(const char *cmd, const char *value) {

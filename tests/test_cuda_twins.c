@@ -38,6 +38,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cli_util.h"
 #include "ops.h"
 #include "ops_cuda.h"
 #include "twins.h"
@@ -316,20 +317,7 @@ int main(int argc, char **argv) {
     }
     static const char *const known[] = {"backbone", "sdpa", "oracle", "indexer"};
     int run[4] = {1, 1, 1, 1};
-    if (parts) {
-        char buf[256];
-        snprintf(buf, sizeof buf, "%s", parts);
-        memset(run, 0, sizeof run);
-        for (char *tok = strtok(buf, ","); tok; tok = strtok(NULL, ",")) {
-            int found = 0;
-            for (int i = 0; i < 4; i++)
-                if (!strcmp(tok, known[i])) run[i] = found = 1;
-            if (!found) {
-                fprintf(stderr, "test_cuda_twins: --part: unknown part '%s' (backbone, sdpa, oracle, indexer)\n", tok);
-                return 1;
-            }
-        }
-    }
+    if (parts && cli_names("test_cuda_twins", "--part", parts, known, 4, run)) return 1;
     char why[256];
     if (cuda_available(why, sizeof why) == 0) {
         const char *req = getenv("SPINDLE_REQUIRE_GPU");
