@@ -242,16 +242,16 @@ static void rope_tables_dev(FwdCuda *f, int T, const float **cos_d, const float 
     *sin_d = f->rope_sin;
 }
 
-// How the indexer scores keys: fp32 in the fp32 and mixed modes; in bf16, TF32
-// tensor cores. SPINDLE_INDEXER_SCORES=fp32|tf32|bf16 overrides it (bf16: the
-// fused bf16 block sums of indexer_block_scores_bf16_cuda, not yet run on a
-// GPU, so not the default until its twin check has passed on one).
+// How the indexer scores keys: fp32 in the fp32 and mixed modes; in bf16, the
+// fused bf16 tensor-core block sums for block-shared supports (no score buffer)
+// and TF32 tensor cores per query. SPINDLE_INDEXER_SCORES=fp32|tf32|bf16
+// overrides it (tf32: TF32 score GEMM + block aggregation for blocks too).
 static IndexerScores indexer_scores_mode(FwdPrecision prec) {
     const char *e = getenv("SPINDLE_INDEXER_SCORES");
     if (e && !strcmp(e, "fp32")) return IX_SCORES_FP32;
     if (e && !strcmp(e, "tf32")) return IX_SCORES_TF32;
     if (e && !strcmp(e, "bf16")) return IX_SCORES_BF16;
-    return prec == FWD_BF16 ? IX_SCORES_TF32 : IX_SCORES_FP32;
+    return prec == FWD_BF16 ? IX_SCORES_BF16 : IX_SCORES_FP32;
 }
 
 // q, k of one layer from xn: projections (in = xn in the GEMM's precision),

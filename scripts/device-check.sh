@@ -24,7 +24,7 @@
 #      models/ or corpus/ skip themselves, since those folders do not travel).
 # RACECHECK_KERNELS="re1 re2" runs racecheck once per regex, on those kernels only;
 # SANITIZE_TIMEOUT_S (default 330) caps each sanitizer run.
-# SKIP_SANITIZE=1, SKIP_CTEST=1, SKIP_SYNTH=1 shorten a call; ONLY_BUILD=1 stops
+# SKIP_TWINS=1, SKIP_SANITIZE=1, SKIP_GOLDENS=1, SKIP_CTEST=1, SKIP_SYNTH=1 shorten a call; ONLY_BUILD=1 stops
 # after the build (scripts/device-bench.sh uses it).
 # Everything goes to $OUT (default ./device-out): device-check.log (all of it),
 # twins.txt, memcheck.txt, racecheck.txt, goldens_cuda.txt, synth.txt,
@@ -113,12 +113,14 @@ fi
 echo "build ok"
 if [ "${ONLY_BUILD:-0}" = 1 ]; then echo "device-check: ONLY_BUILD=1: built, nothing tested"; exit 0; fi
 
-step "twin test: SPINDLE_REQUIRE_GPU=1 $B/test_cuda_twins"
-SPINDLE_REQUIRE_GPU=1 "$B/test_cuda_twins" >"$OUT/twins.txt" 2>&1
-rc=$?
-grep -E "^(FAIL|test_cuda_twins)" "$OUT/twins.txt"
-sed -n '/^op /,$p' "$OUT/twins.txt"
-[ $rc -eq 0 ] || fail "test_cuda_twins exit $rc"
+if [ "${SKIP_TWINS:-0}" != 1 ]; then
+    step "twin test: SPINDLE_REQUIRE_GPU=1 $B/test_cuda_twins"
+    SPINDLE_REQUIRE_GPU=1 "$B/test_cuda_twins" >"$OUT/twins.txt" 2>&1
+    rc=$?
+    grep -E "^(FAIL|test_cuda_twins)" "$OUT/twins.txt"
+    sed -n '/^op /,$p' "$OUT/twins.txt"
+    [ $rc -eq 0 ] || fail "test_cuda_twins exit $rc"
+fi
 
 # One sanitizer run: sanitize NAME TOOL [filter options...]; TWIN_ARGS adds
 # arguments to the test (e.g. --part oracle).
@@ -162,12 +164,14 @@ if [ "${SKIP_SANITIZE:-0}" != 1 ]; then
     fi
 fi
 
-step "golden logits on the GPU: SPINDLE_REQUIRE_GPU=1 tests/test_goldens_cuda.sh"
-SPINDLE_REQUIRE_GPU=1 bash tests/test_goldens_cuda.sh "$B/spindle" tests/goldens /tmp/spindle-goldens-cuda \
-    >"$OUT/goldens_cuda.txt" 2>&1
-rc=$?
-cat "$OUT/goldens_cuda.txt"
-[ $rc -eq 0 ] || fail "test_goldens_cuda exit $rc"
+if [ "${SKIP_GOLDENS:-0}" != 1 ]; then
+    step "golden logits on the GPU: SPINDLE_REQUIRE_GPU=1 tests/test_goldens_cuda.sh"
+    SPINDLE_REQUIRE_GPU=1 bash tests/test_goldens_cuda.sh "$B/spindle" tests/goldens /tmp/spindle-goldens-cuda \
+        >"$OUT/goldens_cuda.txt" 2>&1
+    rc=$?
+    cat "$OUT/goldens_cuda.txt"
+    [ $rc -eq 0 ] || fail "test_goldens_cuda exit $rc"
+fi
 
 if [ "${SKIP_SYNTH:-0}" != 1 ]; then
     step "SmolLM2-shaped synthetic checkpoint: CPU twin vs GPU fp32/bf16, T=2048; GPU at T=8192"
