@@ -47,8 +47,9 @@ double indexer_mass_recall_cuda(float *recall, const IndexerConfig *cfg, const f
 // indexer_select_cpu on the GPU: sel [rows, k] ascending then −1, n_sel [rows];
 // rows = T (bsel = 1) or ceil(T/bsel), block rows aggregate Q like the oracle.
 // scores = IX_SCORES_FP32: fp32 scores (the twin's function, up to summation
-// order). IX_SCORES_TF32: the score GEMM on TF32 tensor cores (q and k rounded
-// to 10-bit mantissas inside the product, fp32 accumulate). IX_SCORES_BF16:
+// order). IX_SCORES_TF32: the projections and the score GEMM on TF32 tensor
+// cores (operands rounded to 10-bit mantissas inside each product, fp32
+// accumulate). IX_SCORES_BF16:
 // for bsel > 1, q and k rounded to bf16 and the block sums computed on tensor
 // cores without a score buffer (indexer_block_scores_bf16_cuda; TF32 where it
 // declines the shape, and for bsel = 1). The last two are for the bf16

@@ -61,7 +61,7 @@ static __device__ __forceinline__ void ib_scores(float s[IB_BK / 8][4], const __
     }
 }
 
-// Grid: nb thread blocks, query blocks b0 … b0 + nb − 1; A row b − b0 at A + (b − b0)·ld.
+// Grid: nb thread blocks, query blocks b0 … b0 + nb − 1 (in reverse); A row b − b0 at A + (b − b0)·ld.
 template <int D>
 __global__ void __launch_bounds__(IB_MAX_ROWS * 2)
     indexer_block_scores_kernel1(float *A, int64_t ld, const __nv_bfloat16 *q, const __nv_bfloat16 *k, int T,
@@ -74,9 +74,12 @@ __global__ void __launch_bounds__(IB_MAX_ROWS * 2)
     float *colsum = (float *)(Qs + bsel * LDH + 2 * IB_BK * LDH);  // [W][64]
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
-    const int b = b0 + blockIdx.x, t0 = b * bsel, nt = min(bsel, T - t0), end = t0 + nt;
+    // Longest first: thread block x takes query block b0 + nb − 1 − x, so the
+    // blocks with the most key tiles start in the first wave and the short
+    // ones fill in behind them (the work of block b grows with b).
+    const int b = b0 + gridDim.x - 1 - blockIdx.x, t0 = b * bsel, nt = min(bsel, T - t0), end = t0 + nt;
     const int n_tiles = (end + IB_BK - 1) / IB_BK;
-    float *arow = A + (int64_t)blockIdx.x * ld;
+    float *arow = A + (int64_t)(b - b0) * ld;
 
     for (int e = threadIdx.x; e < bsel * CH; e += blockDim.x) {
         const int r = e / CH, ch = e % CH;

@@ -40,8 +40,9 @@ enum {
     OT_BK = 64,        // keys per tile
     OT_QROWS = 64,     // query rows per thread block, per query
     OT_MAX_ROWS = 128, // bsel limit
+    OT_SPLIT = 8,      // key tiles per thread block (grid y: 512-key ranges)
 };
-static const int64_t OT_BUFFER_FLOATS = (int64_t)64 << 20;  // 256 MB of scores per chunk
+static const int64_t OT_BUFFER_FLOATS = (int64_t)128 << 20;  // 512 MB of scores per chunk
 
 // Bytes of shared memory for M rows, G heads per KV head, head dim D, W warps.
 static size_t ot_smem(int M, int G, int D) {
@@ -53,6 +54,10 @@ static size_t ot_smem(int M, int G, int D) {
 //            R row t − trow0 at R + (t − trow0)·ld.
 // block = 1: thread block x is query block b = brow0 + x (rows b·bsel …), A row
 //            x at R + x·ld.
+// Thread block y covers key tiles OT_SPLIT·y … (+OT_SPLIT − 1) only: the
+// elements it writes are its own (rows × that key range), so the split
+// changes neither the sums nor their order; without it the per-query grid of
+// a chunk was 32 thread blocks at 32K (a quarter of the SMs).
 template <int D>
 __global__ void __launch_bounds__(OT_MAX_ROWS * 2)
     oracle_scores_tc_kernel1(float *R, int64_t ld, const __nv_bfloat16 *q, const __nv_bfloat16 *k,
@@ -70,6 +75,8 @@ __global__ void __launch_bounds__(OT_MAX_ROWS * 2)
     const int t0 = block ? (row0 + blockIdx.x) * bsel : row0 + OT_QROWS * blockIdx.x;
     const int t1 = block ? min(t0 + bsel, T) : min(t0 + OT_QROWS, tend);  // rows t0 … t1 − 1
     const int nt = t1 - t0, n_tiles = (t1 + OT_BK - 1) / OT_BK;
+    const int kt0 = OT_SPLIT * blockIdx.y, kt1 = min(n_tiles, kt0 + OT_SPLIT);  // this block's key tiles
+    if (kt0 >= kt1) return;  // the range starts after the last row (whole block)
     const int64_t nq = (int64_t)Hq * D, nkv = (int64_t)Hkv * D;
     const float inv_h = 1.0f / Hq, log2e = 1.4426950408889634f;
 
@@ -91,11 +98,12 @@ __global__ void __launch_bounds__(OT_MAX_ROWS * 2)
             const int hh = e / M, r = e % M;
             lse2[e] = r < nt ? lse[(int64_t)(kh * G + hh) * T + t0 + r] * log2e : INFINITY;
         }
-        cp_async_rows<D, OT_BK, false>(Kb, k + (int64_t)kh * D, nkv, NULL, t1);
+        cp_async_rows<D, OT_BK, false>(Kb + (kt0 & 1) * OT_BK * LDH, k + (int64_t)kt0 * OT_BK * nkv + (int64_t)kh * D,
+                                       nkv, NULL, t1 - kt0 * OT_BK);
         __pipeline_commit();
-        for (int it = 0; it < n_tiles; it++) {
+        for (int it = kt0; it < kt1; it++) {
             const int c0 = it * OT_BK;
-            if (it + 1 < n_tiles)
+            if (it + 1 < kt1)
                 cp_async_rows<D, OT_BK, false>(Kb + ((it + 1) & 1) * OT_BK * LDH, k + (c0 + OT_BK) * nkv + (int64_t)kh * D, nkv,
                                         NULL, t1 - c0 - OT_BK);
             __pipeline_commit();       // possibly empty: keeps the group count uniform
@@ -159,9 +167,11 @@ template <int D>
 static void ot_launch(float *R, int64_t ld, const void *q, const void *k, const float *lse, int T, int Hq, int Hkv,
                       float scale, int block, int bsel, int row0, int n_ctas, int tend, size_t smem) {
     const int M = block ? bsel : OT_QROWS;
+    const int key_end = block ? (int)((int64_t)(row0 + n_ctas) * bsel < T ? (int64_t)(row0 + n_ctas) * bsel : T) : tend;
+    const int n_split = ((key_end + OT_BK - 1) / OT_BK + OT_SPLIT - 1) / OT_SPLIT;
     CUDA_CHECK(cudaFuncSetAttribute(oracle_scores_tc_kernel1<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)smem));
-    oracle_scores_tc_kernel1<D><<<n_ctas, 32 * (M / 16), smem>>>(
+    oracle_scores_tc_kernel1<D><<<dim3(n_ctas, n_split), 32 * (M / 16), smem>>>(
         R, ld, (const __nv_bfloat16 *)q, (const __nv_bfloat16 *)k, lse, T, Hq, Hkv, scale * 1.4426950408889634f,
         block, bsel, row0, tend);
     CUDA_CHECK(cudaGetLastError());
