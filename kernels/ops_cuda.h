@@ -72,6 +72,8 @@ void rope_forward_cuda(float *x, const float *cos, const float *sin, int T, int 
 
 // out[i] = silu(gate[i]) · up[i]. out may alias gate.
 void swiglu_forward_cuda(float *out, const float *gate, const float *up, int64_t n);
+// The same, rounded to bf16 / f16 into out (the down projection's operand).
+void swiglu_forward_half_cuda(void *out, const float *gate, const float *up, int64_t n, HalfType h);
 
 // Causal GQA attention, fp32, flash style (online softmax over key tiles, no T×T
 // buffer). q [T, Hq·dh], k/v [T, Hkv·dh], out [T, Hq·dh]; lse [Hq, T] (may be

@@ -434,8 +434,13 @@ static void forward_impl(FwdCuda *f, const int32_t *ids, int T, float *hidden_ho
         in = gemm_input(f, xn, hb, (int64_t)T * H);
         gemm(f, gate, in, w->w_gate, w->b_gate, T, H, I);
         gemm(f, up, in, w->w_up, w->b_up, T, H, I);
-        swiglu_forward_cuda(gate, gate, up, (int64_t)T * I);
-        gemm(f, xn, gemm_input(f, gate, hb, (int64_t)T * I), w->w_down, w->b_down, T, I, H);
+        if (f->prec == FWD_FP32) {
+            swiglu_forward_cuda(gate, gate, up, (int64_t)T * I);
+            gemm(f, xn, gate, w->w_down, w->b_down, T, I, H);
+        } else {  // straight into the 16-bit operand (the same bits as gemm_input of the fp32 result)
+            swiglu_forward_half_cuda(hb, gate, up, (int64_t)T * I, f->half);
+            gemm(f, xn, hb, w->w_down, w->b_down, T, I, H);
+        }
         residual_forward_cuda(x, x, xn, (int64_t)T * H);
         if (prof) prof->gemm += lap(&t_lap);
     }

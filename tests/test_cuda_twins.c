@@ -16,6 +16,7 @@
 //     (8 bits of mantissa) gives a relative error with variance ≈ 2·(2⁻⁹)²/3
 //     ≈ 2.5e-6 per product, so nmse ≈ 2.5e-6 expected; 1e-4 leaves 40×.
 //   bf16 conversion: exact (round to nearest even on both sides).
+//   swiglu bf16 / f16 out: exact against swiglu then the conversion kernel.
 //   f16 matmul, same operands, and f16 conversion: as for bf16 (the GEMM of
 //     the mixed mode on an F16 checkpoint).
 //   embedding gather (fp32 table; bf16 table vs the bf16-rounded table) and
@@ -175,6 +176,20 @@ static void check_swiglu(int64_t n, int alias) {
     float *got = host_from_dev(d_out, n);
     compare("swiglu", shape, got, ref, n, F32_NMSE, F32_MAX);
     free(got);
+    // The fused 16-bit output must equal the fp32 result rounded by the
+    // conversion kernel, bit for bit (both widened back to fp32 to compare).
+    for (int h = 0; !alias && h < 2; h++) {
+        void *fused = cuda_malloc(2 * (size_t)n), *conv = cuda_malloc(2 * (size_t)n);
+        float *d_a = dev_poisoned(n), *d_b = dev_poisoned(n);
+        swiglu_forward_half_cuda(fused, d_g, d_u, n, (HalfType)h);
+        cuda_f32_to_half(conv, d_out, n, (HalfType)h);
+        cuda_half_to_f32(d_a, fused, n, (HalfType)h);
+        cuda_half_to_f32(d_b, conv, n, (HalfType)h);
+        float *a = host_from_dev(d_a, n), *b = host_from_dev(d_b, n);
+        compare(h == HALF_BF16 ? "swiglu bf16 out" : "swiglu f16 out", shape, a, b, n, 0.0, 0.0);
+        free(a), free(b);
+        cuda_free(fused), cuda_free(conv), cuda_free(d_a), cuda_free(d_b);
+    }
     if (!alias) cuda_free(d_out);
     cuda_free(d_g);
     cuda_free(d_u);

@@ -1,6 +1,12 @@
 // swiglu.cu: out[i] = silu(gate[i]) · up[i] = gate / (1 + exp(−gate)) · up, CUDA
 // twin. Element-wise, grid-stride; expf (not __expf) so the fp32 twin matches
-// the CPU's to rounding. out may alias gate.
+// the CPU's to rounding. out may alias gate. swiglu_forward_half_cuda writes
+// the same fp32 value rounded to bf16 / f16: what swiglu_forward_cuda and then
+// cuda_f32_to_half give, bit for bit, without the fp32 round trip through
+// memory (at 128K on Qwen3-8B, 12.9 GB less traffic per layer).
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include "cuda_check.cuh"
 #include "ops_cuda.h"
 
@@ -13,12 +19,33 @@ __global__ void swiglu_forward_kernel1(float *out, const float *gate, const floa
     }
 }
 
-// ---- launcher ------------------------------------------------------------------------
+static __device__ __forceinline__ void store_half(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
+static __device__ __forceinline__ void store_half(__half *p, float v) { *p = __float2half_rn(v); }
+
+template <typename H>
+__global__ void swiglu_forward_half_kernel1(H *out, const float *gate, const float *up, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        const float g = gate[i];
+        store_half(out + i, g / (1.0f + expf(-g)) * up[i]);
+    }
+}
+
+// ---- launchers -----------------------------------------------------------------------
+
+static int swiglu_grid(int64_t n) {
+    const int64_t grid = (n + 255) / 256;
+    return grid > 65535 * 16 ? 65535 * 16 : (int)grid;
+}
 
 extern "C" void swiglu_forward_cuda(float *out, const float *gate, const float *up, int64_t n) {
     if (n <= 0) return;
-    int64_t grid = (n + 255) / 256;
-    if (grid > 65535 * 16) grid = 65535 * 16;
-    swiglu_forward_kernel1<<<(int)grid, 256>>>(out, gate, up, n);
+    swiglu_forward_kernel1<<<swiglu_grid(n), 256>>>(out, gate, up, n);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+extern "C" void swiglu_forward_half_cuda(void *out, const float *gate, const float *up, int64_t n, HalfType h) {
+    if (n <= 0) return;
+    if (h == HALF_BF16) swiglu_forward_half_kernel1<<<swiglu_grid(n), 256>>>((__nv_bfloat16 *)out, gate, up, n);
+    else swiglu_forward_half_kernel1<<<swiglu_grid(n), 256>>>((__half *)out, gate, up, n);
     CUDA_CHECK(cudaGetLastError());
 }
