@@ -8,8 +8,8 @@
 // warm-up call (it also builds cuBLAS/cuDNN plans for the shape), then the
 // median of repeats chosen so each measurement takes about a second (at least
 // one). Inputs are random (uniform, not zeros). Memory: the peak of spindle's
-// own device allocations (kernels/ops_cuda.h: cuBLAS and cuDNN workspaces not
-// counted) and the device's used memory as cudaMemGetInfo reports it.
+// own device allocations (kernels/ops_cuda.h: cuBLAS and cuDNN workspaces, and
+// what the stream-ordered pool keeps after a free, not counted).
 // Results: JSON (schema "spindle-bench/1", one object per measurement) and a
 // table on stdout. scripts/bench-report.py sets them against the anchors.
 #include <cjson/cJSON.h>
@@ -297,9 +297,9 @@ static void bench_layer(Bench *b, const ModelConfig *c, int T, int k, int bsel, 
     record(b, "indexer_select", T, ms, all, reps, 0, k, 1, note);
     ms = measure(b, k_ix_select_block, &L, all, &reps);
     record(b, "indexer_select_block", T, ms, all, reps, 0, k, bsel, note);
-    // The bf16 forward's selection (the supports the TTFT rows use): TF32 score GEMM.
+    // TF32 projections and score GEMM: the bf16 forward's per-query selection.
     char note2[320];
-    snprintf(note2, sizeof note2, "%s; scores on TF32 tensor cores", note);
+    snprintf(note2, sizeof note2, "%s; projections and scores on TF32 tensor cores", note);
     ms = measure(b, k_ix_select_tf32, &L, all, &reps);
     record(b, "indexer_select_tf32", T, ms, all, reps, 0, k, 1, note2);
     ms = measure(b, k_ix_select_block_tf32, &L, all, &reps);
@@ -521,11 +521,11 @@ int cmd_bench(int argc, char **argv) {
     cJSON_AddStringToObject(env, "model", model_dir ? model_dir : synth);
     cJSON_AddNumberToObject(env, "layers", c->n_layers);
     cJSON_AddStringToObject(env, "precision",
-                            "bf16 (16-bit GEMMs + cuDNN SDPA; in the TTFT rows indexer scores on TF32 tensor cores "
-                            "and block-shared sparse attention on bf16 tensor cores; oracle and per-query sparse "
-                            "attention fp32)");
+                            "bf16 (16-bit GEMMs + cuDNN SDPA; in the TTFT rows the indexer scores on TF32 tensor "
+                            "cores per query and as fused bf16 block sums block-shared, block-shared sparse attention "
+                            "on bf16 tensor cores; oracle and per-query sparse attention fp32)");
     const char *ix_scores = getenv("SPINDLE_INDEXER_SCORES");
-    cJSON_AddStringToObject(env, "indexer_scores", ix_scores ? ix_scores : "default (tf32 in the TTFT rows)");
+    cJSON_AddStringToObject(env, "indexer_scores", ix_scores ? ix_scores : "default (tf32 per query, bf16 block-shared)");
     cJSON_AddNumberToObject(env, "k", k);
     cJSON_AddNumberToObject(env, "bsel", bsel);
     cJSON_AddNumberToObject(env, "d_index", indexer_config_default(c->hidden).d_index);

@@ -30,7 +30,7 @@ void topk_rows_cuda(int32_t *sel, int32_t *n_sel, const float *score, int rows, 
 // P_t(j) over j < end(B). P is rebuilt from q, k and lse (the log-sum-exp of
 // scale·q·k per head and query, as attention_forward_cuda writes it).
 // sel [rows, topk], n_sel [rows]. Scratch: one [chunk, T] score buffer
-// (≤ 256 MB), allocated and freed here (cudaFree synchronises). (oracle.cu)
+// (≤ 256 MB), allocated and freed here (freed in stream order, after the work queued on it). (oracle.cu)
 void oracle_select_cuda(int32_t *sel, int32_t *n_sel, const float *q, const float *k, const float *lse, int T,
                         int Hq, int Hkv, int dh, float scale, int topk, int bsel);
 

@@ -76,9 +76,33 @@ static struct { void *p; size_t n; } g_sizes[MEM_SLOTS];
 
 static size_t mem_slot(void *p) { return ((uintptr_t)p >> 8) * 0x9E3779B97F4A7C15ull >> 50; }
 
+// Allocations are stream-ordered (cudaMallocAsync / cudaFreeAsync on the
+// default stream, the only one spindle uses) from the device's default pool,
+// told to keep what is freed: a free no longer waits for the device, and a
+// buffer freed by one layer is handed to the next without a new mapping. A
+// device without memory pools gets cudaMalloc / cudaFree.
+static int g_pool = -1;  // -1 not yet asked, 0 no pools, 1 pools
+
+static int use_pool(void) {
+    if (g_pool < 0) {
+        int dev = 0, ok = 0;
+        CUDA_CHECK(cudaGetDevice(&dev));
+        CUDA_CHECK(cudaDeviceGetAttribute(&ok, cudaDevAttrMemoryPoolsSupported, dev));
+        if (ok) {
+            cudaMemPool_t pool;
+            uint64_t keep = UINT64_MAX;
+            CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, dev));
+            CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+        }
+        g_pool = ok != 0;
+    }
+    return g_pool;
+}
+
 extern "C" void *cuda_malloc(size_t bytes) {
     void *p = NULL;
-    CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 1));
+    if (use_pool()) CUDA_CHECK(cudaMallocAsync(&p, bytes ? bytes : 1, 0));
+    else CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 1));
     for (size_t i = mem_slot(p), k = 0; k < MEM_SLOTS; i = (i + 1) % MEM_SLOTS, k++)
         if (!g_sizes[i].p) {
             g_sizes[i].p = p, g_sizes[i].n = bytes;
@@ -110,7 +134,8 @@ extern "C" void cuda_free(void *p) {
             }
         }
 done:
-    CUDA_CHECK(cudaFree(p));
+    if (use_pool()) CUDA_CHECK(cudaFreeAsync(p, 0));
+    else CUDA_CHECK(cudaFree(p));
 }
 
 extern "C" size_t cuda_mem_live(void) { return g_live; }

@@ -188,7 +188,7 @@ extern "C" void oracle_select_cuda(int32_t *sel, int32_t *n_sel, const float *q,
         CUDA_CHECK(cudaGetLastError());
         topk_rows_cuda(sel + (int64_t)r0 * topk, n_sel + r0, buf, n, T, (r0 + 1) * bsel, bsel, T, topk);
     }
-    cuda_free(buf);  // frees after the work queued on it (cudaFree synchronises)
+    cuda_free(buf);  // freed in stream order, after the work queued on it
 }
 
 extern "C" void oracle_attention_cuda(float *out, float *recall, float *support, const float *q, const float *k,

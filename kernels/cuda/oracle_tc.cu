@@ -207,6 +207,6 @@ extern "C" int oracle_select_bf16_cuda(int32_t *sel, int32_t *n_sel, const void 
         else ot_launch<128>(buf, T, q, k, lse, T, Hq, Hkv, scale, block, bsel, r0, n_ctas, r0 + n, smem);
         topk_rows_cuda(sel + (int64_t)r0 * topk, n_sel + r0, buf, n, T, (r0 + 1) * bsel, bsel, T, topk);
     }
-    cuda_free(buf);  // after the work queued on it (cudaFree synchronises)
+    cuda_free(buf);  // freed in stream order, after the work queued on it
     return 0;
 }
