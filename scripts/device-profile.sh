@@ -9,7 +9,9 @@
 # Output in $OUT: profile-<ctx>.ncu-rep, profile-<ctx>.txt (details page),
 # profile-<ctx>.csv (raw metrics).
 # PROFILE_CTX (default 32768), PROFILE_KERNELS (regex), PROFILE_NTH (which launch of each
-# kernel, default 1), PROFILE_TIMEOUT_S (240).
+# kernel, default 1), PROFILE_TIMEOUT_S (240), PROFILE_BENCH_ARGS (more flags for
+# the bench under ncu, e.g. "--max-fp32-ctx 1024 --max-train-ctx 1024" to skip slow
+# kernels that are not profiled).
 set -uo pipefail
 ROOT=$(pwd)
 OUT=${OUT:-$ROOT/device-out}
@@ -27,7 +29,7 @@ timeout "${PROFILE_TIMEOUT_S:-240}" ncu --clock-control none --kernel-name-base 
     --section SpeedOfLight --section MemoryWorkloadAnalysis --section ComputeWorkloadAnalysis \
     --section Occupancy --section LaunchStats --section WarpStateStats --section SchedulerStats \
     -f -o "$rep" \
-    "$B/spindle" bench --synthetic qwen3-8b --ctx "$CTX" --k 2048 --bsel 64 --device cuda --no-ttft --max-reps 1 --json "$rep.bench.json" \
+    "$B/spindle" bench --synthetic qwen3-8b --ctx "$CTX" --k 2048 --bsel 64 --device cuda --no-ttft --max-reps 1 ${PROFILE_BENCH_ARGS:-} --json "$rep.bench.json" \
     >"$rep.log" 2>&1
 echo "ncu exit $?"
 tail -5 "$rep.log"
