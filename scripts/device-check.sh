@@ -22,7 +22,10 @@
 #      its GGUF has arrived in parts (SKIP_SMOLLM2=1 leaves it out);
 #   7. runs the CPU ctest suite (every test but the CUDA ones; the ones needing
 #      models/ or corpus/ skip themselves, since those folders do not travel).
-# RACECHECK_KERNELS="re1 re2" runs racecheck once per regex, on those kernels only;
+# RACECHECK_KERNELS="re1 re2" runs racecheck once per regex, on those kernels only
+# (on the lent H200 every such filtered run ends in the tool's "Internal Sanitizer
+# Error ... failed to handle a hardware exception"; the default, one run per part
+# without include filters, completes: docs/device-runs.md, fourth session);
 # SANITIZE_TIMEOUT_S (default 330) caps each sanitizer run.
 # SKIP_TWINS=1, SKIP_SANITIZE=1, SKIP_GOLDENS=1, SKIP_CTEST=1, SKIP_SYNTH=1 shorten a call; ONLY_BUILD=1 stops
 # after the build (scripts/device-bench.sh uses it).
