@@ -68,24 +68,19 @@ __global__ void scale_kernel(float *g, size_t n, float s) {
 
 // ---- launchers ------------------------------------------------------------------------
 
-static int grid_for(size_t n) {
-    const size_t g = (n + ADAM_THREADS - 1) / ADAM_THREADS;
-    return (int)(g < 65535 * 16 ? (g > 0 ? g : 1) : 65535 * 16);
-}
-
 extern "C" void adamw_step_cuda(double lr, double beta1, double beta2, double eps, double weight_decay, long t,
                                 float *params, const float *grads, float *m, float *v, size_t n,
                                 const unsigned char *decay_mask) {
     if (n == 0) return;
     const double bc1 = 1.0 - pow(beta1, (double)t), bc2 = 1.0 - pow(beta2, (double)t);
-    adamw_kernel<<<grid_for(n), ADAM_THREADS>>>(params, grads, m, v, n, decay_mask, (float)beta1, (float)beta2, bc1,
+    adamw_kernel<<<grid_for((int64_t)n, ADAM_THREADS), ADAM_THREADS>>>(params, grads, m, v, n, decay_mask, (float)beta1, (float)beta2, bc1,
                                                 bc2, lr, eps, weight_decay);
     CUDA_CHECK(cudaGetLastError());
 }
 
 extern "C" double grad_clip_cuda(float *grads, size_t n, double max_norm) {
     if (n == 0) return 0.0;
-    const int blocks = grid_for(n) < NORM_BLOCKS ? grid_for(n) : NORM_BLOCKS;
+    const int blocks = grid_for((int64_t)n, ADAM_THREADS) < NORM_BLOCKS ? grid_for((int64_t)n, ADAM_THREADS) : NORM_BLOCKS;
     double *part = (double *)cuda_malloc(sizeof(double) * blocks), hpart[NORM_BLOCKS];
     sumsq_kernel<<<blocks, ADAM_THREADS>>>(part, grads, n);
     CUDA_CHECK(cudaGetLastError());
@@ -95,7 +90,7 @@ extern "C" double grad_clip_cuda(float *grads, size_t n, double max_norm) {
     for (int b = 0; b < blocks; b++) ss += hpart[b];
     const double norm = sqrt(ss);
     if (max_norm > 0 && norm > max_norm) {
-        scale_kernel<<<grid_for(n), ADAM_THREADS>>>(grads, n, (float)(max_norm / norm));
+        scale_kernel<<<grid_for((int64_t)n, ADAM_THREADS), ADAM_THREADS>>>(grads, n, (float)(max_norm / norm));
         CUDA_CHECK(cudaGetLastError());
     }
     return norm;

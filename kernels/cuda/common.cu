@@ -6,6 +6,7 @@
 
 #include "cublas_check.cuh"
 #include "cuda_check.cuh"
+#include "device_util.cuh"
 #include "ops_cuda.h"
 
 // ---- kernels --------------------------------------------------------------------
@@ -43,11 +44,6 @@ __global__ void fill_uniform_kernel(float *x, int64_t n, float lo, float hi, uin
 }
 
 // ---- launchers and helpers ---------------------------------------------------------
-
-static int grid_for(int64_t n, int block) {
-    int64_t g = (n + block - 1) / block;
-    return (int)(g < 65535 * 16 ? (g > 0 ? g : 1) : 65535 * 16);
-}
 
 extern "C" int cuda_available(char *why, size_t len) {
     int n = 0;

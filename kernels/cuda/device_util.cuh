@@ -1,10 +1,18 @@
 // device_util.cuh: small device helpers shared by the kernels: a binary search
 // over sorted key lists, warp-wide reductions (xor shuffles, every lane gets
 // the result), a thread block's sum in double in a fixed order, and the fp32
-// flash-attention step of one query row over a staged key tile.
+// flash-attention step of one query row over a staged key tile; on the host,
+// the grid size of a grid-stride launch.
 #pragma once
 
 #include <stdint.h>
+
+// Thread blocks of `block` threads for a grid-stride loop over n elements: one
+// element per thread, at most 65535·16 blocks, at least one.
+static inline int grid_for(int64_t n, int block) {
+    const int64_t g = (n + block - 1) / block;
+    return (int)(g < 65535 * 16 ? (g > 0 ? g : 1) : 65535 * 16);
+}
 
 // Number of entries ≤ t in the ascending keys[0..n).
 static __device__ __forceinline__ int count_le(const int32_t *keys, int n, int t) {

@@ -7,6 +7,7 @@
 #include <cuda_bf16.h>
 
 #include "cuda_check.cuh"
+#include "device_util.cuh"
 #include "ops_cuda.h"
 
 // ---- kernels ------------------------------------------------------------------------
@@ -32,25 +33,20 @@ __global__ void residual_forward_kernel1(float *out, const float *a, const float
 
 // ---- launchers ------------------------------------------------------------------------
 
-static int grid_for(int64_t n) {
-    int64_t grid = (n + 255) / 256;
-    return (int)(grid > 65535 * 16 ? 65535 * 16 : grid);
-}
-
 extern "C" void embedding_forward_cuda(float *out, const int32_t *ids, const float *table, int T, int C) {
     if (T <= 0 || C <= 0) return;
-    embedding_forward_kernel1<<<grid_for((int64_t)T * C), 256>>>(out, ids, table, T, C);
+    embedding_forward_kernel1<<<grid_for((int64_t)T * C, 256), 256>>>(out, ids, table, T, C);
     CUDA_CHECK(cudaGetLastError());
 }
 
 extern "C" void embedding_forward_bf16_cuda(float *out, const int32_t *ids, const void *table, int T, int C) {
     if (T <= 0 || C <= 0) return;
-    embedding_forward_bf16_kernel1<<<grid_for((int64_t)T * C), 256>>>(out, ids, (const __nv_bfloat16 *)table, T, C);
+    embedding_forward_bf16_kernel1<<<grid_for((int64_t)T * C, 256), 256>>>(out, ids, (const __nv_bfloat16 *)table, T, C);
     CUDA_CHECK(cudaGetLastError());
 }
 
 extern "C" void residual_forward_cuda(float *out, const float *a, const float *b, int64_t n) {
     if (n <= 0) return;
-    residual_forward_kernel1<<<grid_for(n), 256>>>(out, a, b, n);
+    residual_forward_kernel1<<<grid_for(n, 256), 256>>>(out, a, b, n);
     CUDA_CHECK(cudaGetLastError());
 }

@@ -510,11 +510,6 @@ __global__ void block_aggregate_kernel(float *A, int64_t ld, const float *R, con
 
 // ---- host helpers -----------------------------------------------------------------------
 
-static int grid_for(int64_t n, int block) {
-    const int64_t g = (n + block - 1) / block;
-    return (int)(g < 65535 * 16 ? (g > 0 ? g : 1) : 65535 * 16);
-}
-
 static void require_collapsed(const IndexerConfig *cfg, const char *fn) {
     if (cfg->variant == INDEXER_COLLAPSED && cfg->n_heads == 1) return;
     fprintf(stderr,

@@ -10,6 +10,7 @@
 
 #include "cublas_check.cuh"
 #include "cuda_check.cuh"
+#include "device_util.cuh"
 #include "ops_cuda.h"
 
 // ---- kernels ------------------------------------------------------------------------
@@ -24,9 +25,7 @@ __global__ void add_bias_kernel(float *out, const float *bias, int64_t n, int C_
 
 static void add_bias(float *out, const float *bias, int T, int C_out) {
     const int64_t n = (int64_t)T * C_out;
-    int64_t grid = (n + 255) / 256;
-    if (grid > 65535 * 16) grid = 65535 * 16;
-    add_bias_kernel<<<(int)grid, 256>>>(out, bias, n, C_out);
+    add_bias_kernel<<<grid_for(n, 256), 256>>>(out, bias, n, C_out);
     CUDA_CHECK(cudaGetLastError());
 }
 

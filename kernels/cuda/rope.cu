@@ -3,6 +3,7 @@
 // turns by the angle whose cos/sin are cos/sin[t, i]. One thread per pair; dims
 // ≥ rot are not touched.
 #include "cuda_check.cuh"
+#include "device_util.cuh"
 #include "ops_cuda.h"
 
 // ---- kernels ------------------------------------------------------------------------
@@ -29,8 +30,6 @@ extern "C" void rope_forward_cuda(float *x, const float *cos, const float *sin, 
     const int half = rot / 2;
     const int64_t n = (int64_t)T * H * half;
     if (n <= 0) return;
-    int64_t grid = (n + 255) / 256;
-    if (grid > 65535 * 16) grid = 65535 * 16;
-    rope_forward_kernel1<<<(int)grid, 256>>>(x, cos, sin, T, H, dh, half);
+    rope_forward_kernel1<<<grid_for(n, 256), 256>>>(x, cos, sin, T, H, dh, half);
     CUDA_CHECK(cudaGetLastError());
 }

@@ -8,6 +8,7 @@
 #include <cuda_fp16.h>
 
 #include "cuda_check.cuh"
+#include "device_util.cuh"
 #include "ops_cuda.h"
 
 // ---- kernels ------------------------------------------------------------------------
@@ -32,20 +33,15 @@ __global__ void swiglu_forward_half_kernel1(H *out, const float *gate, const flo
 
 // ---- launchers -----------------------------------------------------------------------
 
-static int swiglu_grid(int64_t n) {
-    const int64_t grid = (n + 255) / 256;
-    return grid > 65535 * 16 ? 65535 * 16 : (int)grid;
-}
-
 extern "C" void swiglu_forward_cuda(float *out, const float *gate, const float *up, int64_t n) {
     if (n <= 0) return;
-    swiglu_forward_kernel1<<<swiglu_grid(n), 256>>>(out, gate, up, n);
+    swiglu_forward_kernel1<<<grid_for(n, 256), 256>>>(out, gate, up, n);
     CUDA_CHECK(cudaGetLastError());
 }
 
 extern "C" void swiglu_forward_half_cuda(void *out, const float *gate, const float *up, int64_t n, HalfType h) {
     if (n <= 0) return;
-    if (h == HALF_BF16) swiglu_forward_half_kernel1<<<swiglu_grid(n), 256>>>((__nv_bfloat16 *)out, gate, up, n);
-    else swiglu_forward_half_kernel1<<<swiglu_grid(n), 256>>>((__half *)out, gate, up, n);
+    if (h == HALF_BF16) swiglu_forward_half_kernel1<<<grid_for(n, 256), 256>>>((__nv_bfloat16 *)out, gate, up, n);
+    else swiglu_forward_half_kernel1<<<grid_for(n, 256), 256>>>((__half *)out, gate, up, n);
     CUDA_CHECK(cudaGetLastError());
 }
