@@ -1,6 +1,7 @@
 // eval.c: see eval.h. Per sequence: one dense forward, then one forward per
-// sparse configuration; logits are formed in row chunks for both (never a
-// [T, vocab] buffer per configuration) and compared position by position.
+// sparse configuration; backbone_score compares the two position by position
+// (logits in row chunks, on the GPU when the passes run there: never a
+// [T, vocab] buffer per configuration).
 #include "eval.h"
 #include "export.h"
 
@@ -36,17 +37,6 @@ static Stat stat_of(const double *x, int64_t n) {
     }
     s.ci95 = 1.96 * sqrt(ss / (nb - 1) / nb);
     return s;
-}
-
-// Next-token statistics of one logits row: log-sum-exp and argmax.
-static void row_stats(const float *row, int V, double *lse, int *argmax) {
-    int a = 0;
-    for (int j = 1; j < V; j++)
-        if (row[j] > row[a]) a = j;
-    double sum = 0;
-    for (int j = 0; j < V; j++) sum += exp((double)row[j] - row[a]);
-    *lse = row[a] + log(sum);
-    *argmax = a;
 }
 
 static void progress(int on, double t0, int seq, int n_seq, int cfg, int n_cfg, int64_t tokens) {
@@ -153,7 +143,7 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
              int *n_out, Status *st) {
     *out = NULL;
     *n_out = 0;
-    const int T = o->ctx, H = m->cfg.hidden, V = m->cfg.vocab, L = m->cfg.n_layers;
+    const int T = o->ctx, H = m->cfg.hidden, L = m->cfg.n_layers;
     int n_seq = (int)(n_ids / (size_t)T);
     if (n_seq < 1)
         return status_fail(st, "the text has %zu tokens, fewer than --ctx %d", n_ids, T);
@@ -175,18 +165,20 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
         r->task = -1;
     }
 
-    const int chunk = 128;
+    const Backbone bb = {m, o->gpu};
     float *hd = xmalloc(sizeof(float) * (size_t)T * H), *hs = xmalloc(sizeof(float) * (size_t)T * H);
-    float *ld = xmalloc(sizeof(float) * (size_t)chunk * V), *ls = xmalloc(sizeof(float) * (size_t)chunk * V);
     float *recall = xmalloc(sizeof(float) * T), *support = xmalloc(sizeof(float) * T);
-    double *d_lse = xmalloc(sizeof(double) * T);
-    int *d_arg = xmalloc(sizeof(int) * T);
+    // Per position t < T − 1 (the token after it is x[t + 1]): dense and sparse
+    // NLL, KL(dense ‖ sparse), argmax agreement.
+    double *nll_d = xmalloc(sizeof(double) * T), *nll_s = xmalloc(sizeof(double) * T);
+    double *kl = xmalloc(sizeof(double) * T);
+    int32_t *top1 = xmalloc(sizeof(int32_t) * T);
     double t0 = omp_get_wtime();
     int64_t tokens = 0;
     for (int s = 0; s < n_seq; s++) {
         const int32_t *x = ids + (size_t)s * T;
         progress(o->progress, t0, s, n_seq, 0, n_cfg, tokens);
-        backbone_hidden(&(Backbone){m, o->gpu}, x, T, hd, NULL);
+        backbone_hidden(&bb, x, T, hd, NULL);
         tokens += T;
         for (int c = 0; c < n_cfg; c++) {
             Samples *sm = &smp[c];
@@ -207,36 +199,22 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
                 for (int t = 0; t < T; t++) sm->v[M_RECALL][sm->n[M_RECALL]++] = 1.0;
                 sm->v[M_SPARSE][sm->n[M_SPARSE]++] = 0.0;
             }
-            for (int r0 = 0; r0 < T - 1; r0 += chunk) {
-                const int rows = T - 1 - r0 < chunk ? T - 1 - r0 : chunk;
-                backbone_lm_head(&(Backbone){m, o->gpu}, hd + (size_t)r0 * H, rows, ld);
-                if (c) backbone_lm_head(&(Backbone){m, o->gpu}, hs + (size_t)r0 * H, rows, ls);
-                for (int i = 0; i < rows; i++) {
-                    const int t = r0 + i, next = x[t + 1];
-                    const float *rd = ld + (size_t)i * V;
-                    if (!c) {
-                        row_stats(rd, V, &d_lse[t], &d_arg[t]);
-                        sm->v[M_NLL][sm->n[M_NLL]++] = d_lse[t] - rd[next];
-                        sm->v[M_DNLL][sm->n[M_DNLL]++] = 0;
-                        sm->v[M_KL][sm->n[M_KL]++] = 0;
-                        sm->v[M_TOP1][sm->n[M_TOP1]++] = 1;
-                        continue;
-                    }
-                    const float *rs = ls + (size_t)i * V;
-                    double lse;
-                    int arg;
-                    row_stats(rs, V, &lse, &arg);
-                    double kl = 0;
-                    for (int j = 0; j < V; j++) {
-                        const double lpd = rd[j] - d_lse[t], lps = rs[j] - lse;
-                        kl += exp(lpd) * (lpd - lps);
-                    }
-                    const double nll = lse - rs[next], nll_d = d_lse[t] - rd[next];
-                    sm->v[M_NLL][sm->n[M_NLL]++] = nll;
-                    sm->v[M_DNLL][sm->n[M_DNLL]++] = nll - nll_d;
-                    sm->v[M_KL][sm->n[M_KL]++] = kl > 0 ? kl : 0;  // rounding can dip below 0
-                    sm->v[M_TOP1][sm->n[M_TOP1]++] = arg == d_arg[t];
+            if (!c) {
+                backbone_score(&bb, hd, NULL, T - 1, x + 1, nll_d, NULL, NULL, NULL);
+                for (int t = 0; t < T - 1; t++) {
+                    sm->v[M_NLL][sm->n[M_NLL]++] = nll_d[t];
+                    sm->v[M_DNLL][sm->n[M_DNLL]++] = 0;
+                    sm->v[M_KL][sm->n[M_KL]++] = 0;
+                    sm->v[M_TOP1][sm->n[M_TOP1]++] = 1;
                 }
+                continue;
+            }
+            backbone_score(&bb, hd, hs, T - 1, x + 1, nll_d, nll_s, kl, top1);
+            for (int t = 0; t < T - 1; t++) {
+                sm->v[M_NLL][sm->n[M_NLL]++] = nll_s[t];
+                sm->v[M_DNLL][sm->n[M_DNLL]++] = nll_s[t] - nll_d[t];
+                sm->v[M_KL][sm->n[M_KL]++] = kl[t];
+                sm->v[M_TOP1][sm->n[M_TOP1]++] = top1[t];
             }
         }
     }
@@ -254,7 +232,7 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
         r->sparsity = stat_of(sm->v[M_SPARSE], sm->n[M_SPARSE]);
         for (int k = 0; k < M_COUNT; k++) free(sm->v[k]);
     }
-    free(smp), free(hd), free(hs), free(ld), free(ls), free(recall), free(support), free(d_lse), free(d_arg);
+    free(smp), free(hd), free(hs), free(recall), free(support), free(nll_d), free(nll_s), free(kl), free(top1);
     int n_res = n_cfg;
     if (o->n_tasks > 0 && eval_retrieval(m, ids, n_ids, o, &res, &n_res, st)) {
         free(res);

@@ -49,3 +49,15 @@ void oracle_attention_cpu(float *out, float *recall, float *support, const float
 void support_attention_cpu(float *out, float *recall, float *support, const float *q, const float *k,
                            const float *v, int T, int Hq, int Hkv, int dh, float scale, int topk, int bsel,
                            const int *given_sel, const int *given_n);
+
+// Next-token statistics of rows positions from their logits (kernels/cpu/score_cpu.c):
+// ld[rows, V] dense, ls[rows, V] sparse (NULL: dense only), next[rows] the
+// token that follows each position (each < V). Per row i, in double, with
+// lse = log Σ_j exp(row[j]) and argmax the lowest index of the row's maximum:
+//   nll_d[i] = lse(ld_i) − ld_i[next_i]
+// and when ls is given (else nll_s, kl, top1 are not touched and may be NULL):
+//   nll_s[i] = lse(ls_i) − ls_i[next_i]
+//   kl[i]    = KL(softmax(ld_i) ‖ softmax(ls_i)), clamped at 0 (rounding can dip below)
+//   top1[i]  = argmax(ld_i) == argmax(ls_i)
+void next_token_stats_cpu(double *nll_d, double *nll_s, double *kl, int32_t *top1, const float *ld,
+                          const float *ls, const int32_t *next, int rows, int V);

@@ -64,16 +64,40 @@ void matmul_forward_bf16_cuda(float *out, const void *in, const void *w, const f
 void matmul_forward_half_cuda(float *out, const void *in, const void *w, const float *bias, int T, int C_in,
                               int C_out, HalfType h);
 
+// out = in · wᵀ with 16-bit operands of type h and a 16-bit out of the same
+// type: fp32 accumulation, the result rounded once (nearest even) in the GEMM's
+// epilogue. No bias. For products only an element-wise op reads (gate, up).
+void matmul_forward_half_out_cuda(void *out, const void *in, const void *w, int T, int C_in, int C_out, HalfType h);
+
+// x[T, C_out] += in[T, C_in] · wᵀ: matmul_forward followed by residual_forward
+// (the residual stream's update) as one GEMM with β = 1, the product added to x
+// in fp32 without a [T, C_out] intermediate. No bias (a biased projection goes
+// through matmul_forward). fp32 operands, or 16-bit ones of type h.
+void matmul_accumulate_cuda(float *x, const float *in, const float *w, int T, int C_in, int C_out);
+void matmul_accumulate_half_cuda(float *x, const void *in, const void *w, int T, int C_in, int C_out, HalfType h);
+
 // out[r, :] = in[r, :] / sqrt(mean(in[r, :]²) + eps) · w, for rows r < R. out may alias in.
 void rmsnorm_forward_cuda(float *out, const float *in, const float *w, int R, int C, float eps);
+// The same, rounded to bf16 / f16 into out (a GEMM's operand; the bits
+// rmsnorm_forward_cuda and then cuda_f32_to_half give). out must not alias in.
+void rmsnorm_forward_half_cuda(void *out, const float *in, const float *w, int R, int C, float eps, HalfType h);
 
 // Rotates x[T, H, dh] in place, "rotate half" layout, cos/sin [T, rot/2] (as the CPU twin).
 void rope_forward_cuda(float *x, const float *cos, const float *sin, int T, int H, int dh, int rot);
+// Per head row of x [T, H, dh], in place: RMSNorm with gain w [dh] (w NULL:
+// no norm), then RoPE as rope_forward_cuda (rot 0: none) — rmsnorm_forward_cuda
+// over the T·H rows and rope_forward_cuda in one pass (the norm's sum in
+// another order: fp32 rounding apart). x16 (may be NULL) gets the result
+// rounded to type h too. dh ≤ 1024.
+void head_norm_rope_cuda(float *x, void *x16, const float *w, const float *cos, const float *sin, int T, int H,
+                         int dh, int rot, float eps, HalfType h);
 
 // out[i] = silu(gate[i]) · up[i]. out may alias gate.
 void swiglu_forward_cuda(float *out, const float *gate, const float *up, int64_t n);
 // The same, rounded to bf16 / f16 into out (the down projection's operand).
 void swiglu_forward_half_cuda(void *out, const float *gate, const float *up, int64_t n, HalfType h);
+// The same from 16-bit gate and up of type h (fp32 arithmetic). out may alias gate.
+void swiglu_forward_half_in_cuda(void *out, const void *gate, const void *up, int64_t n, HalfType h);
 
 // Causal GQA attention, fp32, flash style (online softmax over key tiles, no T×T
 // buffer). q [T, Hq·dh], k/v [T, Hkv·dh], out [T, Hq·dh]; lse [Hq, T] (may be
@@ -90,6 +114,15 @@ void embedding_forward_bf16_cuda(float *out, const int32_t *ids, const void *tab
 
 // out[i] = a[i] + b[i] (the residual stream). out may alias a or b.
 void residual_forward_cuda(float *out, const float *a, const float *b, int64_t n);
+
+// ---- scoring (kernels/cuda/score.cu) ----------------------------------------------
+
+// next_token_stats_cpu (ops.h) on the device: ld, ls [rows, V] fp32 logits (ls
+// may be NULL: dense only), next [rows], outputs [rows]: device arrays. One
+// thread block per row; sums in double, so the results match the CPU twin's to
+// double rounding (argmax ties: the lowest index, as there).
+void next_token_stats_cuda(double *nll_d, double *nll_s, double *kl, int32_t *top1, const float *ld,
+                           const float *ls, const int32_t *next, int rows, int V);
 
 #ifdef __cplusplus
 }

@@ -58,6 +58,12 @@ void support_attention_cuda(float *out, float *recall, float *support, const flo
 // (sparse_attention_tc.cu)
 int support_attention_block_tc_cuda(float *out, const void *q, const void *k, const void *v, int T, int Hq, int Hkv,
                                     int dh, float scale, int topk, int bsel, const int32_t *sel, const int32_t *n_sel);
+// The same with the output rounded to bf16 (nearest even; void* to bf16 [T,
+// Hq·dh]): the o-projection's operand in the bf16 forward, written directly
+// instead of fp32 and then converted (the same bits).
+int support_attention_block_tc_bf16_cuda(void *out, const void *q, const void *k, const void *v, int T, int Hq,
+                                         int Hkv, int dh, float scale, int topk, int bsel, const int32_t *sel,
+                                         const int32_t *n_sel);
 
 // oracle_select_cuda for bf16 q, k (void*, [T, H·dh] as the fp32 ones) on
 // tensor cores: the same rows (P per query, A_B per block) from bf16 products

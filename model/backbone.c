@@ -2,7 +2,10 @@
 #include "backbone.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "ops.h"
 
 #ifdef SPINDLE_HAVE_CUDA
 #include "forward_cuda.h"
@@ -87,4 +90,29 @@ void backbone_lm_head(const Backbone *b, const float *hidden, int rows, float *l
     }
 #endif
     forward_lm_head(b->m, hidden, rows, logits);
+}
+
+void backbone_score(const Backbone *b, const float *hd, const float *hs, int rows, const int32_t *next,
+                    double *nll_d, double *nll_s, double *kl, int32_t *top1) {
+    if (rows <= 0) return;
+#ifdef SPINDLE_HAVE_CUDA
+    if (b->gpu) {
+        fwd_cuda_score(b->gpu, hd, hs, rows, next, nll_d, nll_s, kl, top1);
+        return;
+    }
+#endif
+    const int H = b->m->cfg.hidden, V = b->m->cfg.vocab, chunk = 128;
+    const int n = rows < chunk ? rows : chunk;
+    float *ld = xmalloc(sizeof(float) * (size_t)n * V), *ls = hs ? xmalloc(sizeof(float) * (size_t)n * V) : NULL;
+    for (int r0 = 0; r0 < rows; r0 += n) {
+        const int m = rows - r0 < n ? rows - r0 : n;
+        forward_lm_head(b->m, hd + (size_t)r0 * H, m, ld);
+        if (hs) {
+            forward_lm_head(b->m, hs + (size_t)r0 * H, m, ls);
+            next_token_stats_cpu(nll_d + r0, nll_s + r0, kl + r0, top1 + r0, ld, ls, next + r0, m, V);
+        } else {
+            next_token_stats_cpu(nll_d + r0, NULL, NULL, NULL, ld, NULL, next + r0, m, V);
+        }
+    }
+    free(ld), free(ls);
 }

@@ -31,3 +31,18 @@ const char *backbone_describe(const Backbone *b);
 
 void backbone_hidden(const Backbone *b, const int32_t *ids, int T, float *hidden, const ForwardOpts *o);
 void backbone_lm_head(const Backbone *b, const float *hidden, int rows, float *logits);
+
+// Next-token scores of rows positions (the scoring of `spindle eval`):
+// hd[rows, hidden] dense final hidden states, hs the same from a sparse pass
+// (or NULL: dense only), next[rows] the token that follows each position
+// (each < vocab). Host arrays in and out, [rows] each. Per row i, in double:
+//   nll_d[i] = lse_d − logit_d[next_i]
+// and when hs is given (else nll_s, kl, top1 are not touched and may be NULL):
+//   nll_s[i] = lse_s − logit_s[next_i]
+//   kl[i]    = KL(dense ‖ sparse) of the two next-token distributions (≥ 0: clamped)
+//   top1[i]  = 1 when the two argmaxes (ties: the lowest index) are equal, else 0.
+// Logits come from the lm_head in row chunks (fp32 in every precision) and never
+// exist for all rows at once. CPU: forward_lm_head then next_token_stats_cpu
+// (kernels/ops.h); GPU: fwd_cuda_score, where the logits stay on the device.
+void backbone_score(const Backbone *b, const float *hd, const float *hs, int rows, const int32_t *next,
+                    double *nll_d, double *nll_s, double *kl, int32_t *top1);

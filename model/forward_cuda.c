@@ -3,7 +3,8 @@
 //   per layer: xn = RMSNorm(x); q, k, v = xn·Wqᵀ (+b), xn·Wkᵀ (+b), xn·Wvᵀ (+b)
 //     [qwen3] q, k = per-head RMSNorm; q, k = RoPE(q), RoPE(k)
 //     x += Attention(q, k, v)·Woᵀ (+b)     (dense, or over the oracle's or an
-//                                           indexer's supports)
+//                                           indexer's supports; the += inside
+//                                           the GEMM when there is no bias)
 //     xn = RMSNorm(x); x += Wdown·(silu(xn·Wgateᵀ (+b)) ⊙ xn·Wupᵀ (+b)) (+b)
 //   hidden = RMSNorm(x)
 // In the 16-bit modes a GEMM's fp32 input is rounded into one 16-bit scratch
@@ -48,6 +49,13 @@ struct FwdCuda {
     int rope_T;
     float *rope_cos, *rope_sin;
     char desc[256];
+    // fwd_cuda_score scratch, sized for sc_rows rows (grown on demand): hidden
+    // states [2, rows, hidden] (dense, sparse), logits [2, rows, vocab], next
+    // tokens [rows], per-row results [3, rows] (nll_d, nll_s, kl) and top1 [rows]
+    int sc_rows;
+    float *sc_hidden, *sc_logits;
+    int32_t *sc_next, *sc_top1;
+    double *sc_stats;
 };
 
 const char *fwd_precision_name(FwdPrecision p) {
@@ -192,6 +200,11 @@ void fwd_cuda_free(FwdCuda *f) {
     cuda_free(f->lm_out);
     cuda_free(f->rope_cos);
     cuda_free(f->rope_sin);
+    cuda_free(f->sc_hidden);
+    cuda_free(f->sc_logits);
+    cuda_free(f->sc_next);
+    cuda_free(f->sc_top1);
+    cuda_free(f->sc_stats);
     free(f->layers);
     free(f);
 }
@@ -208,11 +221,39 @@ static const void *gemm_input(const FwdCuda *f, const float *in, void *hb, int64
     return hb;
 }
 
+// RMSNorm(x)·w as a layer GEMM's operand: into xn (fp32) and then rounded into
+// hb, or, in the 16-bit modes when nothing else reads xn (keep_fp32 = 0),
+// straight into hb (the same bits, without xn's round trip through memory).
+static const void *norm_input(const FwdCuda *f, float *xn, void *hb, const float *x, const float *w, int T, int H,
+                              float eps, int keep_fp32) {
+    if (f->prec != FWD_FP32 && !keep_fp32) {
+        rmsnorm_forward_half_cuda(hb, x, w, T, H, eps, f->half);
+        return hb;
+    }
+    rmsnorm_forward_cuda(xn, x, w, T, H, eps);
+    return gemm_input(f, xn, hb, (int64_t)T * H);
+}
+
 // out[T, C_out] = in[T, C_in] · wᵀ (+ bias), in the upload's precision.
 static void gemm(const FwdCuda *f, float *out, const void *in, const void *w, const float *bias, int T, int C_in,
                  int C_out) {
     if (f->prec == FWD_FP32) matmul_forward_cuda(out, (const float *)in, (const float *)w, bias, T, C_in, C_out);
     else matmul_forward_half_cuda(out, in, w, bias, T, C_in, C_out, f->half);
+}
+
+// x += in·wᵀ (+ bias), the residual update: inside the GEMM (β = 1) unless
+// there is a bias, which goes through scratch and residual_forward (the CPU
+// twin's order of additions, x + (in·wᵀ + b)).
+static void gemm_residual(const FwdCuda *f, float *x, float *scratch, const void *in, const void *w,
+                          const float *bias, int T, int C_in, int C_out) {
+    if (bias) {
+        gemm(f, scratch, in, w, bias, T, C_in, C_out);
+        residual_forward_cuda(x, x, scratch, (int64_t)T * C_out);
+    } else if (f->prec == FWD_FP32) {
+        matmul_accumulate_cuda(x, (const float *)in, (const float *)w, T, C_in, C_out);
+    } else {
+        matmul_accumulate_half_cuda(x, in, w, T, C_in, C_out, f->half);
+    }
 }
 
 // RoPE tables on the device covering at least T positions (NULL when the
@@ -255,20 +296,18 @@ static IndexerScores indexer_scores_mode(FwdPrecision prec) {
 }
 
 // q, k of one layer from xn: projections (in = xn in the GEMM's precision),
-// q/k norm, RoPE.
+// then q/k norm and RoPE in one pass, which also writes bf16 copies into qb,
+// kb when they are not NULL (the bf16 attention kernels' operands).
 static void layer_qk(const FwdCuda *f, const LayerDev *w, const void *in, int T, const float *cos_t,
-                     const float *sin_t, float *q, float *k) {
+                     const float *sin_t, float *q, float *k, void *qb, void *kb) {
     const ModelConfig *c = &f->m->cfg;
     const int H = c->hidden, dh = c->head_dim, Hq = c->n_heads, Hkv = c->n_kv_heads, rot = rope_rot_dims(c);
+    const float eps = (float)c->rms_eps;
     gemm(f, q, in, w->wq, w->bq, T, H, Hq * dh);
     gemm(f, k, in, w->wk, w->bk, T, H, Hkv * dh);
-    if (c->qk_norm) {
-        rmsnorm_forward_cuda(q, q, w->q_norm, T * Hq, dh, (float)c->rms_eps);
-        rmsnorm_forward_cuda(k, k, w->k_norm, T * Hkv, dh, (float)c->rms_eps);
-    }
-    if (rot > 0) {
-        rope_forward_cuda(q, cos_t, sin_t, T, Hq, dh, rot);
-        rope_forward_cuda(k, cos_t, sin_t, T, Hkv, dh, rot);
+    if (c->qk_norm || rot > 0 || qb) {
+        head_norm_rope_cuda(q, qb, c->qk_norm ? w->q_norm : NULL, cos_t, sin_t, T, Hq, dh, rot, eps, HALF_BF16);
+        head_norm_rope_cuda(k, kb, c->qk_norm ? w->k_norm : NULL, cos_t, sin_t, T, Hkv, dh, rot, eps, HALF_BF16);
     }
 }
 
@@ -278,7 +317,8 @@ void fwd_cuda_layer_qk(FwdCuda *f, int layer, const float *xn, int T, float *q, 
     const float *cos_t, *sin_t;
     rope_tables_dev(f, T, &cos_t, &sin_t);
     void *hb = f->prec == FWD_FP32 ? NULL : cuda_malloc(2 * (size_t)T * c->hidden);
-    layer_qk(f, &f->layers[layer], gemm_input(f, xn, hb, (int64_t)T * c->hidden), T, cos_t, sin_t, q, k);
+    layer_qk(f, &f->layers[layer], gemm_input(f, xn, hb, (int64_t)T * c->hidden), T, cos_t, sin_t, q, k, NULL,
+             NULL);
     cuda_sync();
     cuda_free(hb);
 }
@@ -372,39 +412,40 @@ static void forward_impl(FwdCuda *f, const int32_t *ids, int T, float *hidden_ho
 
     for (int l = 0; l < c->n_layers; l++) {
         const LayerDev *w = &f->layers[l];
-        rmsnorm_forward_cuda(xn, x, w->attn_norm, T, H, eps);
-        const void *in = gemm_input(f, xn, hb, (int64_t)T * H);
-        layer_qk(f, w, in, T, cos_t, sin_t, q, k);
+        const int has_ix = ix && l < ix->n_model_layers && ix->params[l];
+        // xn stays fp32 for an indexer's projections and the tap.
+        const void *in = norm_input(f, xn, hb, x, w->attn_norm, T, H, eps, (has_ix && ip) || o->tap);
+        layer_qk(f, w, in, T, cos_t, sin_t, q, k, qb, kb);  // qb, kb: bf16 copies when use_sdpa
         gemm(f, v, in, w->wv, w->bv, T, H, nkv);
         if (prof) prof->gemm += lap(&t_lap);
 
         const void *att_in;  // the o-projection's operand
-        const int has_ix = ix && l < ix->n_model_layers && ix->params[l];
         if (has_ix && ip) {  // a trained indexer picks the support
             if (want_stats) attention_forward_cuda(att, lse, q, k, v, T, Hq, Hkv, dh, scale);  // P's lse
             indexer_select_cuda(sel, n_sel, &ix->cfg, ip[l], xn, T, sp->topk, sp->bsel,
                                 indexer_scores_mode(f->prec));
             // bf16 mode, block-shared, no statistics: the tensor-core kernel where it takes
             // the shape (it declines others, and keeps no recall / support).
+            // A bf16 model's o-projection operand comes straight out of it.
             int tc = -1;
             if (use_sdpa && sp->bsel > 1 && !want_stats) {
-                cuda_f32_to_bf16(qb, q, (int64_t)T * nq);
-                cuda_f32_to_bf16(kb, k, (int64_t)T * nkv);
                 cuda_f32_to_bf16(vb, v, (int64_t)T * nkv);
-                tc = support_attention_block_tc_cuda(att, qb, kb, vb, T, Hq, Hkv, dh, scale, sp->topk, sp->bsel,
-                                                     sel, n_sel);
+                if (f->half == HALF_BF16)
+                    tc = support_attention_block_tc_bf16_cuda(ob, qb, kb, vb, T, Hq, Hkv, dh, scale, sp->topk,
+                                                              sp->bsel, sel, n_sel);
+                else
+                    tc = support_attention_block_tc_cuda(att, qb, kb, vb, T, Hq, Hkv, dh, scale, sp->topk,
+                                                         sp->bsel, sel, n_sel);
             }
             if (tc != 0)
                 support_attention_cuda(att, d_rec, d_sup, q, k, v, lse, T, Hq, Hkv, dh, scale, sp->topk,
                                        sp->bsel, sel, n_sel);
-            att_in = gemm_input(f, att, hb, (int64_t)T * nq);
+            att_in = tc == 0 && f->half == HALF_BF16 ? ob : gemm_input(f, att, hb, (int64_t)T * nq);
         } else if (sp && (has_ix || !ix)) {  // the oracle (k ≥ T: every key, i.e. dense)
             oracle_attention_cuda(att, d_rec, d_sup, q, k, v, T, Hq, Hkv, dh, scale, sp->topk, sp->bsel);
             att_in = gemm_input(f, att, hb, (int64_t)T * nq);
         } else if (use_sdpa) {
             n_dense_sparse += sp != NULL;
-            cuda_f32_to_bf16(qb, q, (int64_t)T * nq);
-            cuda_f32_to_bf16(kb, k, (int64_t)T * nkv);
             cuda_f32_to_bf16(vb, v, (int64_t)T * nkv);
             attention_forward_bf16_cuda(ob, o->tap ? lse : NULL, qb, kb, vb, T, Hq, Hkv, dh, scale);
             if (f->half == HALF_BF16) att_in = ob;
@@ -427,21 +468,27 @@ static void forward_impl(FwdCuda *f, const int32_t *ids, int T, float *hidden_ho
             o->tap->fn(o->tap->ctx, l, h_xn, h_q, h_k, h_lse, T);
             if (prof) prof->other += lap(&t_lap);
         }
-        gemm(f, xn, att_in, w->wo, w->bo, T, nq, H);
-        residual_forward_cuda(x, x, xn, (int64_t)T * H);
+        gemm_residual(f, x, xn, att_in, w->wo, w->bo, T, nq, H);
 
-        rmsnorm_forward_cuda(xn, x, w->mlp_norm, T, H, eps);
-        in = gemm_input(f, xn, hb, (int64_t)T * H);
-        gemm(f, gate, in, w->w_gate, w->b_gate, T, H, I);
-        gemm(f, up, in, w->w_up, w->b_up, T, H, I);
-        if (f->prec == FWD_FP32) {
-            swiglu_forward_cuda(gate, gate, up, (int64_t)T * I);
-            gemm(f, xn, gate, w->w_down, w->b_down, T, I, H);
-        } else {  // straight into the 16-bit operand (the same bits as gemm_input of the fp32 result)
-            swiglu_forward_half_cuda(hb, gate, up, (int64_t)T * I, f->half);
-            gemm(f, xn, hb, w->w_down, w->b_down, T, I, H);
+        in = norm_input(f, xn, hb, x, w->mlp_norm, T, H, eps, 0);
+        if (f->prec == FWD_BF16 && !w->b_gate && !w->b_up) {
+            // gate and up in 16 bits, as a bf16 model computes them: half the
+            // traffic of the two widest tensors of the layer.
+            matmul_forward_half_out_cuda(gate, in, w->w_gate, T, H, I, f->half);
+            matmul_forward_half_out_cuda(up, in, w->w_up, T, H, I, f->half);
+            swiglu_forward_half_in_cuda(hb, gate, up, (int64_t)T * I, f->half);
+            gemm_residual(f, x, xn, hb, w->w_down, w->b_down, T, I, H);
+        } else {
+            gemm(f, gate, in, w->w_gate, w->b_gate, T, H, I);
+            gemm(f, up, in, w->w_up, w->b_up, T, H, I);
+            if (f->prec == FWD_FP32) {
+                swiglu_forward_cuda(gate, gate, up, (int64_t)T * I);
+                gemm_residual(f, x, xn, gate, w->w_down, w->b_down, T, I, H);
+            } else {  // straight into the 16-bit operand (the same bits as gemm_input of the fp32 result)
+                swiglu_forward_half_cuda(hb, gate, up, (int64_t)T * I, f->half);
+                gemm_residual(f, x, xn, hb, w->w_down, w->b_down, T, I, H);
+            }
         }
-        residual_forward_cuda(x, x, xn, (int64_t)T * H);
         if (prof) prof->gemm += lap(&t_lap);
     }
     rmsnorm_forward_cuda(x, x, f->final_norm, T, H, eps);
@@ -499,4 +546,50 @@ void fwd_cuda_lm_head(FwdCuda *f, const float *hidden_host, int rows, float *log
     matmul_forward_cuda(f->lm_out, f->lm_in, f->lm_head, NULL, rows, H, V);
     cuda_sync();
     cuda_to_host(logits_host, f->lm_out, sizeof(float) * (size_t)rows * V);
+}
+
+// Row chunk of fwd_cuda_score: up to 1024 rows, fewer where the two logits
+// buffers [rows, vocab] would pass 1 GiB (a vocab over 131072).
+static int score_chunk(int V) {
+    const int64_t cap = ((int64_t)1 << 29) / ((int64_t)sizeof(float) * V);
+    return cap >= 1024 ? 1024 : cap > 0 ? (int)cap : 1;
+}
+
+void fwd_cuda_score(FwdCuda *f, const float *hd, const float *hs, int rows, const int32_t *next, double *nll_d,
+                    double *nll_s, double *kl, int32_t *top1) {
+    if (rows <= 0) return;
+    const int H = f->m->cfg.hidden, V = f->m->cfg.vocab, chunk = score_chunk(V);
+    const int n = rows < chunk ? rows : chunk;
+    if (n > f->sc_rows) {  // grow the scratch to this chunk
+        cuda_free(f->sc_hidden), cuda_free(f->sc_logits), cuda_free(f->sc_next);
+        cuda_free(f->sc_top1), cuda_free(f->sc_stats);
+        f->sc_hidden = cuda_malloc(sizeof(float) * 2 * (size_t)n * H);
+        f->sc_logits = cuda_malloc(sizeof(float) * 2 * (size_t)n * V);
+        f->sc_next = cuda_malloc(sizeof(int32_t) * (size_t)n);
+        f->sc_top1 = cuda_malloc(sizeof(int32_t) * (size_t)n);
+        f->sc_stats = cuda_malloc(sizeof(double) * 3 * (size_t)n);
+        f->sc_rows = n;
+    }
+    const size_t cap = (size_t)f->sc_rows;
+    float *in_d = f->sc_hidden, *in_s = f->sc_hidden + cap * H;
+    float *lg_d = f->sc_logits, *lg_s = f->sc_logits + cap * V;
+    double *o_nll_d = f->sc_stats, *o_nll_s = f->sc_stats + cap, *o_kl = f->sc_stats + 2 * cap;
+    for (int r0 = 0; r0 < rows; r0 += n) {
+        const int m = rows - r0 < n ? rows - r0 : n;
+        cuda_to_device(in_d, hd + (size_t)r0 * H, sizeof(float) * (size_t)m * H);
+        cuda_to_device(f->sc_next, next + r0, sizeof(int32_t) * (size_t)m);
+        matmul_forward_cuda(lg_d, in_d, f->lm_head, NULL, m, H, V);
+        if (hs) {
+            cuda_to_device(in_s, hs + (size_t)r0 * H, sizeof(float) * (size_t)m * H);
+            matmul_forward_cuda(lg_s, in_s, f->lm_head, NULL, m, H, V);
+        }
+        next_token_stats_cuda(o_nll_d, o_nll_s, o_kl, f->sc_top1, lg_d, hs ? lg_s : NULL, f->sc_next, m, V);
+        cuda_sync();
+        cuda_to_host(nll_d + r0, o_nll_d, sizeof(double) * (size_t)m);
+        if (hs) {
+            cuda_to_host(nll_s + r0, o_nll_s, sizeof(double) * (size_t)m);
+            cuda_to_host(kl + r0, o_kl, sizeof(double) * (size_t)m);
+            cuda_to_host(top1 + r0, f->sc_top1, sizeof(int32_t) * (size_t)m);
+        }
+    }
 }

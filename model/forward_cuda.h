@@ -18,9 +18,13 @@
 //         stream, norms, biases, RoPE, attention, SwiGLU.
 //   bf16  mixed, plus dense attention in bf16 through cuDNN's fused SDPA
 //         (q, k, v and the output rounded to bf16; fp32 softmax statistics),
+//         and the gate and up projections written in 16 bits by their GEMMs
+//         (fp32 accumulation, one rounding; as a bf16 model computes them):
 //         the serving configuration whose time-to-first-token is benchmarked.
 //         Where cuDNN does not take the shape, attention stays fp32.
-// The oracle and indexer paths attend in fp32 in every precision.
+// The oracle attends in fp32 in every precision; an indexer's per-query
+// supports too, and its block-shared supports on bf16 tensor cores in the
+// bf16 mode (without recall / support statistics: with them, fp32).
 // docs/performance.md gives each mode's measured distance from the HF
 // transformers references: fp32 and mixed meet the bounds on every
 // golden; bf16 attention costs more on the tiny random-weight goldens.
@@ -82,3 +86,12 @@ void fwd_cuda_lm_head(FwdCuda *f, const float *hidden_host, int rows, float *log
 // of layer `layer` from its normed input xn [T, hidden] (the teacher's q and k
 // as attention uses them), in the upload's precision.
 void fwd_cuda_layer_qk(FwdCuda *f, int layer, const float *xn, int T, float *q, float *k);
+
+// backbone_score on the GPU (model/backbone.h): host in, host out. Row chunks
+// (up to 1024 rows; fewer for a vocab over 131072, so the two logits buffers
+// stay under 1 GiB) of hd (and hs) are uploaded, their logits formed on the
+// device in fp32 as fwd_cuda_lm_head does (every precision), and
+// next_token_stats_cuda reduces each row there: only the per-row results come
+// back, never a [rows, vocab] buffer.
+void fwd_cuda_score(FwdCuda *f, const float *hd, const float *hs, int rows, const int32_t *next, double *nll_d,
+                    double *nll_s, double *kl, int32_t *top1);

@@ -160,7 +160,7 @@ if [ "${SKIP_SANITIZE:-0}" != 1 ]; then
         # failed to handle a hardware exception", even with no kernel
         # instrumented) names its part; the last "ok" line in the file is the
         # check before it.
-        for part in backbone sdpa oracle indexer; do
+        for part in backbone sdpa oracle indexer score; do
             step "compute-sanitizer --tool racecheck (test_cuda_twins --quick --part $part)"
             TWIN_ARGS="--part $part" sanitize "racecheck-$part" racecheck --kernel-name-exclude kns=cudnn
         done

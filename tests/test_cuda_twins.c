@@ -28,7 +28,7 @@
 // Exit: 0 all pass, 1 a failure, 77 (CTest: skipped) without a usable GPU,
 // 1 without one when SPINDLE_REQUIRE_GPU=1 (scripts/device-check.sh sets it).
 // `test_cuda_twins --quick` keeps T ≤ 130 (for compute-sanitizer runs);
-// `--part backbone,sdpa,oracle,indexer` runs only the parts named (to find
+// `--part backbone,sdpa,oracle,indexer,score` runs only the parts named (to find
 // which part a sanitizer fails in). Output is line-buffered, so a run that dies
 // in a device fault still shows the last check that finished.
 // SPINDLE_SEED=N repeats a run; the seed is printed either way.
@@ -76,6 +76,21 @@ static void check_matmul(int T, int C_in, int C_out, int with_bias) {
     compare("matmul bf16 (same operands)", shape, got, ref_r, n_out, BF_SAME_NMSE, BF_SAME_MAX);
     compare("matmul bf16 (vs fp32)", shape, got, ref, n_out, BF_F32_NMSE, INFINITY);
     free(got);
+    // bf16 out (gate and up in the bf16 forward): the same-operand product
+    // rounded once to bf16; a different fp32 summation order may land a value
+    // on the other side of a rounding boundary (one bf16 ulp, 2^-8 relative).
+    {
+        void *b_out = cuda_malloc(2 * (size_t)n_out);
+        float *d_wide = dev_poisoned(n_out), *ref16 = host_alloc(n_out);
+        matmul_forward_half_out_cuda(b_out, b_in, b_w, T, C_in, C_out, HALF_BF16);
+        cuda_bf16_to_f32(d_wide, b_out, n_out);
+        matmul_forward_cpu(ref16, in_r, w_r, NULL, T, C_in, C_out);
+        for (int64_t i = 0; i < n_out; i++) ref16[i] = bf16_round(ref16[i]);
+        got = host_from_dev(d_wide, n_out);
+        compare("matmul bf16 out (same operands)", shape, got, ref16, n_out, 1e-5, 8e-3);
+        free(got), free(ref16);
+        cuda_free(b_out), cuda_free(d_wide);
+    }
 
     // The conversion itself, round trip, exact.
     float *d_back = dev_poisoned(n_in);
@@ -101,6 +116,30 @@ static void check_matmul(int T, int C_in, int C_out, int with_bias) {
     got = host_from_dev(d_back, n_in);
     compare("f16 conversion", shape, got, in_r, n_in, 0.0, 0.0);
     free(got);
+
+    // x += in·wᵀ in the GEMM (the residual update): against x plus the CPU
+    // product, fp32 and bf16 (same operands).
+    float *x0 = randn(n_out, 1.0f), *ref_x = host_alloc(n_out);
+    float *d_x = dev_from(x0, n_out);
+    matmul_accumulate_cuda(d_x, d_in, d_w, T, C_in, C_out);
+    matmul_forward_cpu(ref_x, in, w, NULL, T, C_in, C_out);
+    for (int64_t i = 0; i < n_out; i++) ref_x[i] += x0[i];
+    got = host_from_dev(d_x, n_out);
+    compare("matmul accumulate fp32", shape, got, ref_x, n_out, F32_NMSE, F32_MAX);
+    free(got);
+    cuda_free(d_x);
+    d_x = dev_from(x0, n_out);
+    cuda_f32_to_bf16(b_in, d_in, n_in);
+    cuda_f32_to_bf16(b_w, d_w, n_w);
+    matmul_accumulate_half_cuda(d_x, b_in, b_w, T, C_in, C_out, HALF_BF16);
+    for (int64_t i = 0; i < n_in; i++) in_r[i] = bf16_round(in[i]);
+    for (int64_t i = 0; i < n_w; i++) w_r[i] = bf16_round(w[i]);
+    matmul_forward_cpu(ref_x, in_r, w_r, NULL, T, C_in, C_out);
+    for (int64_t i = 0; i < n_out; i++) ref_x[i] += x0[i];
+    got = host_from_dev(d_x, n_out);
+    compare("matmul accumulate bf16 (same operands)", shape, got, ref_x, n_out, BF_SAME_NMSE, BF_SAME_MAX);
+    free(got), free(x0), free(ref_x);
+    cuda_free(d_x);
 
     cuda_free(d_back);
     cuda_free(b_in);
@@ -131,6 +170,19 @@ static void check_rmsnorm(int R, int C, int alias) {
     float *got = host_from_dev(d_out, n);
     compare("rmsnorm", shape, got, ref, n, F32_NMSE, F32_MAX);
     free(got);
+    // 16-bit out: the fp32 result rounded by the conversion kernel, bit for bit.
+    for (int h = 0; !alias && h < 2; h++) {
+        void *fused = cuda_malloc(2 * (size_t)n), *conv = cuda_malloc(2 * (size_t)n);
+        float *d_a = dev_poisoned(n), *d_b = dev_poisoned(n);
+        rmsnorm_forward_half_cuda(fused, d_in, d_w, R, C, eps, (HalfType)h);
+        cuda_f32_to_half(conv, d_out, n, (HalfType)h);
+        cuda_half_to_f32(d_a, fused, n, (HalfType)h);
+        cuda_half_to_f32(d_b, conv, n, (HalfType)h);
+        float *a = host_from_dev(d_a, n), *b = host_from_dev(d_b, n);
+        compare(h == HALF_BF16 ? "rmsnorm bf16 out" : "rmsnorm f16 out", shape, a, b, n, 0.0, 0.0);
+        free(a), free(b);
+        cuda_free(fused), cuda_free(conv), cuda_free(d_a), cuda_free(d_b);
+    }
     if (!alias) cuda_free(d_out);
     cuda_free(d_in);
     cuda_free(d_w);
@@ -165,6 +217,38 @@ static void check_rope(int T, int H, int dh, int rot) {
     free(sn);
 }
 
+// The fused per-head norm + RoPE (+ bf16 copy) against the CPU twins in turn:
+// rmsnorm over the T·H head rows, then RoPE.
+static void check_head_norm_rope(int T, int H, int dh, int rot, int with_norm) {
+    char shape[96];
+    snprintf(shape, sizeof shape, "T=%d H=%d dh=%d rot=%d%s", T, H, dh, rot, with_norm ? " +norm" : "");
+    const int64_t n = (int64_t)T * H * dh;
+    const int half = rot / 2;
+    float *x = randn(n, 1.5f), *w = randn(dh, 1.0f), *ref = host_alloc(n);
+    float *cs = host_alloc((int64_t)T * (half > 0 ? half : 1)), *sn = host_alloc((int64_t)T * (half > 0 ? half : 1));
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < half; i++) {
+            const double ang = t * pow(10000.0, -2.0 * i / rot);
+            cs[(int64_t)t * half + i] = (float)cos(ang), sn[(int64_t)t * half + i] = (float)sin(ang);
+        }
+    if (with_norm) rmsnorm_forward_cpu(ref, x, w, T * H, dh, 1e-6f);
+    else memcpy(ref, x, sizeof(float) * (size_t)n);
+    if (rot > 0) rope_forward_cpu(ref, cs, sn, T, H, dh, rot);
+    float *d_x = dev_from(x, n), *d_w = dev_from(w, dh);
+    float *d_c = dev_from(cs, (int64_t)T * (half > 0 ? half : 1)), *d_s = dev_from(sn, (int64_t)T * (half > 0 ? half : 1));
+    void *x16 = cuda_malloc(2 * (size_t)n);
+    head_norm_rope_cuda(d_x, x16, with_norm ? d_w : NULL, d_c, d_s, T, H, dh, rot, 1e-6f, HALF_BF16);
+    float *got = host_from_dev(d_x, n);
+    compare("head norm + rope", shape, got, ref, n, F32_NMSE, F32_MAX);
+    float *d_wide = dev_poisoned(n);
+    cuda_bf16_to_f32(d_wide, x16, n);
+    float *wide = host_from_dev(d_wide, n);
+    for (int64_t i = 0; i < n; i++) got[i] = bf16_round(got[i]);
+    compare("head norm + rope bf16 copy", shape, wide, got, n, 0.0, 0.0);
+    free(got), free(wide), free(x), free(w), free(ref), free(cs), free(sn);
+    cuda_free(d_x), cuda_free(d_w), cuda_free(d_c), cuda_free(d_s), cuda_free(x16), cuda_free(d_wide);
+}
+
 static void check_swiglu(int64_t n, int alias) {
     char shape[96];
     snprintf(shape, sizeof shape, "n=%lld%s", (long long)n, alias ? " out=gate" : "");
@@ -188,6 +272,24 @@ static void check_swiglu(int64_t n, int alias) {
         float *a = host_from_dev(d_a, n), *b = host_from_dev(d_b, n);
         compare(h == HALF_BF16 ? "swiglu bf16 out" : "swiglu f16 out", shape, a, b, n, 0.0, 0.0);
         free(a), free(b);
+        // 16-bit gate and up in as well: the CPU twin on the rounded inputs,
+        // rounded (expf may differ by an fp32 ulp: at most one 16-bit ulp).
+        float *g_r = host_alloc(n), *u_r = host_alloc(n), *ref_h = host_alloc(n);
+        for (int64_t i = 0; i < n; i++)
+            g_r[i] = h == HALF_BF16 ? bf16_round(gate[i]) : f16_round(gate[i]),
+            u_r[i] = h == HALF_BF16 ? bf16_round(up[i]) : f16_round(up[i]);
+        swiglu_forward_cpu(ref_h, g_r, u_r, n);
+        for (int64_t i = 0; i < n; i++) ref_h[i] = h == HALF_BF16 ? bf16_round(ref_h[i]) : f16_round(ref_h[i]);
+        void *g16 = cuda_malloc(2 * (size_t)n), *u16 = cuda_malloc(2 * (size_t)n);
+        cuda_f32_to_half(g16, d_g, n, (HalfType)h);
+        cuda_f32_to_half(u16, d_u, n, (HalfType)h);
+        swiglu_forward_half_in_cuda(g16, g16, u16, n, (HalfType)h);  // out aliasing gate
+        cuda_half_to_f32(d_a, g16, n, (HalfType)h);
+        a = host_from_dev(d_a, n);
+        compare(h == HALF_BF16 ? "swiglu bf16 in/out" : "swiglu f16 in/out", shape, a, ref_h, n, 1e-7,
+                h == HALF_BF16 ? 8e-3 : 1e-3);
+        free(a), free(g_r), free(u_r), free(ref_h);
+        cuda_free(g16), cuda_free(u16);
         cuda_free(fused), cuda_free(conv), cuda_free(d_a), cuda_free(d_b);
     }
     if (!alias) cuda_free(d_out);
@@ -304,6 +406,9 @@ void twins_backbone(int quick) {
         for (int dh = 64; dh <= 256; dh *= 2) {
             check_rope(T, 9, dh, dh);
             check_rope(T, 3, dh, dh / 2);
+            check_head_norm_rope(T, 8, dh, dh, 1);
+            check_head_norm_rope(T, 3, dh, dh / 2, 0);
+            check_head_norm_rope(T, 5, dh, 0, 1);
         }
         check_swiglu((int64_t)T * 1536 + 3, 0);
         check_swiglu((int64_t)T * 77, 1);
@@ -326,13 +431,13 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--part") && i + 1 < argc) parts = argv[++i];
         else {
-            fprintf(stderr, "usage: test_cuda_twins [--quick] [--part backbone,sdpa,oracle,indexer]\n");
+            fprintf(stderr, "usage: test_cuda_twins [--quick] [--part backbone,sdpa,oracle,indexer,score]\n");
             return 1;
         }
     }
-    static const char *const known[] = {"backbone", "sdpa", "oracle", "indexer"};
-    int run[4] = {1, 1, 1, 1};
-    if (parts && cli_names("test_cuda_twins", "--part", parts, known, 4, run)) return 1;
+    static const char *const known[] = {"backbone", "sdpa", "oracle", "indexer", "score"};
+    int run[5] = {1, 1, 1, 1, 1};
+    if (parts && cli_names("test_cuda_twins", "--part", parts, known, 5, run)) return 1;
     char why[256];
     if (cuda_available(why, sizeof why) == 0) {
         const char *req = getenv("SPINDLE_REQUIRE_GPU");
@@ -352,6 +457,7 @@ int main(int argc, char **argv) {
     if (run[1]) twins_sdpa(quick);
     if (run[2]) twins_oracle(quick);
     if (run[3]) twins_indexer(quick);
+    if (run[4]) twins_score(quick);
 
     int failures = twins_summary();
     printf("test_cuda_twins: %s (%d failure%s)\n", failures ? "FAIL" : "PASS", failures, failures == 1 ? "" : "s");

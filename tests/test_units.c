@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backbone.h"
 #include "config.h"
 #include "ids.h"
 #include "npy.h"
@@ -218,6 +219,82 @@ static void test_given_supports(void) {
     free(q), free(k), free(v), free(o1), free(o2), free(r1), free(s1), free(sel), free(n);
 }
 
+// The scoring of one position as eval.c did it inline before backbone_score:
+// log-sum-exp and first argmax of each row, then KL(d ‖ s) term by term.
+static void score_naive(const float *rd, const float *rs, int V, int next, double *nll_d, double *nll_s,
+                        double *kl, int *top1) {
+    int ad = 0, as = 0;
+    for (int j = 1; j < V; j++) {
+        if (rd[j] > rd[ad]) ad = j;
+        if (rs[j] > rs[as]) as = j;
+    }
+    double sd = 0, ss = 0;
+    for (int j = 0; j < V; j++) sd += exp((double)rd[j] - rd[ad]), ss += exp((double)rs[j] - rs[as]);
+    const double lse_d = rd[ad] + log(sd), lse_s = rs[as] + log(ss);
+    double k = 0;
+    for (int j = 0; j < V; j++) k += exp(rd[j] - lse_d) * ((rd[j] - lse_d) - (rs[j] - lse_s));
+    *nll_d = lse_d - rd[next];
+    *nll_s = lse_s - rs[next];
+    *kl = k > 0 ? k : 0;
+    *top1 = ad == as;
+}
+
+// backbone_score on the CPU (row chunks of 128, next_token_stats_cpu) against
+// score_naive on logits formed in one piece. Hidden states are multiples of
+// 1/4 and the lm_head's entries of 1/8, so every logit is exact in fp32 (no
+// GEMM blocking can change it) and many rows tie for their maximum (the first
+// index must win in both). Every fifth position's sparse state equals the
+// dense one (KL exactly 0, top1 1); the rest differ slightly or a lot.
+static void test_score(void) {
+    const int H = 32, V = 1000, R = 300;
+    unsigned seed = 13;
+    float *w = malloc(sizeof(float) * V * H), *hd = malloc(sizeof(float) * R * H), *hs = malloc(sizeof(float) * R * H);
+    float *ld = malloc(sizeof(float) * R * V), *ls = malloc(sizeof(float) * R * V);
+    int32_t *next = malloc(sizeof(int32_t) * R), *top1 = malloc(sizeof(int32_t) * R);
+    double *nd = malloc(sizeof(double) * R), *ns = malloc(sizeof(double) * R), *kl = malloc(sizeof(double) * R);
+    double *nd_only = malloc(sizeof(double) * R);
+    for (int i = 0; i < V * H; i++) w[i] = (float)(rand_r(&seed) % 3 - 1) / 8.0f;
+    for (int i = 0; i < R * H; i++) hd[i] = (float)(rand_r(&seed) % 17 - 8) / 4.0f;
+    for (int r = 0; r < R; r++) {
+        next[r] = (int32_t)(rand_r(&seed) % V);
+        const int spread = r % 5 == 0 ? 0 : r % 5 < 3 ? 1 : 8;  // equal, near, far
+        for (int c = 0; c < H; c++)
+            hs[r * H + c] = hd[r * H + c] + (spread ? (float)(rand_r(&seed) % (2 * spread + 1) - spread) / 4.0f : 0);
+    }
+    Model m;
+    memset(&m, 0, sizeof m);
+    m.cfg.hidden = H, m.cfg.vocab = V, m.lm_head = w;
+    const Backbone b = {&m, NULL};
+    backbone_score(&b, hd, hs, R, next, nd, ns, kl, top1);
+    backbone_score(&b, hd, NULL, R, next, nd_only, NULL, NULL, NULL);
+    matmul_forward_cpu(ld, hd, w, NULL, R, H, V);
+    matmul_forward_cpu(ls, hs, w, NULL, R, H, V);
+    double err = 0;
+    int top1_bad = 0, zero_bad = 0, n_tied = 0, n_agree = 0;
+    for (int r = 0; r < R; r++) {
+        double rnd, rns, rkl;
+        int rt, first = 0, count = 0;
+        score_naive(ld + (size_t)r * V, ls + (size_t)r * V, V, next[r], &rnd, &rns, &rkl, &rt);
+        err = fmax(err, fabs(nd[r] - rnd) / fmax(1.0, fabs(rnd)));
+        err = fmax(err, fabs(ns[r] - rns) / fmax(1.0, fabs(rns)));
+        err = fmax(err, fabs(kl[r] - rkl) / fmax(1e-3, rkl));
+        err = fmax(err, fabs(nd_only[r] - rnd) / fmax(1.0, fabs(rnd)));
+        top1_bad += top1[r] != rt;
+        zero_bad += r % 5 == 0 && (kl[r] != 0 || top1[r] != 1);
+        n_agree += rt;
+        for (int j = 1; j < V; j++) first = ld[(size_t)r * V + j] > ld[(size_t)r * V + first] ? j : first;
+        for (int j = 0; j < V; j++) count += ld[(size_t)r * V + j] == ld[(size_t)r * V + first];
+        n_tied += count > 1;
+    }
+    EXPECT(err < 1e-12, "backbone_score vs the inline scoring: max relative error %.3g", err);
+    EXPECT(top1_bad == 0 && zero_bad == 0, "backbone_score: %d top1 mismatches, %d equal rows with KL != 0 or top1 != 1",
+           top1_bad, zero_bad);
+    // The data must exercise what it is meant to: ties, and both top1 outcomes.
+    EXPECT(n_tied > 0 && n_agree > R / 5 && n_agree < R, "score test data: %d tied rows, %d of %d agree", n_tied,
+           n_agree, R);
+    free(w), free(hd), free(hs), free(ld), free(ls), free(next), free(top1), free(nd), free(ns), free(kl), free(nd_only);
+}
+
 static void test_ids(void) {
     char path[4096];
     Status st;
@@ -333,6 +410,7 @@ int main(int argc, char **argv) {
     test_attention();
     test_oracle();
     test_given_supports();
+    test_score();
     test_ids();
     test_npy();
     test_st_write();

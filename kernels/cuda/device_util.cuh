@@ -1,10 +1,13 @@
 // device_util.cuh: small device helpers shared by the kernels: a binary search
 // over sorted key lists, warp-wide reductions (xor shuffles, every lane gets
 // the result), a thread block's sum in double in a fixed order, and the fp32
-// flash-attention step of one query row over a staged key tile; on the host,
-// the grid size of a grid-stride launch.
+// flash-attention step of one query row over a staged key tile, a store that
+// rounds fp32 to the destination's type; on the host, the grid size of a
+// grid-stride launch.
 #pragma once
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <stdint.h>
 
 // Thread blocks of `block` threads for a grid-stride loop over n elements: one
@@ -13,6 +16,13 @@ static inline int grid_for(int64_t n, int block) {
     const int64_t g = (n + block - 1) / block;
     return (int)(g < 65535 * 16 ? (g > 0 ? g : 1) : 65535 * 16);
 }
+
+// *p = v in p's type: fp32 as is, bf16 / f16 rounded to nearest even (the
+// bits cuda_f32_to_half gives), so a kernel can write the next GEMM's 16-bit
+// operand in place of an fp32 result that would only be converted.
+static __device__ __forceinline__ void store_as(float *p, float v) { *p = v; }
+static __device__ __forceinline__ void store_as(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
+static __device__ __forceinline__ void store_as(__half *p, float v) { *p = __float2half_rn(v); }
 
 // Number of entries ≤ t in the ascending keys[0..n).
 static __device__ __forceinline__ int count_le(const int32_t *keys, int n, int t) {

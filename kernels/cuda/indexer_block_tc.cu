@@ -13,20 +13,30 @@
 // computed twice on tensor cores instead (2 × T²/2 × d_I × 2 FLOP, ~4.4 TFLOP
 // at 128K) and only A (T/bsel × T floats) leaves the chip.
 //
-// One thread block per query block, one warp per 16 query rows (bsel a
-// multiple of 16, at most 128). The block's q rows sit in shared memory; key
+// One thread block per NB = ⌊128 / bsel⌋ consecutive query blocks (bsel a
+// multiple of 16, at most 128): NB·bsel ≤ 128 query rows, one warp per 16 of
+// them (a warp's rows lie in one query block). At bsel = 64 that is two blocks
+// and 8 warps sharing every key tile: half the key traffic and, with 70 KB of
+// shared memory, 24 resident warps per SM where one block per thread block
+// had 16 (ncu: latency-bound at 16). The rows' q sit in shared memory; key
 // tiles of 64 rows of k stream through a double buffer (cp.async; rows past
-// end are zero). Each warp computes its 16 × 64 tile of S = q·kᵀ with mma.sync
-// m16n8k16 (mma.cuh), keys after a row's position masked:
-//   pass 1: per row, the running maximum and sum of 2^(s·c·log2 e) over the
-//           tiles: lse in log2 units, fp32;
-//   pass 2: the same tiles again; p = 2^(s·c·log2 e − lse) (masked: 0); each
-//           warp sums its 16 rows per key column (registers, then shuffles
-//           across the 8 lanes that share a column), the warps' sums go
-//           through shared memory and are added in warp order (so A does not
-//           depend on timing), and one row of A is written per tile.
-// Tiles wholly after a warp's last row are skipped by that warp (it still
-// copies and waits with the others).
+// the last query are zero). Two passes over the tiles, with mma.sync
+// m16n8k16 (mma.cuh) and keys after a query's position masked:
+//   pass 1 (query rows × keys): each warp its 16 q rows × the 64 keys of the
+//           tile; per row, the running maximum and sum of 2^(s·c·log2 e):
+//           lse in log2 units, fp32, then into shared memory;
+//   pass 2 (key rows × queries): work items (query block, group of 16 keys
+//           of the tile), shared out over the warps; an item is its 16 keys ×
+//           the block's queries, up to 64 at a time (S transposed: k is the A
+//           operand, q the B operand), p = 2^(s·c·log2 e − lse) (masked: 0).
+//           A key's sum over the block's queries is a row sum of the warp's C
+//           fragments: in registers across the n-tiles, then over the 4 lanes
+//           of a quad. No shared memory, no barrier and no cross-warp step per
+//           tile, and the order of the additions is fixed (A does not depend
+//           on timing). The first version summed columns across 8 lanes and
+//           across the warps through shared memory (two barriers per tile).
+// Tiles (pass 1) or items (pass 2) wholly after a warp's last query are
+// skipped by that warp (it still copies and waits with the others).
 #include <cuda_bf16.h>
 #include <cuda_pipeline_primitives.h>
 #include <math.h>
@@ -40,6 +50,9 @@ enum {
     IB_BK = 64,       // keys per tile
     IB_MAX_ROWS = 128, // bsel limit: 8 warps
 };
+
+// Query blocks per thread block.
+static inline int ib_blocks_per_cta(int bsel) { return IB_MAX_ROWS / bsel; }
 
 // S for the warp's 16 rows × the 64 keys of the tile, masked (−∞ after a
 // row's position), in log2 units: s[j] holds keys c0 + 8j + 2c, +1 of rows
@@ -61,40 +74,66 @@ static __device__ __forceinline__ void ib_scores(float s[IB_BK / 8][4], const __
     }
 }
 
-// Grid: nb thread blocks, query blocks b0 … b0 + nb − 1 (in reverse); A row b − b0 at A + (b − b0)·ld.
+// Pass 2's item: the sums over NQ·8 queries (rows qr … of the thread block,
+// positions tq0 …, lse_sm in log2 units) of p for the two keys ka, kb of this
+// lane among the warp's 16 (krow: the lane's ldmatrix row of those keys in the
+// key tile), added into *sum_a, *sum_b (this lane's share of its quad).
+template <int D, int NQ>
+static __device__ __forceinline__ void ib_key_sums(float *sum_a, float *sum_b, const __nv_bfloat16 *krow,
+                                                   const __nv_bfloat16 *Qs, const float *lse_sm, int qr, int tq0,
+                                                   int ka, int kb, float c_log2) {
+    constexpr int LDH = D + TILE_PAD;
+    const int c = threadIdx.x % 4;
+    float s[NQ][4];
+    mma_qk_tile<D, NQ>(s, krow, Qs + qr * LDH, LDH);
+#pragma unroll
+    for (int j = 0; j < NQ; j++) {
+        const int r = 8 * j + 2 * c, tq = tq0 + r;  // queries r, r + 1 of the chunk
+        const float2 L = *(const float2 *)(lse_sm + qr + r);
+        *sum_a += (ka <= tq ? exp2f(s[j][0] * c_log2 - L.x) : 0.0f) +
+                  (ka <= tq + 1 ? exp2f(s[j][1] * c_log2 - L.y) : 0.0f);
+        *sum_b += (kb <= tq ? exp2f(s[j][2] * c_log2 - L.x) : 0.0f) +
+                  (kb <= tq + 1 ? exp2f(s[j][3] * c_log2 - L.y) : 0.0f);
+    }
+}
+
+// Grid: ⌈nb / NB⌉ thread blocks over query blocks b0 … b0 + nb − 1, the last
+// group first; A row b − b0 at A + (b − b0)·ld. 32·NB·bsel/16 threads.
 template <int D>
 __global__ void __launch_bounds__(IB_MAX_ROWS * 2)
-    indexer_block_scores_kernel1(float *A, int64_t ld, const __nv_bfloat16 *q, const __nv_bfloat16 *k, int T,
-                                 float c_log2, int bsel, int b0) {
+    indexer_block_scores_kernel2(float *A, int64_t ld, const __nv_bfloat16 *q, const __nv_bfloat16 *k, int T,
+                                 float c_log2, int bsel, int b0, int nb, int NB) {
     constexpr int LDH = D + TILE_PAD, CH = D / 8, NS = IB_BK / 8;
     extern __shared__ __align__(128) unsigned char ib_smem[];
-    const int W = blockDim.x / 32;
-    __nv_bfloat16 *Qs = (__nv_bfloat16 *)ib_smem;
-    __nv_bfloat16 *Kb = Qs + bsel * LDH;  // two key tiles: Kb + (i & 1)·64·LDH
-    float *colsum = (float *)(Qs + bsel * LDH + 2 * IB_BK * LDH);  // [W][64]
+    const int W = blockDim.x / 32, R = NB * bsel;   // warps, rows
+    __nv_bfloat16 *Qs = (__nv_bfloat16 *)ib_smem;  // [R][LDH]
+    __nv_bfloat16 *Kb = Qs + R * LDH;               // two key tiles: Kb + (i & 1)·64·LDH
+    float *lse_sm = (float *)(Kb + 2 * IB_BK * LDH);  // [R], log2 units; +∞: no query
 
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
-    // Longest first: thread block x takes query block b0 + nb − 1 − x, so the
-    // blocks with the most key tiles start in the first wave and the short
-    // ones fill in behind them (the work of block b grows with b).
-    const int b = b0 + gridDim.x - 1 - blockIdx.x, t0 = b * bsel, nt = min(bsel, T - t0), end = t0 + nt;
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+    // Longest first: thread block x takes the group of query blocks
+    // counted from the end, so the groups with the most key tiles start in
+    // the first wave and the short ones fill in behind them.
+    const int bf = b0 + (gridDim.x - 1 - blockIdx.x) * NB;  // first query block here
+    const int nbc = min(NB, b0 + nb - bf);                     // query blocks here
+    const int t0 = bf * bsel, nt = min(nbc * bsel, T - t0), end = t0 + nt;  // rows t0 … end − 1
     const int n_tiles = (end + IB_BK - 1) / IB_BK;
-    float *arow = A + (int64_t)(b - b0) * ld;
 
-    for (int e = threadIdx.x; e < bsel * CH; e += blockDim.x) {
+    for (int e = threadIdx.x; e < R * CH; e += blockDim.x) {
         const int r = e / CH, ch = e % CH;
         uint4 val = make_uint4(0u, 0u, 0u, 0u);
         if (r < nt) val = *(const uint4 *)(q + (int64_t)(t0 + r) * D + 8 * ch);
         *(uint4 *)(Qs + r * LDH + 8 * ch) = val;
     }
-    // This lane's rows (positions; −1 past the block: every key masked).
+    for (int r = threadIdx.x; r < R; r += blockDim.x) lse_sm[r] = INFINITY;
+    // Pass 1: this lane's rows (positions; −1 past the last query: every key masked).
     const int r0 = 16 * warp;
     const int ta = r0 + g < nt ? t0 + r0 + g : -1, tb = r0 + g + 8 < nt ? t0 + r0 + g + 8 : -1;
     const int t_warp = r0 < nt ? t0 + min(r0 + 15, nt - 1) : -1;  // the warp's last row
     const __nv_bfloat16 *qrow = Qs + (r0 + (lane % 8) + 8 * ((lane / 8) % 2)) * LDH + 8 * (lane / 16);
+    const int n_items = nbc * (IB_BK / 16);  // pass 2: (query block, key group) pairs
 
     float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f;
-    float lse_a = INFINITY, lse_b = INFINITY;
     for (int pass = 0; pass < 2; pass++) {
         cp_async_rows<D, IB_BK, false>(Kb, k, D, NULL, end);
         __pipeline_commit();
@@ -105,13 +144,12 @@ __global__ void __launch_bounds__(IB_MAX_ROWS * 2)
                                         end - c0 - IB_BK);
             __pipeline_commit();       // possibly empty: keeps the group count uniform
             __pipeline_wait_prior(1);  // this tile's copies (this thread's) …
-            __syncthreads();           // … and everyone's; Qs on the first tile
+            __syncthreads();           // … and everyone's; Qs, lse_sm on the first tile
             const __nv_bfloat16 *Ks = Kb + (it & 1) * IB_BK * LDH;
-            float s[NS][4];
-            const bool active = c0 <= t_warp;  // warp-uniform
-            if (active) ib_scores<D>(s, qrow, Ks, c0, ta, tb, c_log2);
             if (pass == 0) {
-                if (active) {
+                if (c0 <= t_warp) {  // warp-uniform
+                    float s[NS][4];
+                    ib_scores<D>(s, qrow, Ks, c0, ta, tb, c_log2);
                     float mx_a = -INFINITY, mx_b = -INFINITY;
 #pragma unroll
                     for (int j = 0; j < NS; j++) {
@@ -132,44 +170,49 @@ __global__ void __launch_bounds__(IB_MAX_ROWS * 2)
                     m_a = mn_a, m_b = mn_b;
                 }
             } else {
-                // Column sums of p over the warp's rows: lanes with g = 0 end up
-                // holding columns 8j + 2c, +1.
-#pragma unroll
-                for (int j = 0; j < NS; j++) {
-                    float v0 = 0.0f, v1 = 0.0f;
-                    if (active) {
-                        v0 = exp2f(s[j][0] - lse_a) + exp2f(s[j][2] - lse_b);
-                        v1 = exp2f(s[j][1] - lse_a) + exp2f(s[j][3] - lse_b);
+                for (int item = warp; item < n_items; item += W) {
+                    const int jb = item / (IB_BK / 16), kg = item % (IB_BK / 16);  // query block, key group
+                    const int qt0 = t0 + jb * bsel, qend = min(qt0 + bsel, end);   // its queries
+                    const int k0 = c0 + 16 * kg, ka = k0 + g, kb = k0 + g + 8;
+                    if (k0 >= qend) continue;  // no query of the block sees these keys
+                    const __nv_bfloat16 *krow = Ks + (16 * kg + (lane % 8) + 8 * ((lane / 8) % 2)) * LDH + 8 * (lane / 16);
+                    float sum_a = 0.0f, sum_b = 0.0f;
+                    for (int qc = 0; qc < bsel; qc += 64) {  // 64 queries (the last chunk: 16, 32 or 48) at a time
+                        const int qr = jb * bsel + qc, tq0 = qt0 + qc, n = min(64, bsel - qc);
+                        if (tq0 + n - 1 < k0 || tq0 >= qend) continue;  // every query precedes the keys, or none left
+                        if (n == 64) ib_key_sums<D, 8>(&sum_a, &sum_b, krow, Qs, lse_sm, qr, tq0, ka, kb, c_log2);
+                        else if (n == 48) ib_key_sums<D, 6>(&sum_a, &sum_b, krow, Qs, lse_sm, qr, tq0, ka, kb, c_log2);
+                        else if (n == 32) ib_key_sums<D, 4>(&sum_a, &sum_b, krow, Qs, lse_sm, qr, tq0, ka, kb, c_log2);
+                        else ib_key_sums<D, 2>(&sum_a, &sum_b, krow, Qs, lse_sm, qr, tq0, ka, kb, c_log2);
                     }
-                    warp_colsum_store(colsum + warp * IB_BK, j, v0, v1);
-                }
-                __syncthreads();  // every warp's column sums are in
-                for (int col = threadIdx.x; col < IB_BK && c0 + col < end; col += blockDim.x) {
-                    float a = 0.0f;
-                    for (int w = 0; w < W; w++) a += colsum[w * IB_BK + col];
-                    arow[c0 + col] = a;
+                    sum_a = quad_sum(sum_a), sum_b = quad_sum(sum_b);
+                    if (c == 0) {
+                        float *arow = A + (int64_t)(bf + jb - b0) * ld;
+                        if (ka < qend) arow[ka] = sum_a;
+                        if (kb < qend) arow[kb] = sum_b;
+                    }
                 }
             }
-            __syncthreads();  // the tile's buffer (and colsum) are free for reuse
+            __syncthreads();  // the tile's buffer is free for reuse
         }
         __pipeline_wait_prior(0);
-        if (pass == 0) {
-            // lse in log2 units; rows past the block (and rows without keys,
-            // which cannot happen: key t is always there) get +∞: p = 0.
-            lse_a = ta >= 0 && l_a > 0.0f ? m_a + log2f(l_a) : INFINITY;
-            lse_b = tb >= 0 && l_b > 0.0f ? m_b + log2f(l_b) : INFINITY;
+        if (pass == 0 && c == 0) {
+            // lse in log2 units; rows past the last query (and rows without
+            // keys, which cannot happen: key t is always there) keep +∞: p = 0.
+            if (ta >= 0 && l_a > 0.0f) lse_sm[r0 + g] = m_a + log2f(l_a);
+            if (tb >= 0 && l_b > 0.0f) lse_sm[r0 + g + 8] = m_b + log2f(l_b);
         }
     }
 }
 
 template <int D>
 static int launch(float *A, int64_t ld, const void *q, const void *k, int T, float c_col, int bsel, int b0, int nb) {
-    const size_t smem = sizeof(__nv_bfloat16) * (size_t)(bsel + 2 * IB_BK) * (D + TILE_PAD) +
-                        sizeof(float) * (size_t)(bsel / 16) * IB_BK;
-    CUDA_CHECK(cudaFuncSetAttribute(indexer_block_scores_kernel1<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    const int NB = ib_blocks_per_cta(bsel), rows = NB * bsel;
+    const size_t smem = sizeof(__nv_bfloat16) * (size_t)(rows + 2 * IB_BK) * (D + TILE_PAD) + sizeof(float) * rows;
+    CUDA_CHECK(cudaFuncSetAttribute(indexer_block_scores_kernel2<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)smem));
-    indexer_block_scores_kernel1<D><<<nb, 32 * (bsel / 16), smem>>>(
-        A, ld, (const __nv_bfloat16 *)q, (const __nv_bfloat16 *)k, T, c_col * 1.4426950408889634f, bsel, b0);
+    indexer_block_scores_kernel2<D><<<(nb + NB - 1) / NB, 32 * (rows / 16), smem>>>(
+        A, ld, (const __nv_bfloat16 *)q, (const __nv_bfloat16 *)k, T, c_col * 1.4426950408889634f, bsel, b0, nb, NB);
     CUDA_CHECK(cudaGetLastError());
     return 0;
 }

@@ -6,6 +6,8 @@
 // fp32: cublasSgemm, TF32 off (handle math mode, cublas_check.cuh): the
 // reference mode. bf16: cublasGemmEx with bf16 A/B, fp32 C and
 // CUBLAS_COMPUTE_32F: bf16 storage, fp32 accumulation; f16 the same way.
+// The accumulate forms pass β = 1, so the product lands on top of x (the
+// residual stream) in the GEMM's epilogue.
 #include <cuda_bf16.h>
 
 #include "cublas_check.cuh"
@@ -29,24 +31,53 @@ static void add_bias(float *out, const float *bias, int T, int C_out) {
     CUDA_CHECK(cudaGetLastError());
 }
 
+// outᵀ = w·inᵀ + beta·outᵀ in fp32 (beta 0: a plain product; 1: added to out).
+static void sgemm(float *out, const float *in, const float *w, int T, int C_in, int C_out, float beta) {
+    const float one = 1.0f;
+    CUBLAS_CHECK(cublasSgemm(cuda_cublas_handle(), CUBLAS_OP_T, CUBLAS_OP_N, C_out, T, C_in, &one, w, C_in,
+                             in, C_in, &beta, out, C_out));
+}
+
+// The same with 16-bit operands of type h, fp32 accumulation and out.
+static void gemm_half(float *out, const void *in, const void *w, int T, int C_in, int C_out, HalfType h,
+                      float beta) {
+    const float one = 1.0f;
+    const cudaDataType_t type = h == HALF_F16 ? CUDA_R_16F : CUDA_R_16BF;
+    CUBLAS_CHECK(cublasGemmEx(cuda_cublas_handle(), CUBLAS_OP_T, CUBLAS_OP_N, C_out, T, C_in, &one, w, type, C_in,
+                              in, type, C_in, &beta, out, CUDA_R_32F, C_out, CUBLAS_COMPUTE_32F,
+                              CUBLAS_GEMM_DEFAULT));
+}
+
 extern "C" void matmul_forward_cuda(float *out, const float *in, const float *w, const float *bias, int T,
                                     int C_in, int C_out) {
     if (T <= 0 || C_out <= 0) return;
-    const float one = 1.0f, zero = 0.0f;
-    CUBLAS_CHECK(cublasSgemm(cuda_cublas_handle(), CUBLAS_OP_T, CUBLAS_OP_N, C_out, T, C_in, &one, w, C_in,
-                             in, C_in, &zero, out, C_out));
+    sgemm(out, in, w, T, C_in, C_out, 0.0f);
     if (bias) add_bias(out, bias, T, C_out);
 }
 
 extern "C" void matmul_forward_half_cuda(float *out, const void *in, const void *w, const float *bias, int T,
                                          int C_in, int C_out, HalfType h) {
     if (T <= 0 || C_out <= 0) return;
+    gemm_half(out, in, w, T, C_in, C_out, h, 0.0f);
+    if (bias) add_bias(out, bias, T, C_out);
+}
+
+extern "C" void matmul_forward_half_out_cuda(void *out, const void *in, const void *w, int T, int C_in, int C_out,
+                                             HalfType h) {
+    if (T <= 0 || C_out <= 0) return;
     const float one = 1.0f, zero = 0.0f;
     const cudaDataType_t type = h == HALF_F16 ? CUDA_R_16F : CUDA_R_16BF;
     CUBLAS_CHECK(cublasGemmEx(cuda_cublas_handle(), CUBLAS_OP_T, CUBLAS_OP_N, C_out, T, C_in, &one, w, type, C_in,
-                              in, type, C_in, &zero, out, CUDA_R_32F, C_out, CUBLAS_COMPUTE_32F,
-                              CUBLAS_GEMM_DEFAULT));
-    if (bias) add_bias(out, bias, T, C_out);
+                              in, type, C_in, &zero, out, type, C_out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+extern "C" void matmul_accumulate_cuda(float *x, const float *in, const float *w, int T, int C_in, int C_out) {
+    if (T > 0 && C_out > 0) sgemm(x, in, w, T, C_in, C_out, 1.0f);
+}
+
+extern "C" void matmul_accumulate_half_cuda(float *x, const void *in, const void *w, int T, int C_in, int C_out,
+                                            HalfType h) {
+    if (T > 0 && C_out > 0) gemm_half(x, in, w, T, C_in, C_out, h, 1.0f);
 }
 
 extern "C" void matmul_forward_bf16_cuda(float *out, const void *in, const void *w, const float *bias, int T,

@@ -21,7 +21,7 @@
 // them in registers (masked to 0 for j > t). Per query the sum, divided by Hq,
 // is stored into the row buffer R on the first KV head and added on the
 // others, by the thread that owns the element each time (so in KV-head order,
-// deterministically); per block the warp's rows are summed per column
+// deterministically; the earlier value is loaded before the tile's products); per block the warp's rows are summed per column
 // (shuffles, then shared memory in warp order) and the block's row of A is
 // stored or added the same way. Only j ≤ t (per query) or j < end (blocks) is
 // written: topk_rows_cuda reads nothing past a row's length.
@@ -111,6 +111,22 @@ __global__ void __launch_bounds__(OT_MAX_ROWS * 2)
             __syncthreads();           // … and everyone's; Qs and lse2 on the first tile
             const __nv_bfloat16 *Ks = Kb + (it & 1) * OT_BK * LDH;
             const bool active = c0 <= t_warp;  // warp-uniform
+            // Per query, after the first KV head: this lane's elements of R as the
+            // earlier heads left them, loaded before the products so that the
+            // loads are in flight while the tensor cores work (read right
+            // before the store, they stalled every warp on global memory:
+            // ncu's long-scoreboard stalls, docs/performance.md).
+            float prev[NS][4];
+            const bool add = !block && kh > 0 && active;
+#pragma unroll
+            for (int j = 0; j < NS; j++) {
+                const int col = c0 + 8 * j + 2 * c;
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int t = e < 2 ? ta : tb, jj = col + (e & 1);
+                    prev[j][e] = add && jj <= t ? R[(int64_t)(t - row0) * ld + jj] : 0.0f;
+                }
+            }
             float p[NS][4];
 #pragma unroll
             for (int j = 0; j < NS; j++) p[j][0] = p[j][1] = p[j][2] = p[j][3] = 0.0f;
@@ -139,8 +155,7 @@ __global__ void __launch_bounds__(OT_MAX_ROWS * 2)
                         for (int e = 0; e < 4; e++) {
                             const int t = e < 2 ? ta : tb, jj = col + (e & 1);
                             if (jj > t) continue;  // also t = −1: a row past the chunk
-                            float *dst = R + (int64_t)(t - row0) * ld + jj;
-                            *dst = kh == 0 ? p[j][e] * inv_h : *dst + p[j][e] * inv_h;
+                            R[(int64_t)(t - row0) * ld + jj] = prev[j][e] + p[j][e] * inv_h;  // prev 0 on kh 0
                         }
                     }
                 }

@@ -2,6 +2,8 @@
 // One block per row: each thread sums the squares of a strided slice, a warp
 // shuffle then shared memory reduce them, every thread scales its slice.
 // out may alias in (each element is read before it is written, by one thread).
+// rmsnorm_forward_half_cuda writes the same fp32 values rounded to bf16 / f16
+// (the next GEMM's operand, without the fp32 round trip through memory).
 #include "cuda_check.cuh"
 #include "device_util.cuh"
 #include "ops_cuda.h"
@@ -10,12 +12,13 @@ enum { RMS_THREADS = 256 };
 
 // ---- kernels ------------------------------------------------------------------------
 
-__global__ void __launch_bounds__(RMS_THREADS) rmsnorm_forward_kernel1(float *out, const float *in,
+template <typename OutT>
+__global__ void __launch_bounds__(RMS_THREADS) rmsnorm_forward_kernel1(OutT *out, const float *in,
                                                                       const float *w, int C, float eps) {
     __shared__ float partial[RMS_THREADS / 32];
     __shared__ float rstd_s;
     const float *x = in + (int64_t)blockIdx.x * C;
-    float *y = out + (int64_t)blockIdx.x * C;
+    OutT *y = out + (int64_t)blockIdx.x * C;
     float ss = 0.0f;
     for (int c = threadIdx.x; c < C; c += blockDim.x) ss += x[c] * x[c];
     ss = warp_sum(ss);
@@ -28,7 +31,7 @@ __global__ void __launch_bounds__(RMS_THREADS) rmsnorm_forward_kernel1(float *ou
     }
     __syncthreads();
     const float rstd = rstd_s;
-    for (int c = threadIdx.x; c < C; c += blockDim.x) y[c] = x[c] * rstd * w[c];
+    for (int c = threadIdx.x; c < C; c += blockDim.x) store_as(y + c, x[c] * rstd * w[c]);
 }
 
 // ---- launcher ------------------------------------------------------------------------
@@ -36,5 +39,13 @@ __global__ void __launch_bounds__(RMS_THREADS) rmsnorm_forward_kernel1(float *ou
 extern "C" void rmsnorm_forward_cuda(float *out, const float *in, const float *w, int R, int C, float eps) {
     if (R <= 0) return;
     rmsnorm_forward_kernel1<<<R, RMS_THREADS>>>(out, in, w, C, eps);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+extern "C" void rmsnorm_forward_half_cuda(void *out, const float *in, const float *w, int R, int C, float eps,
+                                          HalfType h) {
+    if (R <= 0) return;
+    if (h == HALF_BF16) rmsnorm_forward_kernel1<<<R, RMS_THREADS>>>((__nv_bfloat16 *)out, in, w, C, eps);
+    else rmsnorm_forward_kernel1<<<R, RMS_THREADS>>>((__half *)out, in, w, C, eps);
     CUDA_CHECK(cudaGetLastError());
 }

@@ -66,9 +66,15 @@ enum {
 // Thread block: (block b, KV head kh, head group hg) from blockIdx.x with b the
 // slowest; hpc heads × bsel rows, warp w: head kh·G + hg·hpc + w / (bsel/16),
 // rows 16·(w % (bsel/16)) … + 15 of the block. scale_log2 = scale·log2(e).
-template <int D>
+// Two adjacent output values: fp32, or rounded to bf16 (nearest even).
+static __device__ __forceinline__ void store2(float *p, float a, float b) { *(float2 *)p = make_float2(a, b); }
+static __device__ __forceinline__ void store2(__nv_bfloat16 *p, float a, float b) {
+    *(__nv_bfloat162 *)p = __floats2bfloat162_rn(a, b);
+}
+
+template <int D, typename OutT>
 __global__ void __launch_bounds__(TC_MAX_ROWS * 2, 2)
-    support_attention_block_tc_kernel2(float *out, const __nv_bfloat16 *q, const __nv_bfloat16 *k,
+    support_attention_block_tc_kernel2(OutT *out, const __nv_bfloat16 *q, const __nv_bfloat16 *k,
                                        const __nv_bfloat16 *v, int T, int Hq, int Hkv, int hpc, float scale_log2,
                                        int topk, int bsel, const int32_t *sel, const int32_t *n_sel) {
     constexpr int LDH = D + TILE_PAD;  // Qs, Ks, Vs rows (bf16 elements)
@@ -196,14 +202,14 @@ __global__ void __launch_bounds__(TC_MAX_ROWS * 2, 2)
         const int r = half ? rb : ra;
         if (r >= nt) continue;
         const int t = t0 + r;
-        float *orow = out + (int64_t)t * nq + (int64_t)h * D;
+        OutT *orow = out + (int64_t)t * nq + (int64_t)h * D;
         const float l = half ? l_b : l_a;
         if ((half ? nv_b : nv_a) == 0) {
             const __nv_bfloat16 *vr = v + (int64_t)t * nkv + (int64_t)kh * D;
 #pragma unroll
             for (int n = 0; n < ND; n++) {
                 const int d = 8 * n + 2 * c;
-                *(float2 *)(orow + d) = make_float2(__bfloat162float(vr[d]), __bfloat162float(vr[d + 1]));
+                store2(orow + d, __bfloat162float(vr[d]), __bfloat162float(vr[d + 1]));  // exact either way
             }
             continue;
         }
@@ -211,15 +217,15 @@ __global__ void __launch_bounds__(TC_MAX_ROWS * 2, 2)
 #pragma unroll
         for (int n = 0; n < ND; n++) {
             const int d = 8 * n + 2 * c;
-            *(float2 *)(orow + d) = make_float2(o[n][2 * half] * inv, o[n][2 * half + 1] * inv);
+            store2(orow + d, o[n][2 * half] * inv, o[n][2 * half + 1] * inv);
         }
     }
 }
 
 // ---- launcher ---------------------------------------------------------------------------
 
-template <int D>
-static int support_attention_block_tc_launch(float *out, const void *q, const void *k, const void *v, int T, int Hq,
+template <int D, typename OutT>
+static int support_attention_block_tc_launch(OutT *out, const void *q, const void *k, const void *v, int T, int Hq,
                                              int Hkv, float scale, int topk, int bsel, const int32_t *sel,
                                              const int32_t *n_sel) {
     const int G = Hq / Hkv;
@@ -234,24 +240,41 @@ static int support_attention_block_tc_launch(float *out, const void *q, const vo
     if (smem > (size_t)max_smem) return -1;
     const int64_t n_blocks = (T + (int64_t)bsel - 1) / bsel, grid = n_blocks * Hkv * (G / hpc);
     if (grid > INT_MAX) return -1;
-    CUDA_CHECK(cudaFuncSetAttribute(support_attention_block_tc_kernel2<D>,
+    CUDA_CHECK(cudaFuncSetAttribute(support_attention_block_tc_kernel2<D, OutT>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    support_attention_block_tc_kernel2<D><<<(unsigned)grid, 32 * (rows / 16), smem>>>(
+    support_attention_block_tc_kernel2<D, OutT><<<(unsigned)grid, 32 * (rows / 16), smem>>>(
         out, (const __nv_bfloat16 *)q, (const __nv_bfloat16 *)k, (const __nv_bfloat16 *)v, T, Hq, Hkv, hpc,
         scale * 1.4426950408889634f, topk, bsel, sel, n_sel);
     CUDA_CHECK(cudaGetLastError());
     return 0;
 }
 
-extern "C" int support_attention_block_tc_cuda(float *out, const void *q, const void *k, const void *v, int T,
-                                               int Hq, int Hkv, int dh, float scale, int topk, int bsel,
-                                               const int32_t *sel, const int32_t *n_sel) {
+// The checks both entry points share: 0 when the kernel takes the call.
+static int tc_takes(const void *q, const void *k, const void *v, int Hq, int Hkv, int dh, int topk, int bsel) {
     if ((dh != 64 && dh != 128) || bsel < 16 || bsel > TC_MAX_ROWS || bsel % 16 != 0 || Hkv <= 0 || Hq <= 0 ||
         Hq % Hkv != 0 || topk < 1)
         return -1;
     // cp.async and the uint4 loads of q need 16-byte aligned rows (cudaMalloc gives 256).
-    if (((uintptr_t)q | (uintptr_t)k | (uintptr_t)v) & 15) return -1;
+    return ((uintptr_t)q | (uintptr_t)k | (uintptr_t)v) & 15 ? -1 : 0;
+}
+
+template <typename OutT>
+static int tc_run(OutT *out, const void *q, const void *k, const void *v, int T, int Hq, int Hkv, int dh, float scale,
+                  int topk, int bsel, const int32_t *sel, const int32_t *n_sel) {
+    if (tc_takes(q, k, v, Hq, Hkv, dh, topk, bsel)) return -1;
     if (T <= 0) return 0;
     if (dh == 64) return support_attention_block_tc_launch<64>(out, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel, n_sel);
     return support_attention_block_tc_launch<128>(out, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel, n_sel);
+}
+
+extern "C" int support_attention_block_tc_cuda(float *out, const void *q, const void *k, const void *v, int T,
+                                               int Hq, int Hkv, int dh, float scale, int topk, int bsel,
+                                               const int32_t *sel, const int32_t *n_sel) {
+    return tc_run(out, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel);
+}
+
+extern "C" int support_attention_block_tc_bf16_cuda(void *out, const void *q, const void *k, const void *v, int T,
+                                                    int Hq, int Hkv, int dh, float scale, int topk, int bsel,
+                                                    const int32_t *sel, const int32_t *n_sel) {
+    return tc_run((__nv_bfloat16 *)out, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel);
 }

@@ -491,6 +491,12 @@ void twins_indexer(int quick) {
     check_block_scores_bf16(130, 128, 16, 0, 9);
     check_block_scores_bf16(130, 64, 64, 1, 2);
     check_block_scores_bf16(300, 128, 128, 0, 3);
+    // Several query blocks per thread block (bsel ≤ 64), a last thread block
+    // with fewer, and the query chunks of 48 and 32 rows.
+    check_block_scores_bf16(200, 128, 48, 0, 5);
+    check_block_scores_bf16(257, 128, 32, 2, 6);
+    check_block_scores_bf16(300, 64, 96, 1, 2);
+    check_block_scores_bf16(700, 64, 64, 0, 11);
     if (!quick) {
         check_block_scores_bf16(1000, 128, 64, 3, 12);
         check_block_scores_bf16(1000, 64, 16, 0, 63);

@@ -435,7 +435,19 @@ static void check_support_block_tc(int T, int Hq, int Hkv, int dh, int topk, int
     } else {
         float *out_g = host_from_dev(d_out, T * nq);
         compare("support_attention_block_tc", shape, out_g, out_c, T * nq, TC_NMSE, TC_MAX);
-        free(out_g);
+        // The bf16-out entry: the same values rounded to bf16, bit for bit.
+        void *b_out = cuda_malloc(2 * (size_t)(T * nq));
+        float *d_wide = dev_poisoned(T * nq);
+        cuda_memset(b_out, 0xFF, 2 * (size_t)(T * nq));
+        const int rc16 = support_attention_block_tc_bf16_cuda(b_out, b_q, b_k, b_v, T, Hq, Hkv, dh, scale, topk,
+                                                              bsel, d_sel, d_n);
+        cuda_bf16_to_f32(d_wide, b_out, T * nq);
+        float *out_16 = host_from_dev(d_wide, T * nq);
+        for (int64_t i = 0; i < T * nq; i++) out_g[i] = bf16_round(out_g[i]);
+        if (rc16 != 0) record("support_attention_block_tc bf16 out", shape, 0, "returned -1 where fp32 out ran");
+        else compare("support_attention_block_tc bf16 out", shape, out_16, out_g, T * nq, 0.0, 0.0);
+        cuda_free(b_out), cuda_free(d_wide);
+        free(out_g), free(out_16);
     }
     cuda_free(d_q), cuda_free(d_k), cuda_free(d_v), cuda_free(b_q), cuda_free(b_k), cuda_free(b_v);
     cuda_free(d_sel), cuda_free(d_n), cuda_free(d_out);

@@ -52,3 +52,4 @@ void twins_backbone(int quick);  // test_cuda_twins.c: GEMM, norms, RoPE, SwiGLU
 void twins_oracle(int quick);    // tests/twins/oracle.c: top-k select, oracle supports, sparse attention
 void twins_indexer(int quick);   // tests/twins/indexer.c: indexer scores, select, fused KL loss/grads, AdamW
 void twins_sdpa(int quick);      // tests/twins/sdpa.c: bf16 dense attention (cuDNN SDPA)
+void twins_score(int quick);     // tests/twins/score.c: next-token scoring (eval), backbone_score
