@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # frontier.sh: the quality/latency frontier (DESIGN.md) in one command, on a GPU machine:
 #   1. quality: SmolLM2 (real weights) dense vs attention-mass oracle vs a trained indexer at every
-#      (length, k, b_sel) of the grid, `spindle eval --precision fp32` on held-out text (about 8K scored
-#      positions per length: 8192/length sequences), and again `--precision bf16` (the deployed setting,
+#      (length, k, b_sel) of the grid, `spindle eval --precision fp32` on held-out text (--positions scored
+#      positions per length, 8192 by default: 8192/length sequences), and again `--precision bf16` (the deployed setting,
 #      for the realization gap);
 #   2. latency: TTFT of the synthetic Qwen3-8B at the same (length, k, b_sel), `spindle bench --no-kernels`
 #      (dense, indexer per query, indexer block-shared, oracle per query);
@@ -30,7 +30,8 @@ usage: scripts/frontier.sh [options]
   --lengths LIST      context lengths (default 1024,2048,4096,8192)
   --k LIST            keys per support (default 64,256,1024)
   --bsel LIST         queries per shared support, 1 = per query (default 1,64)
-  --n-seq N           sequences per length (default 8192/length, at least 1: about 8K scored positions)
+  --n-seq N           sequences per length (default: --positions / length, at least 1)
+  --positions P       scored positions per length when --n-seq is not given (default 8192)
   --quick             lengths 1024, k 64,256, b_sel 1,64, 1 sequence
   --device cuda|cpu   cuda (default) or cpu: a smoke test; no bf16 eval, no bench, TTFT "not measured"
   --synthetic NAME    the model bench times (default qwen3-8b)
@@ -45,7 +46,7 @@ EOF
 }
 
 model=models/smollm2 indexer=results/indexer/idx_long text=corpus/heldout
-lengths=1024,2048,4096,8192 ks=64,256,1024 bsels=1,64 nseq="" quick=0 device=cuda
+lengths=1024,2048,4096,8192 ks=64,256,1024 bsels=1,64 nseq="" positions=8192 quick=0 device=cuda
 synth=qwen3-8b bench_timeout=300 bin=build/spindle out=results/frontier
 doc=docs/results.md plot=docs/img/frontier.png nodoc=0 fresh=0
 while [ $# -gt 0 ]; do
@@ -58,7 +59,7 @@ while [ $# -gt 0 ]; do
     [ $# -ge 2 ] || { echo "frontier: $1 needs a value" >&2; usage >&2; exit 2; }
     case "$1" in
         --model) model=$2 ;; --indexer) indexer=$2 ;; --text) text=$2 ;;
-        --lengths) lengths=$2 ;; --k) ks=$2 ;; --bsel) bsels=$2 ;; --n-seq) nseq=$2 ;;
+        --lengths) lengths=$2 ;; --k) ks=$2 ;; --bsel) bsels=$2 ;; --n-seq) nseq=$2 ;; --positions) positions=$2 ;;
         --device) device=$2 ;; --synthetic) synth=$2 ;; --bench-timeout) bench_timeout=$2 ;;
         --bin) bin=$2 ;; --out) out=$2 ;; --doc) doc=$2 ;; --plot) plot=$2 ;;
         *) echo "frontier: unknown option $1" >&2; usage >&2; exit 2 ;;
@@ -73,6 +74,7 @@ for v in "lengths:$lengths" "k:$ks" "bsel:$bsels"; do
     islist "${v#*:}" || { echo "frontier: --${v%%:*} wants positive integers separated by commas, not '${v#*:}'" >&2; exit 2; }
 done
 [ -z "$nseq" ] || [[ $nseq =~ ^[1-9][0-9]*$ ]] || { echo "frontier: --n-seq wants a positive integer" >&2; exit 2; }
+[[ $positions =~ ^[1-9][0-9]*$ ]] || { echo "frontier: --positions wants a positive integer" >&2; exit 2; }
 [[ $bench_timeout =~ ^[1-9][0-9]*$ ]] || { echo "frontier: --bench-timeout wants seconds" >&2; exit 2; }
 case "$device" in cpu|cuda) ;; *) echo "frontier: --device is cpu or cuda, not '$device'" >&2; exit 2 ;; esac
 
@@ -150,7 +152,7 @@ kdash=${ks//,/-} sdash=${bsels//,/-}
 # 1. Quality: one eval per length and precision (dense + oracle + indexer at every k, b_sel).
 precs=(fp32); [ "$device" = cuda ] && precs+=(bf16)
 for L in "${L_ARR[@]}"; do
-    n=${nseq:-$(( 8192 / L > 0 ? 8192 / L : 1 ))}
+    n=${nseq:-$(( positions / L > 0 ? positions / L : 1 ))}
     for p in "${precs[@]}"; do
         json=$out/eval_${device}_${p}_ctx${L}_n${n}_k${kdash}_b${sdash}.json
         extra=(--device "$device"); [ "$device" = cuda ] && extra+=(--precision "$p")

@@ -1,0 +1,1 @@
+/work/main/build-device/spindle bench --synthetic qwen3-8b --no-kernels --ctx 2048 --k 1024 --bsel 64 --device cuda --json /root/spindle-frontier/bench_qwen3-8b_ctx2048_k1024_b64.json

@@ -1,0 +1,1 @@
+/work/main/build-device/spindle eval --model /root/spindle-smollm2/model --text .dev/text/heldout.txt --ctx 2048 --n-seq 24 --k 64,256,1024 --bsel 1,64 --indexer results/indexer/idx_long --device cuda --precision fp32 --json /root/spindle-frontier/eval_cuda_fp32_ctx2048_n24_k64-256-1024_b1-64.json
