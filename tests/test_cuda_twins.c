@@ -157,6 +157,22 @@ static void check_matmul(int T, int C_in, int C_out, int with_bias) {
     free(ref_r);
 }
 
+// A fused kernel's 16-bit output (fused16, type h) against the fp32 result
+// d_ref (device) rounded by the conversion kernel: equal bit for bit (both
+// widened back to fp32 to compare).
+static void check_half_out(const char *op, const char *shape, const void *fused16, const float *d_ref, int64_t n,
+                           HalfType h) {
+    void *conv = cuda_malloc(2 * (size_t)n);
+    float *d_a = dev_poisoned(n), *d_b = dev_poisoned(n);
+    cuda_f32_to_half(conv, d_ref, n, h);
+    cuda_half_to_f32(d_a, fused16, n, h);
+    cuda_half_to_f32(d_b, conv, n, h);
+    float *a = host_from_dev(d_a, n), *b = host_from_dev(d_b, n);
+    compare(op, shape, a, b, n, 0.0, 0.0);
+    free(a), free(b);
+    cuda_free(conv), cuda_free(d_a), cuda_free(d_b);
+}
+
 static void check_rmsnorm(int R, int C, int alias) {
     char shape[96];
     snprintf(shape, sizeof shape, "R=%d C=%d%s", R, C, alias ? " out=in" : "");
@@ -172,16 +188,10 @@ static void check_rmsnorm(int R, int C, int alias) {
     free(got);
     // 16-bit out: the fp32 result rounded by the conversion kernel, bit for bit.
     for (int h = 0; !alias && h < 2; h++) {
-        void *fused = cuda_malloc(2 * (size_t)n), *conv = cuda_malloc(2 * (size_t)n);
-        float *d_a = dev_poisoned(n), *d_b = dev_poisoned(n);
+        void *fused = cuda_malloc(2 * (size_t)n);
         rmsnorm_forward_half_cuda(fused, d_in, d_w, R, C, eps, (HalfType)h);
-        cuda_f32_to_half(conv, d_out, n, (HalfType)h);
-        cuda_half_to_f32(d_a, fused, n, (HalfType)h);
-        cuda_half_to_f32(d_b, conv, n, (HalfType)h);
-        float *a = host_from_dev(d_a, n), *b = host_from_dev(d_b, n);
-        compare(h == HALF_BF16 ? "rmsnorm bf16 out" : "rmsnorm f16 out", shape, a, b, n, 0.0, 0.0);
-        free(a), free(b);
-        cuda_free(fused), cuda_free(conv), cuda_free(d_a), cuda_free(d_b);
+        check_half_out(h == HALF_BF16 ? "rmsnorm bf16 out" : "rmsnorm f16 out", shape, fused, d_out, n, (HalfType)h);
+        cuda_free(fused);
     }
     if (!alias) cuda_free(d_out);
     cuda_free(d_in);
@@ -263,15 +273,11 @@ static void check_swiglu(int64_t n, int alias) {
     // The fused 16-bit output must equal the fp32 result rounded by the
     // conversion kernel, bit for bit (both widened back to fp32 to compare).
     for (int h = 0; !alias && h < 2; h++) {
-        void *fused = cuda_malloc(2 * (size_t)n), *conv = cuda_malloc(2 * (size_t)n);
-        float *d_a = dev_poisoned(n), *d_b = dev_poisoned(n);
+        void *fused = cuda_malloc(2 * (size_t)n);
         swiglu_forward_half_cuda(fused, d_g, d_u, n, (HalfType)h);
-        cuda_f32_to_half(conv, d_out, n, (HalfType)h);
-        cuda_half_to_f32(d_a, fused, n, (HalfType)h);
-        cuda_half_to_f32(d_b, conv, n, (HalfType)h);
-        float *a = host_from_dev(d_a, n), *b = host_from_dev(d_b, n);
-        compare(h == HALF_BF16 ? "swiglu bf16 out" : "swiglu f16 out", shape, a, b, n, 0.0, 0.0);
-        free(a), free(b);
+        check_half_out(h == HALF_BF16 ? "swiglu bf16 out" : "swiglu f16 out", shape, fused, d_out, n, (HalfType)h);
+        cuda_free(fused);
+        float *d_a = dev_poisoned(n), *a;
         // 16-bit gate and up in as well: the CPU twin on the rounded inputs,
         // rounded (expf may differ by an fp32 ulp: at most one 16-bit ulp).
         float *g_r = host_alloc(n), *u_r = host_alloc(n), *ref_h = host_alloc(n);
@@ -289,8 +295,7 @@ static void check_swiglu(int64_t n, int alias) {
         compare(h == HALF_BF16 ? "swiglu bf16 in/out" : "swiglu f16 in/out", shape, a, ref_h, n, 1e-7,
                 h == HALF_BF16 ? 8e-3 : 1e-3);
         free(a), free(g_r), free(u_r), free(ref_h);
-        cuda_free(g16), cuda_free(u16);
-        cuda_free(fused), cuda_free(conv), cuda_free(d_a), cuda_free(d_b);
+        cuda_free(g16), cuda_free(u16), cuda_free(d_a);
     }
     if (!alias) cuda_free(d_out);
     cuda_free(d_g);
