@@ -7,6 +7,7 @@
 #      with matplotlib it writes the plot and links it; without it (a stub
 #      module that raises ImportError shadows it) it still writes the table and
 #      says in the section that there is no plot.
+#   3. scripts/frontier.sh's argument checks (bad counts exit 2 before any work).
 # Usage: tests/test_reports.sh SOURCE_DIR TMP_DIR
 set -uo pipefail
 src=$1 tmp=$2
@@ -88,5 +89,13 @@ for mode in plot noplot; do
         check $? "frontier-table.py (noplot): no PNG, the section says so"
     fi
 done
+# 3. frontier.sh refuses bad counts before doing any work (exit 2, the flag named).
+for bad in "--positions 0" "--positions 12k" "--n-seq -1" "--lengths 1024,,2048"; do
+    out=$(bash "$src/scripts/frontier.sh" $bad --out "$tmp/frontier-bad" 2>&1)
+    rc=$?
+    [ $rc = 2 ] && [[ $out == *"${bad%% *}"* ]] && [ ! -e "$tmp/frontier-bad" ]
+    check $? "frontier.sh $bad: exit 2 ($rc), names the flag, writes nothing"
+done
+
 echo "reports: $([ $fails = 0 ] && echo PASS || echo "FAIL ($fails)")"
 exit $((fails > 0))
