@@ -471,24 +471,24 @@ static void forward_impl(FwdCuda *f, const int32_t *ids, int T, float *hidden_ho
         gemm_residual(f, x, xn, att_in, w->wo, w->bo, T, nq, H);
 
         in = norm_input(f, xn, hb, x, w->mlp_norm, T, H, eps, 0);
+        const void *down_in = hb;  // the down projection's operand
         if (f->prec == FWD_BF16 && !w->b_gate && !w->b_up) {
             // gate and up in 16 bits, as a bf16 model computes them: half the
             // traffic of the two widest tensors of the layer.
             matmul_forward_half_out_cuda(gate, in, w->w_gate, T, H, I, f->half);
             matmul_forward_half_out_cuda(up, in, w->w_up, T, H, I, f->half);
             swiglu_forward_half_in_cuda(hb, gate, up, (int64_t)T * I, f->half);
-            gemm_residual(f, x, xn, hb, w->w_down, w->b_down, T, I, H);
         } else {
             gemm(f, gate, in, w->w_gate, w->b_gate, T, H, I);
             gemm(f, up, in, w->w_up, w->b_up, T, H, I);
             if (f->prec == FWD_FP32) {
                 swiglu_forward_cuda(gate, gate, up, (int64_t)T * I);
-                gemm_residual(f, x, xn, gate, w->w_down, w->b_down, T, I, H);
+                down_in = gate;
             } else {  // straight into the 16-bit operand (the same bits as gemm_input of the fp32 result)
                 swiglu_forward_half_cuda(hb, gate, up, (int64_t)T * I, f->half);
-                gemm_residual(f, x, xn, hb, w->w_down, w->b_down, T, I, H);
             }
         }
+        gemm_residual(f, x, xn, down_in, w->w_down, w->b_down, T, I, H);
         if (prof) prof->gemm += lap(&t_lap);
     }
     rmsnorm_forward_cuda(x, x, f->final_norm, T, H, eps);
