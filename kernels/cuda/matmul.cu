@@ -38,14 +38,13 @@ static void sgemm(float *out, const float *in, const float *w, int T, int C_in, 
                              in, C_in, &beta, out, C_out));
 }
 
-// The same with 16-bit operands of type h and fp32 accumulation; out is fp32,
-// or (half_out) of type h too, rounded once in the epilogue.
-static void gemm_half(void *out, int half_out, const void *in, const void *w, int T, int C_in, int C_out, HalfType h,
+// The same with 16-bit operands of type h, fp32 accumulation and out.
+static void gemm_half(float *out, const void *in, const void *w, int T, int C_in, int C_out, HalfType h,
                       float beta) {
     const float one = 1.0f;
     const cudaDataType_t type = h == HALF_F16 ? CUDA_R_16F : CUDA_R_16BF;
     CUBLAS_CHECK(cublasGemmEx(cuda_cublas_handle(), CUBLAS_OP_T, CUBLAS_OP_N, C_out, T, C_in, &one, w, type, C_in,
-                              in, type, C_in, &beta, out, half_out ? type : CUDA_R_32F, C_out, CUBLAS_COMPUTE_32F,
+                              in, type, C_in, &beta, out, CUDA_R_32F, C_out, CUBLAS_COMPUTE_32F,
                               CUBLAS_GEMM_DEFAULT));
 }
 
@@ -59,13 +58,17 @@ extern "C" void matmul_forward_cuda(float *out, const float *in, const float *w,
 extern "C" void matmul_forward_half_cuda(float *out, const void *in, const void *w, const float *bias, int T,
                                          int C_in, int C_out, HalfType h) {
     if (T <= 0 || C_out <= 0) return;
-    gemm_half(out, 0, in, w, T, C_in, C_out, h, 0.0f);
+    gemm_half(out, in, w, T, C_in, C_out, h, 0.0f);
     if (bias) add_bias(out, bias, T, C_out);
 }
 
 extern "C" void matmul_forward_half_out_cuda(void *out, const void *in, const void *w, int T, int C_in, int C_out,
                                              HalfType h) {
-    if (T > 0 && C_out > 0) gemm_half(out, 1, in, w, T, C_in, C_out, h, 0.0f);
+    if (T <= 0 || C_out <= 0) return;
+    const float one = 1.0f, zero = 0.0f;
+    const cudaDataType_t type = h == HALF_F16 ? CUDA_R_16F : CUDA_R_16BF;
+    CUBLAS_CHECK(cublasGemmEx(cuda_cublas_handle(), CUBLAS_OP_T, CUBLAS_OP_N, C_out, T, C_in, &one, w, type, C_in,
+                              in, type, C_in, &zero, out, type, C_out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 extern "C" void matmul_accumulate_cuda(float *x, const float *in, const float *w, int T, int C_in, int C_out) {
@@ -74,7 +77,7 @@ extern "C" void matmul_accumulate_cuda(float *x, const float *in, const float *w
 
 extern "C" void matmul_accumulate_half_cuda(float *x, const void *in, const void *w, int T, int C_in, int C_out,
                                             HalfType h) {
-    if (T > 0 && C_out > 0) gemm_half(x, 0, in, w, T, C_in, C_out, h, 1.0f);
+    if (T > 0 && C_out > 0) gemm_half(x, in, w, T, C_in, C_out, h, 1.0f);
 }
 
 extern "C" void matmul_forward_bf16_cuda(float *out, const void *in, const void *w, const float *bias, int T,

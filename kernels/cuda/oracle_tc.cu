@@ -58,14 +58,6 @@ static size_t ot_smem(int M, int G, int D) {
 // elements it writes are its own (rows × that key range), so the split
 // changes neither the sums nor their order; without it the per-query grid of
 // a chunk was 32 thread blocks at 32K (a quarter of the SMs).
-// Per query: where this lane's element e of C-fragment n-tile j lands in R
-// (row ta for e < 2, tb for e ≥ 2; key c0 + 8j + 2c + (e & 1)), or −1 when
-// the key comes after the row's query (also a row past the chunk: t = −1).
-static __device__ __forceinline__ int64_t ot_elem(int j, int e, int c0, int c, int ta, int tb, int row0, int64_t ld) {
-    const int t = e < 2 ? ta : tb, jj = c0 + 8 * j + 2 * c + (e & 1);
-    return jj <= t ? (int64_t)(t - row0) * ld + jj : -1;
-}
-
 template <int D>
 __global__ void __launch_bounds__(OT_MAX_ROWS * 2)
     oracle_scores_tc_kernel1(float *R, int64_t ld, const __nv_bfloat16 *q, const __nv_bfloat16 *k,
@@ -128,10 +120,11 @@ __global__ void __launch_bounds__(OT_MAX_ROWS * 2)
             const bool add = !block && kh > 0 && active;
 #pragma unroll
             for (int j = 0; j < NS; j++) {
+                const int col = c0 + 8 * j + 2 * c;
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
-                    const int64_t i = ot_elem(j, e, c0, c, ta, tb, row0, ld);
-                    prev[j][e] = add && i >= 0 ? R[i] : 0.0f;
+                    const int t = e < 2 ? ta : tb, jj = col + (e & 1);
+                    prev[j][e] = add && jj <= t ? R[(int64_t)(t - row0) * ld + jj] : 0.0f;
                 }
             }
             float p[NS][4];
@@ -157,10 +150,12 @@ __global__ void __launch_bounds__(OT_MAX_ROWS * 2)
                 if (active) {
 #pragma unroll
                     for (int j = 0; j < NS; j++) {
+                        const int col = c0 + 8 * j + 2 * c;
 #pragma unroll
                         for (int e = 0; e < 4; e++) {
-                            const int64_t i = ot_elem(j, e, c0, c, ta, tb, row0, ld);
-                            if (i >= 0) R[i] = prev[j][e] + p[j][e] * inv_h;  // prev 0 on kh 0
+                            const int t = e < 2 ? ta : tb, jj = col + (e & 1);
+                            if (jj > t) continue;  // also t = −1: a row past the chunk
+                            R[(int64_t)(t - row0) * ld + jj] = prev[j][e] + p[j][e] * inv_h;  // prev 0 on kh 0
                         }
                     }
                 }
