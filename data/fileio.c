@@ -2,6 +2,7 @@
 #include "fileio.h"
 
 #include <errno.h>
+#include <ftw.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -85,4 +86,21 @@ int atomic_write_file(const char *path, const void *data, size_t n, Status *st) 
 int path_is_dir(const char *path) {
     struct stat sb;
     return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+static int remove_entry(const char *p, const struct stat *sb, int type, struct FTW *ftw) {
+    (void)sb, (void)type, (void)ftw;
+    return remove(p) ? -1 : 0;
+}
+
+int remove_tree(const char *path, Status *st) {
+    struct stat sb;
+    if (lstat(path, &sb)) {
+        if (errno == ENOENT) return 0;
+        return status_fail(st, "%s: %s", path, strerror(errno));
+    }
+    // FTW_DEPTH: children before their folder; FTW_PHYS: links are not followed.
+    if (nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS))
+        return status_fail(st, "%s: could not remove it (%s)", path, strerror(errno));
+    return 0;
 }

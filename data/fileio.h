@@ -30,3 +30,8 @@ int atomic_write_file(const char *path, const void *data, size_t n, Status *st);
 
 // 1 if path exists and is a directory.
 int path_is_dir(const char *path);
+// Removes path and, if it is a directory, everything below it, with the C
+// library (nftw + remove: no shell, so no path is ever interpreted). Symbolic
+// links are removed, never followed. A path that does not exist is not an
+// error. Returns 0, or -1 with st naming what could not be removed.
+int remove_tree(const char *path, Status *st);
