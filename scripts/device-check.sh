@@ -125,6 +125,36 @@ if [ "${SKIP_TWINS:-0}" != 1 ]; then
     [ $rc -eq 0 ] || fail "test_cuda_twins exit $rc"
 fi
 
+# TWIN_SEEDS=N: N more runs of the twin test at --quick sizes, each with a fresh
+# seed from /dev/urandom; seeds and verdicts go to seed-sweep.txt (a failing
+# seed's whole output to seed-fail-SEED.txt). TWIN_SEED=S reruns the full test
+# with seed S first (a seed that failed before).
+if [ -n "${TWIN_SEED:-}" ]; then
+    step "twin test with seed $TWIN_SEED (full sizes)"
+    SPINDLE_SEED=$TWIN_SEED SPINDLE_REQUIRE_GPU=1 "$B/test_cuda_twins" >"$OUT/twins-seed-$TWIN_SEED.txt" 2>&1
+    rc=$?
+    grep -E "^(FAIL|test_cuda_twins)" "$OUT/twins-seed-$TWIN_SEED.txt"
+    [ $rc -eq 0 ] || fail "test_cuda_twins seed $TWIN_SEED exit $rc"
+fi
+if [ "${TWIN_SEEDS:-0}" -gt 0 ]; then
+    step "twin test seed sweep: $TWIN_SEEDS fresh seeds, --quick"
+    n_fail=0
+    : >"$OUT/seed-sweep.txt"
+    for i in $(seq 1 "$TWIN_SEEDS"); do
+        seed=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')
+        SPINDLE_SEED=$seed SPINDLE_REQUIRE_GPU=1 "$B/test_cuda_twins" --quick >"$OUT/seed-run.txt" 2>&1
+        rc=$?
+        if [ $rc -eq 0 ]; then echo "seed $seed PASS" >>"$OUT/seed-sweep.txt"; else
+            echo "seed $seed FAIL (exit $rc)" >>"$OUT/seed-sweep.txt"
+            cp "$OUT/seed-run.txt" "$OUT/seed-fail-$seed.txt"
+            n_fail=$((n_fail + 1))
+        fi
+    done
+    rm -f "$OUT/seed-run.txt"
+    echo "seed sweep: $TWIN_SEEDS seeds, $n_fail failed (seeds in seed-sweep.txt)"
+    [ $n_fail -eq 0 ] || fail "seed sweep: $n_fail of $TWIN_SEEDS seeds failed"
+fi
+
 # One sanitizer run: sanitize NAME TOOL [filter options...]; TWIN_ARGS adds
 # arguments to the test (e.g. --part oracle).
 sanitize() {

@@ -20,7 +20,16 @@
 //     with an untrained indexer Q is far from P, so G's nmse is ≈ 1e-12, and
 //     the sums that follow (over ≤ 1000 keys/queries, then through the norm
 //     and the GEMMs) keep that order: 1e-9 leaves 1000×, while a wrong index,
-//     mask, sign or missed tile gives nmse ≥ 1e-3. With T = 1 the gradient is
+//     mask, sign or missed tile gives nmse ≥ 1e-3. The nmse is relative to the
+//     larger of Σ g_ref² and Σ g_nat², g_nat being the same gradient with every
+//     position as a query: the rounding error of both twins is proportional to
+//     the terms they sum (per query, (Q − P)/|𝒯| times the indexer's q, k, x),
+//     not to their sum, and a sparse query set can make that sum cancel to
+//     rounding level — e.g. 𝒯 = {0}, where P = Q = 1 and the gradient is 0 in
+//     exact arithmetic (on the H200, a T = 7 sparse case gave max|err| 1.7e-7
+//     but nmse 2.25 against the bare reference). A real defect (wrong index,
+//     mask, sign) is as large as the terms themselves and still fails. For a
+//     dense query set g_nat is g_ref, so nothing changes there. With T = 1 the gradient is
 //     exactly 0 in exact arithmetic (P = Q = 1), so only max|g| ≤ 1e-5 is
 //     asked. Calling the GPU loss a second time into the same buffer must give
 //     2·gradient (parameter gradients accumulate).
@@ -154,13 +163,26 @@ static void check_loss(const Case *c, int bf16_teacher) {
     cuda_memset(d_g, 0, sizeof(float) * s.n_params);
     const double l_gpu = indexer_kl_loss_cuda(d_g, &s.cfg, s.d_params, s.d_x, s.d_tq, s.d_tk, s.d_tlse, T, c->Hq,
                                               c->Hkv, c->dh, s.scale, s.d_queries, s.nq, bf16_teacher);
+    // The gradient's natural size: the same gradient with every position as a
+    // query (for a dense query set, the reference itself). See the header.
+    float *g_nat = g_cpu;
+    if (s.nq < T) {
+        int *all = malloc(sizeof(int) * T);
+        for (int t = 0; t < T; t++) all[t] = t;
+        g_nat = calloc((size_t)s.n_params, sizeof(float));
+        indexer_kl_loss_cpu(g_nat, &s.cfg, s.params, s.x, s.tq, s.tk, s.tlse, T, c->Hq, c->Hkv, c->dh, s.scale, all,
+                            T);
+        free(all);
+    }
     char detail[160];
     const double tol_nmse = T == 1 ? INFINITY : GRAD_NMSE, tol_max = T == 1 ? 1e-5 : GRAD_MAX;
     if (bf16_teacher) {
         snprintf(detail, sizeof detail, "gpu %.9g cpu %.9g (|𝒯| = %d)", l_gpu, l_cpu, s.nq);
         record("indexer kl loss (bf16 teacher)", s.shape, loss_close(l_gpu, l_cpu), detail);
         float *got = host_from_dev(d_g, s.n_params);
-        compare("indexer grads (bf16 teacher)", s.shape, got, g_cpu, s.n_params, tol_nmse, tol_max);
+        compare_floor("indexer grads (bf16 teacher)", s.shape, got, g_cpu, s.n_params, tol_nmse, tol_max,
+                      sum_sq(g_nat, s.n_params));
+        if (g_nat != g_cpu) free(g_nat);
         free(got), free(g_cpu);
         cuda_free(d_g);
         setup_free(&s);
@@ -179,14 +201,17 @@ static void check_loss(const Case *c, int bf16_teacher) {
     float *got = host_from_dev(d_g, s.n_params);
     for (int a = 0; a < nt; a++) {
         const int64_t n = ts[a].ndim == 2 ? ts[a].shape[0] * ts[a].shape[1] : ts[a].shape[0];
-        compare(grad_op(ts[a].name), s.shape, got + ts[a].offset, g_cpu + ts[a].offset, n, tol_nmse, tol_max);
+        compare_floor(grad_op(ts[a].name), s.shape, got + ts[a].offset, g_cpu + ts[a].offset, n, tol_nmse, tol_max,
+                      sum_sq(g_nat + ts[a].offset, n));
     }
     free(got);
     indexer_kl_loss_cuda(d_g, &s.cfg, s.d_params, s.d_x, s.d_tq, s.d_tk, s.d_tlse, T, c->Hq, c->Hkv, c->dh, s.scale,
                          s.d_queries, s.nq, 0);
     got = host_from_dev(d_g, s.n_params);
     for (int64_t i = 0; i < s.n_params; i++) g_cpu[i] *= 2.0f;
-    compare("indexer grad accumulate (2x)", s.shape, got, g_cpu, s.n_params, tol_nmse, tol_max);
+    compare_floor("indexer grad accumulate (2x)", s.shape, got, g_cpu, s.n_params, tol_nmse, tol_max,
+                  4.0 * sum_sq(g_nat, s.n_params));
+    if (g_nat != g_cpu) free(g_nat);
     free(got), free(g_cpu);
     cuda_free(d_g);
     setup_free(&s);

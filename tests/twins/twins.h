@@ -34,6 +34,14 @@ float f16_round(float x);
 // Prints one line. Returns 1 when it passed.
 int compare(const char *op, const char *shape, const float *gpu, const float *ref, int64_t n, double tol_nmse,
             double tol_rel_max);
+// compare with the nmse taken relative to max(Σ ref², ref_sq_floor): for a
+// result whose reference can cancel to rounding level while the terms it sums
+// do not (a gradient over a few sampled queries), ref_sq_floor is the squared
+// norm of the same quantity at its natural size. compare() is floor 0.
+int compare_floor(const char *op, const char *shape, const float *gpu, const float *ref, int64_t n,
+                  double tol_nmse, double tol_rel_max, double ref_sq_floor);
+// Σ v² in double (a floor for compare_floor).
+double sum_sq(const float *v, int64_t n);
 // Records a check that is not a float comparison (e.g. a set comparison):
 // ok or not, with a one-line detail.
 void record(const char *op, const char *shape, int ok, const char *detail);
