@@ -99,7 +99,9 @@ for m in libcjson libpcre2-8 openblas libutf8proc libcrypto; do
 done
 
 step "configure + build (-j$JOBS)"
-rm -rf "$B"
+# REUSE_BUILD=1 keeps build-device/ from an earlier call on the same machine
+# (an incremental build); the default builds from scratch.
+[ "${REUSE_BUILD:-0}" = 1 ] || rm -rf "$B"
 {
     cmake -S "$ROOT" -B "$B" -DSPINDLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_BUILD_TYPE=Release \
         -DCMAKE_PREFIX_PATH="$P/usr" -DPKG_CONFIG_EXECUTABLE="$PKGCONF" &&
@@ -140,7 +142,14 @@ if [ "${TWIN_SEEDS:-0}" -gt 0 ]; then
     step "twin test seed sweep: $TWIN_SEEDS fresh seeds, --quick"
     n_fail=0
     : >"$OUT/seed-sweep.txt"
+    sweep_t0=$(date +%s) ran=0
     for i in $(seq 1 "$TWIN_SEEDS"); do
+        # SWEEP_BUDGET_S: stop starting new seeds after this many seconds.
+        if [ -n "${SWEEP_BUDGET_S:-}" ] && [ $(($(date +%s) - sweep_t0)) -ge "$SWEEP_BUDGET_S" ]; then
+            echo "seed sweep: budget of $SWEEP_BUDGET_S s reached after $ran seeds"
+            break
+        fi
+        ran=$((ran + 1))
         seed=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')
         SPINDLE_SEED=$seed SPINDLE_REQUIRE_GPU=1 "$B/test_cuda_twins" --quick >"$OUT/seed-run.txt" 2>&1
         rc=$?
@@ -151,8 +160,8 @@ if [ "${TWIN_SEEDS:-0}" -gt 0 ]; then
         fi
     done
     rm -f "$OUT/seed-run.txt"
-    echo "seed sweep: $TWIN_SEEDS seeds, $n_fail failed (seeds in seed-sweep.txt)"
-    [ $n_fail -eq 0 ] || fail "seed sweep: $n_fail of $TWIN_SEEDS seeds failed"
+    echo "seed sweep: $ran seeds in $(($(date +%s) - sweep_t0)) s, $n_fail failed (seeds in seed-sweep.txt)"
+    [ $n_fail -eq 0 ] || fail "seed sweep: $n_fail of $ran seeds failed"
 fi
 
 # One sanitizer run: sanitize NAME TOOL [filter options...]; TWIN_ARGS adds
