@@ -1,6 +1,6 @@
 // indexer_cuda.h: the indexer on the GPU (only with SPINDLE_HAVE_CUDA), the
 // CUDA twins of kernels/indexer_ops.h and train/adamw.h with the same
-// semantics, argument order and definitions (model/indexer.h, DESIGN.md
+// semantics, argument order and definitions (model/indexer.h; docs/design.md
 // "Indexer", "Loss"). Pointers are device pointers unless named *_host;
 // cfg is a host struct. params/grads use the flat layout of model/indexer.h.
 // x [T, d_model] is the layer's normed attention input; tq [T, Hq·dh],
@@ -32,9 +32,9 @@ extern "C" {
 // queries: device array of n_queries distinct ascending positions in [0, T).
 // bf16_teacher = 1 (dh 64, 128 or 256; ignored otherwise): the teacher's P is
 // rebuilt from bf16 copies of tq, tk on tensor cores (mma.sync; fp32 sums and
-// exponentials), the rest as before: the CPU twin's function of bf16-rounded
-// tq, tk, up to summation order. Not yet run on a GPU (tests/twins/indexer.c
-// checks it against the CPU twin on bf16-rounded teacher inputs).
+// exponentials), the rest unchanged: the CPU twin's function of bf16-rounded
+// tq, tk, up to summation order (tests/twins/indexer.c checks it against the
+// CPU twin on bf16-rounded teacher inputs).
 double indexer_kl_loss_cuda(float *grads, const IndexerConfig *cfg, const float *params, const float *x,
                             const float *tq, const float *tk, const float *tlse, int T, int Hq, int Hkv, int dh,
                             float scale, const int32_t *queries, int n_queries, int bf16_teacher);

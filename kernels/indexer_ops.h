@@ -2,7 +2,8 @@
 // in _cpu; a CUDA twin keeps the names with _cuda. Arguments go outputs →
 // inputs → dimensions; parameter gradients accumulate (+=) into a buffer of
 // the layout in model/indexer.h. Definitions of q^I, k^I, w, score and Q are
-// in model/indexer.h; the teacher (DESIGN.md) is
+// in model/indexer.h; the teacher (docs/design.md
+// "Teacher distribution") is
 //   a_{h,t}(j) = exp(s·q_{h,t}·k_{h/G,j} − lse_{h,t}),  P_t(j) = (1/Hq) Σ_h a_{h,t}(j),  j ≤ t
 // rebuilt tile by tile from the teacher q [T, Hq·dh], k [T, Hkv·dh] and
 // lse [Hq, T]. No op allocates a T×T buffer: work goes in tiles of queries ×
@@ -45,7 +46,7 @@ double indexer_mass_recall_cpu(float *recall, const IndexerConfig *cfg, const fl
                                const float *tq, const float *tk, const float *tlse, int T, int Hq, int Hkv,
                                int dh, float scale, const int *queries, int n_queries, int k);
 
-// The indexer's supports at inference (DESIGN.md "Indexer at inference"),
+// The indexer's supports at inference (docs/design.md "Indexer at inference"),
 // k ≥ 1, bsel ≥ 1:
 //   bsel = 1: row t (T rows) = top-k of score_{t,j} over j ≤ t (all when t+1 ≤ k);
 //   bsel = s: row b (ceil(T/s) rows) for block B = [b·s, min((b+1)·s, T)) =

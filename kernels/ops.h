@@ -32,7 +32,7 @@ void attention_forward_cpu(float *out, float *lse, const float *q, const float *
 // first thing in main.
 void blas_ensure_core(char **argv);
 
-// Attention over the attention-mass oracle's support (DESIGN.md): per query
+// Attention over the attention-mass oracle's support (docs/design.md "Oracle"): per query
 // (bsel = 1) or shared by blocks of bsel queries, top-k keys of the
 // head-averaged attention mass P. Shapes as attention_forward_cpu. When
 // recall/support [T] are not NULL, recall[t] += Σ_{j∈S_t} P_t(j) and

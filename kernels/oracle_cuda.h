@@ -1,7 +1,7 @@
 // oracle_cuda.h: top-k selection, the attention-mass oracle and attention over
 // given supports on the GPU (only with SPINDLE_HAVE_CUDA), the CUDA twins of
 // kernels/cpu/topk.c, oracle_attention_cpu and support_attention_cpu (ops.h),
-// with the same semantics (DESIGN.md "Oracle"). All pointers are device
+// with the same semantics (docs/design.md "Oracle"). All pointers are device
 // pointers; q [T, Hq·dh], k/v [T, Hkv·dh], out [T, Hq·dh], lse [Hq, T] fp32.
 // Nothing here allocates a T×T buffer: rows are processed in chunks, and the
 // widest buffer is a chunk of rows × T floats.
@@ -25,7 +25,7 @@ extern "C" {
 void topk_rows_cuda(int32_t *sel, int32_t *n_sel, const float *score, int rows, int64_t ld, int len0, int step,
                     int cap, int k);
 
-// The oracle's supports (DESIGN.md): bsel = 1, T rows, row t = top-k of P_t(j)
+// The oracle's supports (docs/design.md "Oracle"): bsel = 1, T rows, row t = top-k of P_t(j)
 // over j ≤ t; bsel = s, ceil(T/s) rows, row b = top-k of A_B(j) = Σ_{t∈B, t≥j}
 // P_t(j) over j < end(B). P is rebuilt from q, k and lse (the log-sum-exp of
 // scale·q·k per head and query, as attention_forward_cuda writes it).

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch / HF transformers anchors for the GPU benchmark (issue 6; docs/anchors.md).
+"""PyTorch / HF transformers anchors for the GPU benchmark (docs/anchors.md).
 
 Run on the same card, in the same job, as `spindle bench`, so that spindle's numbers sit next to the
 numbers of the stacks it is compared with. Shapes are Qwen3-8B's attention (Hq=32, Hkv=8, d_h=128),

@@ -4,7 +4,7 @@
 Inputs
   --spindle FILE   written by `spindle bench --json` (schema "spindle-bench/1")
   --anchors FILE   written by scripts/bench-anchors.py --json (schema "spindle-bench-anchors/1")
-Both should come from the same `run` call on the same card; the report says so when the GPU names differ.
+Both should come from the same job on the same card; the report says so when the GPU names differ.
 
 Output
   Markdown on stdout, or in --md FILE (written to FILE.tmp, then renamed): the environment of both

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# device-bench.sh: issue 6's measurements in one job ON the GPU machine:
+# device-bench.sh: the GPU performance measurements in one job ON the GPU machine:
 #   1. builds (scripts/device-check.sh with ONLY_BUILD=1: .deb/ unpacked, -DSPINDLE_CUDA=ON);
 #   2. spindle bench on the synthetic Qwen3-8B (kernels of one layer and TTFT
 #      of all 36 layers at 8K, 32K, 128K; k = 2048, b_sel = 64);
 #   3. scripts/bench-anchors.py: PyTorch SDPA (cuDNN, FA2), HF transformers
 #      Qwen3-8B prefill, PyTorch indexer/oracle, FlexAttention — same card, same job;
-#   4. scripts/bench-report.py: the ratio table against issue 6's targets.
+#   4. scripts/bench-report.py: the ratio table against the performance targets
+#      (docs/performance.md).
 # Output in $OUT: bench.json, bench.txt, anchors.json, anchors.txt, report.md.
-# Device call: run(command="bash scripts/device-bench.sh", carry=[".deb"]).
+# On the GPU machine, with .deb/ copied there (docs/gpu.md): bash scripts/device-bench.sh
 # CTX (default 8192,32768,131072) and ANCHOR_BUDGET_S (default 250) override;
 # BENCH_ARGS adds flags to spindle bench (e.g. "--max-reps 5").
 set -uo pipefail

@@ -2,7 +2,7 @@
 # device-check.sh: run ON the GPU machine (Ubuntu 24.04 + CUDA, no network), from
 # the repo root. Builds spindle with the CUDA twin and checks it:
 #   1. unpacks the .debs that scripts/device-prepare.sh fetched (run that HERE
-#      first; the device call carries .deb/) into a private prefix with dpkg -x,
+#      first and copy .deb/ to the GPU machine) into a private prefix with dpkg -x,
 #      keeping the system's copy of every shared library the machine already has;
 #   2. configures with -DSPINDLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90, builds -j16;
 #   3. runs tests/test_cuda_twins.c with SPINDLE_REQUIRE_GPU=1 (so "no GPU" fails),
@@ -23,18 +23,18 @@
 #   7. runs the CPU ctest suite (every test but the CUDA ones; the ones needing
 #      models/ or corpus/ skip themselves, since those folders do not travel).
 # RACECHECK_KERNELS="re1 re2" runs racecheck once per regex, on those kernels only
-# (on the lent H200 every such filtered run ends in the tool's "Internal Sanitizer
-# Error ... failed to handle a hardware exception"; the default, one run per part
-# without include filters, completes: docs/device-runs.md, fourth session);
+# (on an H200 with CUDA 13.0 every such filtered run ends in the tool's "Internal
+# Sanitizer Error ... failed to handle a hardware exception"; the default, one run
+# per part without include filters, completes: docs/gpu.md);
 # SANITIZE_TIMEOUT_S (default 330) caps each sanitizer run.
-# SKIP_TWINS=1, SKIP_SANITIZE=1, SKIP_GOLDENS=1, SKIP_CTEST=1, SKIP_SYNTH=1 shorten a call; ONLY_BUILD=1 stops
+# SKIP_TWINS=1, SKIP_SANITIZE=1, SKIP_GOLDENS=1, SKIP_CTEST=1, SKIP_SYNTH=1 shorten a run; ONLY_BUILD=1 stops
 # after the build (scripts/device-bench.sh uses it).
 # Everything goes to $OUT (default ./device-out): device-check.log (all of it),
 # twins.txt, memcheck.txt, racecheck.txt, goldens_cuda.txt, synth.txt,
 # ctest.txt, build.log. Exit 0 only if every step passed.
 #
-# Device call (see docs/device-runs.md):
-#   run(command="bash scripts/device-check.sh", carry=[".deb"], kind="nvidia-h200")
+# Usage, on the GPU machine from the repository root with .deb/ in it (docs/gpu.md):
+#   bash scripts/device-check.sh
 set -uo pipefail
 ROOT=$(pwd)
 OUT=${OUT:-$ROOT/device-out}
@@ -181,8 +181,8 @@ if [ "${SKIP_SANITIZE:-0}" != 1 ]; then
     sanitize memcheck memcheck
     # racecheck leaves out cuDNN's own kernels: its generated Hopper SDPA kernels
     # (…sdpa_sm90_flash_fprop_wgmma…) order shared memory with mbarriers and
-    # TMA, which racecheck does not model, and it reported 49 "hazards" inside
-    # them on 2026-11-29 (none in any kernel of ours). memcheck checks them all.
+    # TMA, which racecheck does not model: on an H200 it reports 49 "hazards"
+    # inside them (none in any kernel of ours). memcheck checks them all.
     # RACECHECK_KERNELS="regex1 regex2 …" instead runs racecheck once per regex,
     # on the kernels it names only (a rerun after a change to those kernels; the
     # full run takes ~220 s), into racecheck-1.txt, racecheck-2.txt, ….
@@ -195,7 +195,7 @@ if [ "${SKIP_SANITIZE:-0}" != 1 ]; then
         done
     else
         # One run per part of the twin test, so that a run the tool itself
-        # aborts (seen 2026-11-29: "Internal Sanitizer Error: The Sanitizer
+        # aborts (on an H200: "Internal Sanitizer Error: The Sanitizer
         # failed to handle a hardware exception", even with no kernel
         # instrumented) names its part; the last "ok" line in the file is the
         # check before it.
@@ -254,7 +254,7 @@ for prec in ("fp32", "bf16"):
     top1 = float((g.argmax(1) == ref.argmax(1)).mean())
     print(f"synthetic SmolLM2 T=2048 GPU {prec} vs CPU twin: max|diff| {mx:.3e} nmse {nmse:.3e} top1 {100*top1:.2f}%")
     # fp32 gates (the twin must match); bf16 is reported only: random weights give
-    # near-flat logits, where bf16's ~1% error flips ~3% of the argmaxes (seen 2026-11-29).
+    # near-flat logits, where bf16's ~1% error flips ~3% of the argmaxes.
     ok &= bool(np.isfinite(g).all()) and (mx <= 2e-3 if prec == "fp32" else True)
 print("synthetic:", "PASS" if ok else "FAIL")
 sys.exit(0 if ok else 1)
@@ -267,7 +267,7 @@ PY
 fi
 
 # SmolLM2 end to end on both twins (scripts/device-smollm2.sh): needs the
-# checkpoint, which arrives in three parts over three calls (docs/device-runs.md);
+# checkpoint, which comes in three parts (.dev/smol.part0..2, docs/gpu.md);
 # without them this step fails unless SKIP_SMOLLM2=1.
 if [ "${SKIP_SMOLLM2:-0}" != 1 ]; then
     step "SmolLM2 end to end: teacher -> 50 steps -> eval, CPU twin vs GPU (scripts/device-smollm2.sh)"
@@ -277,9 +277,7 @@ if [ "${SKIP_SMOLLM2:-0}" != 1 ]; then
     [ $rc -eq 0 ] || fail "SmolLM2 end to end exit $rc (3: the checkpoint's parts are missing)"
 fi
 
-# Serially, as scripts/test.sh runs it: under ctest -j the golden oracle tests
-# k8_bsel1 and k8_bsel8 write the same output file (tests/test_goldens.c names
-# it by k only) and one fails to rename its .tmp (seen on the H200, 2026-11-29).
+# Serially, as scripts/test.sh runs it.
 [ "${SKIP_CTEST:-0}" = 1 ] || step "CPU ctest suite (all but cuda_twins and goldens_cuda, serial)"
 [ "${SKIP_CTEST:-0}" = 1 ] || (cd "$B" && timeout 300 ctest --timeout 240 -E '^(cuda_twins|goldens_cuda)$' --output-on-failure) >"$OUT/ctest.txt" 2>&1
 rc=$?

@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
-# device-frontier.sh: scripts/frontier.sh ON the GPU machine (issue 6's frontier),
+# device-frontier.sh: scripts/frontier.sh ON the GPU machine (the quality/latency frontier),
 # after a build (build-device/, from scripts/device-check.sh) and once the SmolLM2
-# GGUF parts have arrived (.dev/smol.part0..2 over three calls, as for
-# scripts/device-smollm2.sh, which this calls with MODEL_ONLY=1 to join, check and
-# convert them). The trained indexer comes in the call's carry
-# (results/indexer/idx_long, 17 MiB), the held-out text as .dev/text/heldout.txt.
+# GGUF parts have arrived (.dev/smol.part0..2, as for scripts/device-smollm2.sh,
+# which this calls with MODEL_ONLY=1 to join, check and convert them). The trained
+# indexer comes with the tree (results/indexer/idx_long, 17 MiB), the held-out text as .dev/text/heldout.txt.
 # Everything is written under $OUT/frontier (frontier.md/json, section.md, the
 # plot where matplotlib exists, every eval/bench JSON and log, manifest.tsv); the
 # repository's docs are left alone (--no-doc): the FRONTIER section of

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # device-prepare.sh: run HERE (the Debian 12 development machine), from the repo
-# root, before a device call. Downloads into .deb/ (git-ignored) the .debs that
+# root, before copying the tree to the GPU machine. Downloads into .deb/ (git-ignored) the .debs that
 # scripts/device-check.sh unpacks on the GPU machine, which runs Ubuntu 24.04
 # with CUDA, CMake and gcc but without the C libraries spindle links (cJSON,
 # PCRE2, utf8proc, OpenSSL headers, OpenBLAS, HDF5) and without network access.
@@ -12,14 +12,14 @@
 # system's copy of every shared library the device already has, so only the
 # missing ones come from bookworm.
 #
-# Usage: scripts/device-prepare.sh             (then: run with carry [".deb"])
+# Usage: scripts/device-prepare.sh             (then copy the tree with .deb/ to the GPU machine)
 #        scripts/device-prepare.sh --smollm2   also what scripts/device-smollm2.sh
 #   needs, all git-ignored: the SmolLM2 GGUF (from scripts/get-smollm2.sh's
-#   cache) split in three parts under the carry limit (64 MiB with the ~8 MiB
-#   working tree): .dev/smol.part0 (27 MiB, carried with the 27 MiB .deb),
+#   cache) split in three parts, for transfers limited to 64 MiB (with the ~8 MiB
+#   working tree): .dev/smol.part0 (27 MiB, sent with the 27 MiB .deb),
 #   .dev/smol.part1 (53 MiB, alone) and .dev/smol.part2 (14 MiB, with .whl,
 #   .dev/text and, for scripts/device-frontier.sh, the 17 MiB indexer
-#   results/indexer/idx_long); each call keeps ~2.5 MiB to spare;
+#   results/indexer/idx_long); each transfer keeps ~2.5 MiB to spare;
 #   the gguf and h5py wheels in .whl/; text slices .dev/text/{train,heldout}.txt
 #   of corpus/ (scripts/get-corpus.sh).
 set -euo pipefail
@@ -54,8 +54,8 @@ RUNTIME="libcjson1 libpcre2-8-0 libutf8proc2 libssl3 libopenblas0-pthread libgfo
 mkdir -p .deb
 (cd .deb && apt-get download $DEV $RUNTIME)
 # libhdf5-dev carries static archives and tools we never use: keep the .deb as
-# is (dpkg -x needs it whole) but report the folder's size against the 64 MiB
-# a device call can carry.
+# is (dpkg -x needs it whole) but report the folder's size (a transfer limited to
+# 64 MiB must hold it with the working tree).
 du -sh .deb
 n=$(ls .deb/*.deb | wc -l)
 size=$(du -sm .deb | cut -f1)

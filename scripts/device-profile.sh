@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# device-profile.sh: Nsight Compute evidence for issue 6, ON the GPU machine,
+# device-profile.sh: Nsight Compute evidence for docs/performance.md, ON the GPU machine,
 # after a build (scripts/device-check.sh or device-bench.sh made build-device/).
 # Runs `spindle bench --no-ttft` on the synthetic Qwen3-8B at one length under
 # ncu, profiling the first launch of each of our heavy kernels (not cuDNN's or
-# cuBLAS's), with the clocks left alone (--clock-control none, as the lender asks).
+# cuBLAS's), with the clocks left alone (--clock-control none: no clock locking, so the
+# times are those of an ordinary run).
 # Sections: SpeedOfLight, MemoryWorkloadAnalysis, ComputeWorkloadAnalysis,
 # Occupancy, LaunchStats, WarpStateStats, SchedulerStats.
 # Output in $OUT: profile-<ctx>.ncu-rep, profile-<ctx>.txt (details page),

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # device-smollm2.sh: SmolLM2-135M end to end on the GPU against the CPU twin
-# (issue 5): teacher shards -> 50 training steps -> export -> eval, once with
+# (docs/gpu.md): teacher shards -> 50 training steps -> export -> eval, once with
 # --device cpu and once with --device cuda, same flags, then a comparison:
 #   teacher: the GPU shards' x and lse against the CPU shards' (max |diff|);
 #   train:   mean KL over the trained layers, per step; the GPU curve must
@@ -10,9 +10,9 @@
 #            (metrics without an interval, e.g. sparsity: within 1e-4);
 #   also:    the GPU eval in bf16 (mixed GEMMs + cuDNN attention), reported.
 # Run ON the GPU machine after scripts/device-check.sh built $B (build-device).
-# The checkpoint does not travel whole (the carry limit is 64 MiB): the
-# SmolLM2 GGUF goes over in parts (.dev/smol.part0..2, made here
-# by scripts/device-prepare.sh --smollm2), collected in $PARTS across calls,
+# Where transfers to the GPU machine are limited (64 MiB), the checkpoint does
+# not travel whole: the SmolLM2 GGUF goes over in parts (.dev/smol.part0..2, made
+# by scripts/device-prepare.sh --smollm2), collected in $PARTS across runs,
 # joined, checked against its sha256 and converted with scripts/gguf_to_hf.py
 # (the gguf and h5py wheels come in .whl/). Text: .dev/text/{train,heldout}.txt
 # (slices of corpus/, made by the same preparation).

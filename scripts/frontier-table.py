@@ -2,7 +2,7 @@
 """frontier-table.py: the frontier table, evidence decomposition, plot and section (scripts/frontier.sh).
 
 Reads the manifest frontier.sh writes (one tab-separated line per eval or bench call: kind, length,
-k, b_sel, tag, JSON path, status, seconds, command line), the `spindle eval --json` results (DESIGN.md
+k, b_sel, tag, JSON path, status, seconds, command line), the `spindle eval --json` results (docs/design.md
 "Eval results") and the `spindle bench --json` results (schema spindle-bench/1), and writes
   OUT/frontier.json   every row, the decomposition and the commands (machine-readable);
   OUT/frontier.md     the table, the decomposition and the commands (Markdown);
@@ -284,8 +284,9 @@ def markdown(rows, decomp, meta, env, steps, args):
     out.append("")
     out.append("#### Evidence decomposition (ΔNLL, nats/token)")
     out.append("")
-    out.append("DESIGN.md's three gaps, same data, length and k: oracle gap = ΔNLL(oracle, b_sel 1); "
-               "indexer gap = ΔNLL(indexer, b_sel 1) − ΔNLL(oracle, b_sel 1); realization gap = "
+    out.append("The three gaps of docs/design.md (\"Evidence decomposition\"), same data, length and k: "
+               "oracle gap = ΔNLL(oracle, b_sel 1); indexer gap = ΔNLL(indexer, b_sel 1) − ΔNLL(oracle, b_sel 1); "
+               "realization gap = "
                "ΔNLL(indexer, that b_sel, bf16) − ΔNLL(indexer, b_sel 1, fp32), split into block sharing "
                "(fp32: b_sel − b_sel 1) and precision (the rest). Differences of the table's rows: "
                "their intervals are in the table.")

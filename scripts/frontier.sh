@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# frontier.sh: the quality/latency frontier (DESIGN.md) in one command, on a GPU machine:
+# frontier.sh: the quality/latency frontier (docs/design.md) in one command, on a GPU machine:
 #   1. quality: SmolLM2 (real weights) dense vs attention-mass oracle vs a trained indexer at every
 #      (length, k, b_sel) of the grid, `spindle eval --precision fp32` on held-out text (--positions scored
 #      positions per length, 8192 by default: 8192/length sequences), and again `--precision bf16` (the deployed setting,
@@ -12,9 +12,9 @@
 #      command that produced it.
 # Intermediate files (eval/bench JSON, logs, manifest.tsv, frontier.md/json) go to --out. A rerun reuses
 # every eval/bench whose command line is unchanged (so a run cut short continues); --fresh redoes them.
-# Paths are relative to the repository root. Progress on stderr. On the lent GPU machine (commands cut
-# at 10 min) the checkpoint comes as in scripts/device-smollm2.sh: pass --bin, --model and --text there,
-# and rerun the same line until it finishes.
+# Paths are relative to the repository root. Progress on stderr. On a GPU machine without models/ and
+# corpus/ the checkpoint comes as in scripts/device-smollm2.sh: pass --bin, --model and --text there; where
+# commands are cut at a time limit, rerun the same line until it finishes.
 # Smoke test without a GPU: scripts/frontier.sh --quick --device cpu (bench skipped, TTFT "not measured").
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

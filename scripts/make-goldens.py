@@ -15,7 +15,7 @@ Usage:  python3 scripts/make-goldens.py [--out tests/goldens] [--only CASE ...] 
 
 Oracle stage (default: after the build; --oracle: only this stage, on the existing folders): for the
 cases in ORACLE_CASES, oracle_k{K}_bsel{S}.npy = float32 [T, vocab] logits of one forward with the
-DESIGN.md oracle attention (per query for S = 1, block-shared otherwise) at every layer, plugged in via
+oracle attention of docs/design.md (per query for S = 1, block-shared otherwise) at every layer, plugged in via
 transformers.AttentionInterface.register("spindle_oracle", ...); recorded in case.json under "oracle".
 
 Every case is verified after any config rewrite: AutoModelForCausalLM.from_pretrained(folder,
@@ -600,8 +600,8 @@ def numpy_forward(folder, ids, window=None, oracle=None):
 
 
 # ----------------------------------------------------------------------------------------------
-# Oracle goldens (docs/goldens.md "Oracle goldens"; /work/shared/DESIGN.md "Oracle, per query" and
-# "Oracle, block-shared"). The oracle replaces the attention of EVERY layer of one forward pass (all
+# Oracle goldens (docs/goldens.md "Oracle goldens"; docs/design.md "Oracle": per query and
+# block-shared). The oracle replaces the attention of EVERY layer of one forward pass (all
 # layers of these families are full attention), so layer l's teacher distribution P is computed from
 # layer l's inputs along the sparse trajectory. It is plugged into transformers through
 # AttentionInterface.register("spindle_oracle", oracle_attention) + attn_implementation="spindle_oracle":

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test_reports.sh: the Python report scripts on recorded inputs.
-#   1. scripts/bench-report.py on the third session's H200 run (docs/runs/):
+#   1. scripts/bench-report.py on a recorded H200 run at 128K (docs/runs/2026-11-29-1820-h200-*):
 #      the ratios it computes must be the ratios of the recorded medians, and
 #      the met / not met verdicts must follow from the thresholds.
 #   2. scripts/frontier-table.py on one recorded CPU eval (tests/fixtures/frontier/):
@@ -17,11 +17,11 @@ check() { if [ "$1" = 0 ]; then echo "ok: $2"; else echo "FAIL: $2"; fails=$((fa
 
 # 1. bench-report.py
 runs=$src/docs/runs
-python3 "$src/scripts/bench-report.py" --spindle "$runs/2026-11-29-h200-s3-bench-128k.json" \
-    --anchors "$runs/2026-11-29-h200-s3-anchors-128k.json" --md "$tmp/report.md" --json "$tmp/report.json" \
+python3 "$src/scripts/bench-report.py" --spindle "$runs/2026-11-29-1820-h200-bench-128k.json" \
+    --anchors "$runs/2026-11-29-1820-h200-anchors-128k.json" --md "$tmp/report.md" --json "$tmp/report.json" \
     >"$tmp/report.log" 2>&1
 check $? "bench-report.py exits 0"
-python3 - "$tmp/report.json" "$runs/2026-11-29-h200-s3-bench-128k.json" "$runs/2026-11-29-h200-s3-anchors-128k.json" <<'PY'
+python3 - "$tmp/report.json" "$runs/2026-11-29-1820-h200-bench-128k.json" "$runs/2026-11-29-1820-h200-anchors-128k.json" <<'PY'
 import json, sys
 rep, sp, an = (json.load(open(p)) for p in sys.argv[1:4])
 def med(doc, name, ctx):

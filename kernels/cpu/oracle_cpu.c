@@ -1,5 +1,5 @@
 // oracle_cpu.c: attention restricted to the attention-mass oracle's support,
-// CPU twin. Definitions (DESIGN.md, normative):
+// CPU twin. Definitions (docs/design.md "Oracle", normative):
 //   a_{h,t}(j) = softmax_{j≤t}(s·q_{h,t}·k_{h/G,j}),  P_t(j) = (1/Hq) Σ_h a_{h,t}(j)
 //   per query (bsel = 1): S_t = top-k of P_t over j ≤ t (all when t+1 ≤ k)
 //   block-shared (bsel = s): B = [b·s, min((b+1)·s, T)), A_B(j) = Σ_{t∈B, t≥j} P_t(j),

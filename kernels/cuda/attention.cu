@@ -11,9 +11,9 @@
 // lane, NR = ceil(dh/32) a template constant so acc stays in registers).
 // At the end out = acc / l and lse = m + log l.
 //
-// This is the correctness-first version: plain fp32 FMAs, no tensor cores.
-// The bf16 tensor-core kernel (or cuDNN SDPA) comes later and is judged
-// against this one and the CPU twin.
+// Plain fp32 FMAs, no tensor cores: the fp32 reference on the GPU. The bf16
+// forward uses cuDNN's SDPA (sdpa.cu), which is judged against this kernel
+// and the CPU twin.
 #include <math.h>
 
 #include "cuda_check.cuh"

@@ -1,5 +1,5 @@
-// device.cu: what the CUDA build can see. The first piece of the CUDA twin:
-// later ops (issue 5) launch on the device this reports.
+// device.cu: what the CUDA build can see (`spindle info` prints it): the GPU
+// count and device 0, on which every CUDA op launches.
 #include <stdio.h>
 
 #include "cuda_check.cuh"

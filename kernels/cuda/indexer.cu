@@ -5,7 +5,7 @@
 // the fused distillation loss KL(P ‖ Q) with the gradients of every indexer
 // parameter; the attention-mass recall of the indexer's top-k; the indexer's
 // supports (top-k per query, or per block of b_sel queries by the aggregated
-// A_B(j) = Σ_{t∈B, t≥j} Q_t(j)). Definitions: model/indexer.h, DESIGN.md.
+// A_B(j) = Σ_{t∈B, t≥j} Q_t(j)). Definitions: model/indexer.h, docs/design.md "Indexer".
 //
 // How.
 //   Projections: the GEMMs go through cuBLAS (fp32, TF32 off), the key norm is

@@ -33,8 +33,8 @@
 //           fragments: in registers across the n-tiles, then over the 4 lanes
 //           of a quad. No shared memory, no barrier and no cross-warp step per
 //           tile, and the order of the additions is fixed (A does not depend
-//           on timing). The first version summed columns across 8 lanes and
-//           across the warps through shared memory (two barriers per tile).
+//           on timing). Summing columns across lanes and warps through
+//           shared memory instead would cost two barriers per tile.
 // Tiles (pass 1) or items (pass 2) wholly after a warp's last query are
 // skipped by that warp (it still copies and waits with the others).
 #include <cuda_bf16.h>

@@ -1,7 +1,7 @@
 // oracle.cu: the attention-mass oracle on the GPU (oracle_select_cuda,
 // oracle_attention_cuda in oracle_cuda.h), the CUDA twin of the selection
 // inside oracle_attention_cpu (kernels/cpu/oracle_cpu.c). Definitions
-// (DESIGN.md, normative):
+// (docs/design.md "Oracle", normative):
 //   P_t(j) = (1/Hq) Σ_h exp(s·q_{h,t}·k_{h/G,j} − lse_{h,t}),  j ≤ t
 //   per query (bsel = 1): row t = P_t over j ≤ t
 //   block-shared (bsel = s): row b = A_B(j) = Σ_{t∈B, t≥j} P_t(j) over j < end(B)

@@ -57,7 +57,7 @@ static size_t ot_smem(int M, int G, int D) {
 // Thread block y covers key tiles OT_SPLIT·y … (+OT_SPLIT − 1) only: the
 // elements it writes are its own (rows × that key range), so the split
 // changes neither the sums nor their order; without it the per-query grid of
-// a chunk was 32 thread blocks at 32K (a quarter of the SMs).
+// a chunk would be 32 thread blocks at 32K (a quarter of the SMs).
 template <int D>
 __global__ void __launch_bounds__(OT_MAX_ROWS * 2)
     oracle_scores_tc_kernel1(float *R, int64_t ld, const __nv_bfloat16 *q, const __nv_bfloat16 *k,
