@@ -4,6 +4,7 @@
 // [T, vocab] buffer per configuration).
 #include "eval.h"
 #include "export.h"
+#include "progress.h"
 
 #include <math.h>
 #include <omp.h>
@@ -37,14 +38,6 @@ static Stat stat_of(const double *x, int64_t n) {
     }
     s.ci95 = 1.96 * sqrt(ss / (nb - 1) / nb);
     return s;
-}
-
-static void progress(int on, double t0, int seq, int n_seq, int cfg, int n_cfg, int64_t tokens) {
-    if (!on) return;
-    double el = omp_get_wtime() - t0, done = (double)(seq * n_cfg + cfg) / ((double)n_seq * n_cfg);
-    double left = done > 0 ? el / done - el : 0;
-    fprintf(stderr, "\reval: sequence %d/%d, configuration %d/%d, %.0f tokens/s, %.0f s left   ", seq + 1,
-            n_seq, cfg + 1, n_cfg, tokens / (el > 0 ? el : 1), left);
 }
 
 // Configurations: 0 is dense, then the oracle at each (k, bsel) with bsel
@@ -95,11 +88,13 @@ static int eval_retrieval(const Model *m, const int32_t *hay, size_t n_hay, cons
     float *hidden = xmalloc(sizeof(float) * (size_t)T * H);
     float *logits = NULL;
     int *hits = xcalloc((size_t)n_rows, sizeof *hits);
-    double t0 = omp_get_wtime();
-    int done = 0, total = o->n_tasks * o->n_depths * o->task_n;
+    Progress pr;
+    const int64_t total = (int64_t)o->n_tasks * o->n_depths * o->task_n * n_cfg;
+    int64_t done = 0;
+    if (o->progress) progress_start(&pr, "eval", "retrieval-forward", total);
     for (int ti = 0; ti < o->n_tasks; ti++)
         for (int di = 0; di < o->n_depths; di++)
-            for (int i = 0; i < o->task_n; i++, done++) {
+            for (int i = 0; i < o->task_n; i++) {
                 RetrievalTask task;
                 if (retrieval_make(o->tok, hay, n_hay, o->tasks[ti], T, o->depths[di], o->seed + (uint64_t)i, &task, st)) {
                     free(hidden), free(logits), free(hits);
@@ -108,18 +103,20 @@ static int eval_retrieval(const Model *m, const int32_t *hay, size_t n_hay, cons
                 logits = realloc(logits, sizeof(float) * (size_t)task.ans_len * V);
                 SPINDLE_CHECK(logits);
                 for (int c = 0; c < n_cfg; c++) {
-                    if (o->progress)
-                        fprintf(stderr, "\reval: retrieval %s depth %.2f, instance %d/%d, configuration %d/%d (%d/%d done, %.0f s)   ",
-                                retrieval_kind_name(o->tasks[ti]), o->depths[di], i + 1, o->task_n, c + 1, n_cfg,
-                                done, total, omp_get_wtime() - t0);
                     run_config(m, o, c, task.ids, T, hidden, NULL);
                     const int first = task.ans_start - 1;
                     backbone_lm_head(&(Backbone){m, o->gpu}, hidden + (size_t)first * H, task.ans_len, logits);
                     hits[(ti * o->n_depths + di) * n_cfg + c] += retrieval_exact_match(&task, logits, first, V);
+                    done++;
+                    if (o->progress) {
+                        const double el = progress_elapsed(&pr);
+                        progress_update(&pr, done, "%s depth %.2f, instance %d/%d, configuration %d/%d, %.0f tokens/s",
+                                        retrieval_kind_name(o->tasks[ti]), o->depths[di], i + 1, o->task_n, c + 1,
+                                        n_cfg, el > 0 ? (double)done * T / el : 0.0);
+                    }
                 }
                 retrieval_free(&task);
             }
-    if (o->progress) fprintf(stderr, "\n");
     for (int ti = 0; ti < o->n_tasks; ti++)
         for (int di = 0; di < o->n_depths; di++)
             for (int c = 0; c < n_cfg; c++) {
@@ -173,17 +170,17 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
     double *nll_d = xmalloc(sizeof(double) * T), *nll_s = xmalloc(sizeof(double) * T);
     double *kl = xmalloc(sizeof(double) * T);
     int32_t *top1 = xmalloc(sizeof(int32_t) * T);
-    double t0 = omp_get_wtime();
+    // Progress: one item per forward pass (a sequence under one configuration).
+    Progress pr;
+    if (o->progress) progress_start(&pr, "eval", "forward", (int64_t)n_seq * n_cfg);
     int64_t tokens = 0;
     for (int s = 0; s < n_seq; s++) {
         const int32_t *x = ids + (size_t)s * T;
-        progress(o->progress, t0, s, n_seq, 0, n_cfg, tokens);
         backbone_hidden(&bb, x, T, hd, NULL);
         tokens += T;
         for (int c = 0; c < n_cfg; c++) {
             Samples *sm = &smp[c];
             if (c) {
-                progress(o->progress, t0, s, n_seq, c, n_cfg, tokens);
                 memset(recall, 0, sizeof(float) * T);
                 memset(support, 0, sizeof(float) * T);
                 SparseStats ss = {recall, support};
@@ -207,19 +204,27 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
                     sm->v[M_KL][sm->n[M_KL]++] = 0;
                     sm->v[M_TOP1][sm->n[M_TOP1]++] = 1;
                 }
-                continue;
+            } else {
+                backbone_score(&bb, hd, hs, T - 1, x + 1, nll_d, nll_s, kl, top1);
+                for (int t = 0; t < T - 1; t++) {
+                    sm->v[M_NLL][sm->n[M_NLL]++] = nll_s[t];
+                    sm->v[M_DNLL][sm->n[M_DNLL]++] = nll_s[t] - nll_d[t];
+                    sm->v[M_KL][sm->n[M_KL]++] = kl[t];
+                    sm->v[M_TOP1][sm->n[M_TOP1]++] = top1[t];
+                }
             }
-            backbone_score(&bb, hd, hs, T - 1, x + 1, nll_d, nll_s, kl, top1);
-            for (int t = 0; t < T - 1; t++) {
-                sm->v[M_NLL][sm->n[M_NLL]++] = nll_s[t];
-                sm->v[M_DNLL][sm->n[M_DNLL]++] = nll_s[t] - nll_d[t];
-                sm->v[M_KL][sm->n[M_KL]++] = kl[t];
-                sm->v[M_TOP1][sm->n[M_TOP1]++] = top1[t];
+            if (o->progress) {
+                const Sparsity sp = config_of(o, c);
+                const EvalMode md = mode_of(o, c);
+                const double el = progress_elapsed(&pr);
+                char what[64] = "dense";
+                if (md != EVAL_DENSE)
+                    snprintf(what, sizeof what, "%s k %d b_sel %d", md == EVAL_ORACLE ? "oracle" : "indexer", sp.topk, sp.bsel);
+                progress_update(&pr, (int64_t)s * n_cfg + c + 1, "sequence %d/%d, configuration %d/%d (%s), %.0f tokens/s",
+                                s + 1, n_seq, c + 1, n_cfg, what, el > 0 ? (double)tokens / el : 0.0);
             }
         }
     }
-    if (o->progress) fprintf(stderr, "\reval: %d sequences x %d configurations in %.1f s%30s\n", n_seq, n_cfg,
-                             omp_get_wtime() - t0, "");
     for (int c = 0; c < n_cfg; c++) {
         EvalResult *r = &res[c];
         Samples *sm = &smp[c];
