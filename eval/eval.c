@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 // Per-position samples of one configuration's metrics, in order of position.
-enum { M_NLL, M_DNLL, M_KL, M_TOP1, M_RECALL, M_SPARSE, M_COUNT };
+enum { M_NLL, M_DNLL, M_KL, M_TOP1, M_RECALL, M_SPARSE, M_RECALL_S, M_SPARSE_S, M_COUNT };
 typedef struct {
     double *v[M_COUNT];
     int64_t n[M_COUNT];
@@ -54,6 +54,17 @@ static Sparsity config_of(const EvalOpts *o, int c) {
     const int g = (c - 1) % (o->n_k * o->n_bsel);
     sp.topk = o->ks[g / o->n_bsel], sp.bsel = o->bsels[g % o->n_bsel];
     return sp;
+}
+
+// The layers that run sparse in configuration c: none (dense), every layer
+// (the oracle), the layers the indexer covers.
+static int n_sparse_layers(const Model *m, const EvalOpts *o, int c) {
+    const EvalMode mode = mode_of(o, c);
+    if (mode == EVAL_DENSE) return 0;
+    if (mode == EVAL_ORACLE) return m->cfg.n_layers;
+    int n = 0;
+    for (int l = 0; l < m->cfg.n_layers && l < o->indexer->n_model_layers; l++) n += o->indexer->params[l] != NULL;
+    return n;
 }
 
 // One configuration's forward pass.
@@ -125,6 +136,7 @@ static int eval_retrieval(const Model *m, const int32_t *hay, size_t n_hay, cons
                 memset(e, 0, sizeof *e);
                 const Sparsity sp = config_of(o, c);
                 e->mode = mode_of(o, c), e->k = sp.topk, e->bsel = sp.bsel, e->ctx = T;
+                e->n_sparse_layers = n_sparse_layers(m, o, c);
                 e->n_seq = o->task_n;
                 e->task = (int)o->tasks[ti];
                 e->depth = o->depths[di];
@@ -160,6 +172,7 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
         r->ctx = T;
         r->n_seq = n_seq;
         r->task = -1;
+        r->n_sparse_layers = n_sparse_layers(m, o, c);
     }
 
     const Backbone bb = {m, o->gpu};
@@ -186,15 +199,22 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
                 SparseStats ss = {recall, support};
                 run_config(m, o, c, x, T, hs, &ss);
                 tokens += T;
-                double kept = 0, causal = 0;
+                // The dense layers of the pass add 1 to recall[t] and t + 1 to support[t] each.
+                const int ns = res[c].n_sparse_layers, nd = L - ns;
+                double kept = 0, kept_s = 0, causal = 0;
                 for (int t = 0; t < T; t++) {
                     sm->v[M_RECALL][sm->n[M_RECALL]++] = recall[t] / L;
+                    sm->v[M_RECALL_S][sm->n[M_RECALL_S]++] = ns ? (recall[t] - nd) / ns : 1.0;
                     kept += support[t] / L, causal += t + 1;
+                    kept_s += ns ? (support[t] - (double)nd * (t + 1)) / ns : t + 1;
                 }
                 sm->v[M_SPARSE][sm->n[M_SPARSE]++] = 1.0 - kept / causal;
+                sm->v[M_SPARSE_S][sm->n[M_SPARSE_S]++] = 1.0 - kept_s / causal;
             } else {
                 for (int t = 0; t < T; t++) sm->v[M_RECALL][sm->n[M_RECALL]++] = 1.0;
+                for (int t = 0; t < T; t++) sm->v[M_RECALL_S][sm->n[M_RECALL_S]++] = 1.0;
                 sm->v[M_SPARSE][sm->n[M_SPARSE]++] = 0.0;
+                sm->v[M_SPARSE_S][sm->n[M_SPARSE_S]++] = 0.0;
             }
             if (!c) {
                 backbone_score(&bb, hd, NULL, T - 1, x + 1, nll_d, NULL, NULL, NULL);
@@ -235,6 +255,8 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
         r->top1_agree = stat_of(sm->v[M_TOP1], sm->n[M_TOP1]);
         r->mass_recall = stat_of(sm->v[M_RECALL], sm->n[M_RECALL]);
         r->sparsity = stat_of(sm->v[M_SPARSE], sm->n[M_SPARSE]);
+        r->mass_recall_sparse = stat_of(sm->v[M_RECALL_S], sm->n[M_RECALL_S]);
+        r->sparsity_sparse = stat_of(sm->v[M_SPARSE_S], sm->n[M_SPARSE_S]);
         for (int k = 0; k < M_COUNT; k++) free(sm->v[k]);
     }
     free(smp), free(hd), free(hs), free(recall), free(support), free(nll_d), free(nll_s), free(kl), free(top1);

@@ -33,6 +33,10 @@ typedef struct {
     Stat top1_agree;    // argmax equal to dense's
     Stat mass_recall;   // Σ_{j∈S_t} P_t(j), averaged over layers and positions
     Stat sparsity;      // 1 − Σ|S_t| / Σ(t+1), over layers and positions (per sequence)
+    // The same two over the layers that ran sparse only (an indexer row's
+    // dense layers count as whole in mass_recall and sparsity); a dense row: 1, 0.
+    int n_sparse_layers;
+    Stat mass_recall_sparse, sparsity_sparse;
     // Retrieval rows (task ≥ 0): n_seq task instances at this depth; accuracy is
     // the exact-match rate with a Wilson 95% interval [acc_lo, acc_hi].
     int task;           // RetrievalKind, or -1 for a language-modelling row

@@ -128,6 +128,11 @@ static char *to_json(const EvalResult *r, int n, const EvalProvenance *p) {
             cJSON_AddNumberToObject(o, name "_ci95", r[i].field.ci95);
             METRICS(ADD)
 #undef ADD
+            // Over the layers that ran sparse only (see sparse_layers).
+            cJSON_AddNumberToObject(o, "mass_recall_sparse_layers", r[i].mass_recall_sparse.mean);
+            cJSON_AddNumberToObject(o, "mass_recall_sparse_layers_ci95", r[i].mass_recall_sparse.ci95);
+            cJSON_AddNumberToObject(o, "sparsity_sparse_layers", r[i].sparsity_sparse.mean);
+            cJSON_AddNumberToObject(o, "sparsity_sparse_layers_ci95", r[i].sparsity_sparse.ci95);
         }
         if (p) {
             const int *sl;

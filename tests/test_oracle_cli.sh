@@ -60,6 +60,9 @@ for r in rows[1:]:   # k < T: a real gap, and a consistent one
     assert r["mode"] == "oracle"
     assert r["logit_kl"] > 1e-3 and r["mass_recall"] < 0.999 and r["sparsity"] > 0.5, r
     assert abs(r["dnll"] - (r["nll"] - d["nll"])) < 1e-9, r
+    # every layer ran sparse: the sparse-layer averages are the averages
+    assert abs(r["mass_recall_sparse_layers"] - r["mass_recall"]) < 1e-6, r
+    assert abs(r["sparsity_sparse_layers"] - r["sparsity"]) < 1e-6, r
 print("ok: eval JSON rows check out (dense zero-gap, k < T real gap, sparse layers and provenance per row)")
 PY
 [ "$fails" = 0 ] && echo "all oracle CLI checks passed"
