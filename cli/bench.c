@@ -26,13 +26,107 @@
 #include "fileio.h"
 #include "indexer.h"
 #include "model.h"
+#include "progress.h"
 
 #define CMD "bench"
 
+// The flags, one list for both builds (a CPU build still answers --help).
+#define BENCH_FLAGS \
+    { \
+        {"--model", 1, "checkpoint folder (or --synthetic)", NULL}, \
+        {"--synthetic", 1, "random-weight model by name: qwen3-8b, qwen3-1.7b, smollm2-135m", NULL}, \
+        {"--ctx", 1, "lengths, comma-separated (e.g. 8192,32768,131072)", NULL}, \
+        {"--k", 1, "keys kept per support (default 2048)", NULL}, \
+        {"--bsel", 1, "queries per shared support for the block-shared runs (default 64)", NULL}, \
+        {"--device", 1, "cuda (the only device bench runs on)", NULL}, \
+        {"--json", 1, "results as JSON", NULL}, \
+        {"--layers", 1, "run only the first N layers of the model in the TTFT runs", NULL}, \
+        {"--no-ttft", 0, "kernels only", NULL}, \
+        {"--no-kernels", 0, "TTFT only", NULL}, \
+        {"--ttft", 1, "which TTFT runs, comma-separated: dense, indexer, indexer_block, oracle (default all)", NULL}, \
+        {"--max-reps", 1, "at most this many timed repeats per kernel (default 20)", NULL}, \
+        {"--ttft-reps", 1, "timed repeats per TTFT (default 3; 1 past 64K)", NULL}, \
+        {"--max-fp32-ctx", 1, "longest ctx for our fp32 dense kernel (default 32768)", NULL}, \
+        {"--max-oracle-ctx", 1, "longest ctx for the oracle-selection kernel (default 32768)", NULL}, \
+        {"--max-train-ctx", 1, "longest ctx for the training-step kernel (default 32768)", NULL}, \
+        {"--max-oracle-ttft-ctx", 1, "longest ctx for the oracle TTFT (default 8192)", NULL}, \
+    }
+static const char *const BENCH_REQUIRED[] = {"--ctx", "--json", NULL};
+#define BENCH_NO_CUDA "spindle " CMD ": built without CUDA; bench needs a build configured with -DSPINDLE_CUDA=ON"
+
+// The TTFT runs, in order; --ttft picks a subset by these names.
+static const char *const TTFT_RUNS[] = {"dense", "indexer", "indexer_block", "oracle"};
+enum { N_TTFT_RUNS = 4 };
+// The synthetic models by name (synthetic_config).
+static const char *const SYNTHETIC[] = {"qwen3-8b", "qwen3-1.7b", "smollm2-135m"};
+enum { N_SYNTHETIC = 3 };
+
+typedef struct {
+    const char *model_dir, *synth;
+    int ctxs[64], n_ctx, k, bsel, n_layers, max_reps, ttft_reps;
+    int max_fp32, max_oracle, max_train, max_oracle_ttft;
+    int want_ttft[N_TTFT_RUNS];
+} BenchArgs;
+
+// Checks every flag value (the same on CPU and CUDA builds). Returns -1 after
+// a message: a usage error.
+static int bench_args(const Flag *flags, int nf, BenchArgs *a) {
+    a->model_dir = args_get(flags, nf, "--model"), a->synth = args_get(flags, nf, "--synthetic");
+    if (!a->model_dir == !a->synth) {
+        fprintf(stderr, "spindle " CMD ": give exactly one of --model or --synthetic\n");
+        return -1;
+    }
+    const char *dev = args_get(flags, nf, "--device"), *v0;
+    if (dev && strcmp(dev, "cuda")) {
+        fprintf(stderr, "spindle " CMD ": --device must be cuda (got \"%s\"): bench times the GPU twin\n", dev);
+        return -1;
+    }
+    for (int r = 0; r < N_TTFT_RUNS; r++) a->want_ttft[r] = 1;
+    if ((v0 = args_get(flags, nf, "--ttft")) && cli_names(CMD, "--ttft", v0, TTFT_RUNS, N_TTFT_RUNS, a->want_ttft))
+        return -1;
+    a->k = 2048, a->bsel = 64, a->n_layers = 0;
+    a->max_fp32 = 32768, a->max_oracle = 32768, a->max_train = 32768, a->max_oracle_ttft = 8192;
+    long long reps_max = 20, reps_ttft = 3;  // repeats: at most 60 per kernel, 16 per TTFT (all[16])
+    const char *v;
+    if (cli_list(CMD, "--ctx", args_get(flags, nf, "--ctx"), 1, a->ctxs, &a->n_ctx) ||
+        ((v = args_get(flags, nf, "--k")) && cli_positive(CMD, "--k", v, &a->k)) ||
+        ((v = args_get(flags, nf, "--bsel")) && cli_positive(CMD, "--bsel", v, &a->bsel)) ||
+        ((v = args_get(flags, nf, "--layers")) && cli_positive(CMD, "--layers", v, &a->n_layers)) ||
+        ((v = args_get(flags, nf, "--max-reps")) && cli_int(CMD, "--max-reps", v, 1, 60, &reps_max)) ||
+        ((v = args_get(flags, nf, "--ttft-reps")) && cli_int(CMD, "--ttft-reps", v, 1, 16, &reps_ttft)) ||
+        ((v = args_get(flags, nf, "--max-fp32-ctx")) && cli_positive(CMD, "--max-fp32-ctx", v, &a->max_fp32)) ||
+        ((v = args_get(flags, nf, "--max-oracle-ctx")) && cli_positive(CMD, "--max-oracle-ctx", v, &a->max_oracle)) ||
+        ((v = args_get(flags, nf, "--max-train-ctx")) && cli_positive(CMD, "--max-train-ctx", v, &a->max_train)) ||
+        ((v = args_get(flags, nf, "--max-oracle-ttft-ctx")) &&
+         cli_positive(CMD, "--max-oracle-ttft-ctx", v, &a->max_oracle_ttft)))
+        return -1;
+    a->max_reps = (int)reps_max, a->ttft_reps = (int)reps_ttft;
+    int max_ctx = 0;
+    for (int i = 0; i < a->n_ctx; i++) max_ctx = a->ctxs[i] > max_ctx ? a->ctxs[i] : max_ctx;
+    if (a->bsel > max_ctx) {
+        fprintf(stderr, "spindle " CMD ": --bsel %d is longer than the longest --ctx %d\n", a->bsel, max_ctx);
+        return -1;
+    }
+    int known = !a->synth;
+    for (int i = 0; i < N_SYNTHETIC && !known; i++) known = !strcmp(a->synth, SYNTHETIC[i]);
+    if (!known) {
+        fprintf(stderr, "spindle " CMD ": --synthetic must be qwen3-8b, qwen3-1.7b or smollm2-135m (got \"%s\")\n",
+                a->synth);
+        return -1;
+    }
+    return 0;
+}
+
 #ifndef SPINDLE_HAVE_CUDA
+// The flags are parsed as on a CUDA build (so --help lists them and usage
+// errors exit 2); then the command says it needs CUDA.
 int cmd_bench(int argc, char **argv) {
-    (void)argc, (void)argv;
-    fprintf(stderr, "spindle " CMD ": built without CUDA; configure with -DSPINDLE_CUDA=ON\n");
+    Flag flags[] = BENCH_FLAGS;
+    const int rc = cli_parse_ex(argc, argv, flags, N_FLAGS(flags), CMD, BENCH_REQUIRED, BENCH_NO_CUDA ".");
+    if (rc) return rc;
+    BenchArgs a;
+    if (bench_args(flags, N_FLAGS(flags), &a)) return 2;
+    fprintf(stderr, BENCH_NO_CUDA "\n");
     return 1;
 }
 #else
@@ -77,6 +171,8 @@ typedef struct {
     cJSON *env;        // written with the results
     const char *json;  // rewritten (atomically) after every measurement, so a
                        // run cut short keeps what it measured
+    Progress pr;       // one item per measurement (data/progress.h)
+    int64_t done;
 } Bench;
 
 static void save(const Bench *b) {
@@ -124,6 +220,7 @@ static void record(Bench *b, const char *name, int T, double ms, const double *a
     if (tf > 0) printf("%-24s %7s %10s    %6.1f TFLOP/s\n", "", "", "", tf);
     fflush(stdout);
     save(b);
+    progress_update(&b->pr, ++b->done, "%s ctx %d: %.3f ms", name, T, ms);
 }
 
 static void record_skip(Bench *b, const char *name, int T, const char *why) {
@@ -135,6 +232,7 @@ static void record_skip(Bench *b, const char *name, int T, const char *why) {
     cJSON_AddItemToArray(b->results, o);
     printf("%-24s %7d  not measured: %s\n", name, T, why);
     save(b);
+    progress_update(&b->pr, ++b->done, "%s ctx %d: not measured", name, T);
 }
 
 // ---- one layer's kernels -------------------------------------------------------------------
@@ -392,10 +490,6 @@ static void k_ttft(void *p) {
     fwd_cuda_ttft(t->f, t->ids, t->T, &t->o, t->logits);
 }
 
-// The TTFT runs, in order; --ttft picks a subset by these names.
-static const char *const TTFT_RUNS[] = {"dense", "indexer", "indexer_block", "oracle"};
-enum { N_TTFT_RUNS = 4 };
-
 // want[r]: run TTFT_RUNS[r] (the others are not recorded at all).
 static void bench_ttft(Bench *b, FwdCuda *f, const ModelConfig *c, const IndexerSet *ix, int T, int k, int bsel,
                        int max_oracle_ttft, int ttft_reps, const int want[N_TTFT_RUNS]) {
@@ -439,58 +533,16 @@ static void bench_ttft(Bench *b, FwdCuda *f, const ModelConfig *c, const Indexer
 // ---- the command ---------------------------------------------------------------------------
 
 int cmd_bench(int argc, char **argv) {
-    Flag flags[] = {
-        {"--model", 1, "checkpoint folder (or --synthetic)", NULL},
-        {"--synthetic", 1, "random-weight model by name: qwen3-8b, qwen3-1.7b, smollm2-135m", NULL},
-        {"--ctx", 1, "lengths, comma-separated (e.g. 8192,32768,131072)", NULL},
-        {"--k", 1, "keys kept per support (default 2048)", NULL},
-        {"--bsel", 1, "queries per shared support for the block-shared runs (default 64)", NULL},
-        {"--device", 1, "cuda (the only device bench runs on)", NULL},
-        {"--json", 1, "results as JSON", NULL},
-        {"--layers", 1, "run only the first N layers of the model in the TTFT runs", NULL},
-        {"--no-ttft", 0, "kernels only", NULL},
-        {"--no-kernels", 0, "TTFT only", NULL},
-        {"--ttft", 1, "which TTFT runs, comma-separated: dense, indexer, indexer_block, oracle (default all)", NULL},
-        {"--max-reps", 1, "at most this many timed repeats per kernel (default 20)", NULL},
-        {"--ttft-reps", 1, "timed repeats per TTFT (default 3; 1 past 64K)", NULL},
-        {"--max-fp32-ctx", 1, "longest ctx for our fp32 dense kernel (default 32768)", NULL},
-        {"--max-oracle-ctx", 1, "longest ctx for the oracle-selection kernel (default 32768)", NULL},
-        {"--max-train-ctx", 1, "longest ctx for the training-step kernel (default 32768)", NULL},
-        {"--max-oracle-ttft-ctx", 1, "longest ctx for the oracle TTFT (default 8192)", NULL},
-    };
+    Flag flags[] = BENCH_FLAGS;
     const int nf = N_FLAGS(flags);
-    int rc = cli_parse(argc, argv, flags, nf, CMD, (const char *const[]){"--ctx", "--json", NULL});
+    int rc = cli_parse(argc, argv, flags, nf, CMD, BENCH_REQUIRED);
     if (rc) return rc;
-    const char *model_dir = args_get(flags, nf, "--model"), *synth = args_get(flags, nf, "--synthetic");
-    if (!model_dir == !synth) {
-        fprintf(stderr, "spindle " CMD ": give exactly one of --model or --synthetic\n");
-        return 2;
-    }
-    const char *dev = args_get(flags, nf, "--device"), *v0;
-    if (dev && strcmp(dev, "cuda")) {
-        fprintf(stderr, "spindle " CMD ": --device must be cuda (got \"%s\"): bench times the GPU twin\n", dev);
-        return 2;
-    }
-    int want_ttft[N_TTFT_RUNS] = {1, 1, 1, 1};
-    if ((v0 = args_get(flags, nf, "--ttft")) && cli_names(CMD, "--ttft", v0, TTFT_RUNS, N_TTFT_RUNS, want_ttft))
-        return 2;
-    int ctxs[64], n_ctx, k = 2048, bsel = 64, n_layers = 0, max_reps = 20, ttft_reps = 3;
-    int max_fp32 = 32768, max_oracle = 32768, max_train = 32768, max_oracle_ttft = 8192;
-    const char *v;
-    if (cli_list(CMD, "--ctx", args_get(flags, nf, "--ctx"), 1, ctxs, &n_ctx) ||
-        ((v = args_get(flags, nf, "--k")) && cli_positive(CMD, "--k", v, &k)) ||
-        ((v = args_get(flags, nf, "--bsel")) && cli_positive(CMD, "--bsel", v, &bsel)) ||
-        ((v = args_get(flags, nf, "--layers")) && cli_positive(CMD, "--layers", v, &n_layers)) ||
-        ((v = args_get(flags, nf, "--max-reps")) && cli_positive(CMD, "--max-reps", v, &max_reps)) ||
-        ((v = args_get(flags, nf, "--ttft-reps")) && cli_positive(CMD, "--ttft-reps", v, &ttft_reps)) ||
-        ((v = args_get(flags, nf, "--max-fp32-ctx")) && cli_positive(CMD, "--max-fp32-ctx", v, &max_fp32)) ||
-        ((v = args_get(flags, nf, "--max-oracle-ctx")) && cli_positive(CMD, "--max-oracle-ctx", v, &max_oracle)) ||
-        ((v = args_get(flags, nf, "--max-train-ctx")) && cli_positive(CMD, "--max-train-ctx", v, &max_train)) ||
-        ((v = args_get(flags, nf, "--max-oracle-ttft-ctx")) &&
-         cli_positive(CMD, "--max-oracle-ttft-ctx", v, &max_oracle_ttft)))
-        return 2;
-    if (max_reps > 60) max_reps = 60;
-    if (ttft_reps > 16) ttft_reps = 16;
+    BenchArgs a;
+    if (bench_args(flags, nf, &a)) return 2;
+    const char *model_dir = a.model_dir, *synth = a.synth;
+    int *ctxs = a.ctxs, n_ctx = a.n_ctx, k = a.k, bsel = a.bsel, n_layers = a.n_layers, max_reps = a.max_reps;
+    int ttft_reps = a.ttft_reps, max_fp32 = a.max_fp32, max_oracle = a.max_oracle, max_train = a.max_train;
+    int max_oracle_ttft = a.max_oracle_ttft, *want_ttft = a.want_ttft;
     Status st;
     Model m;
     memset(&m, 0, sizeof m);
@@ -531,7 +583,8 @@ int cmd_bench(int argc, char **argv) {
     cJSON_AddNumberToObject(env, "d_index", indexer_config_default(c->hidden).d_index);
     cJSON_AddStringToObject(env, "flop_convention",
                             "causal dense attention: 2*T^2*d_h*Hq; sparse: 4*|S|*d_h*Hq per query");
-    Bench b = {cJSON_CreateArray(), max_reps, env, args_get(flags, nf, "--json")};
+    Bench b = {cJSON_CreateArray(), max_reps, env, args_get(flags, nf, "--json"), {0}, 0};
+    progress_start(&b.pr, CMD, "measurement", 0);
     FwdCuda *f = NULL;
     IndexerSet ix = {0};
     rc = 1;

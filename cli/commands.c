@@ -4,6 +4,9 @@
 #include "commands.h"
 
 #include <errno.h>
+#include <openssl/evp.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <omp.h>
 #include <stdio.h>
 #include <string.h>
@@ -28,6 +31,36 @@
 #include "forward_cuda.h"
 #include "ops_cuda.h"
 #endif
+
+// The layers an indexer set covers, ascending; returns their count (out has n_layers entries).
+static int indexer_layers(const IndexerSet *set, int n_layers, int *out) {
+    int n = 0;
+    for (int l = 0; l < n_layers && l < set->n_model_layers; l++)
+        if (set->params[l]) out[n++] = l;
+    return n;
+}
+
+// Says on stderr which attention ran: dense, the oracle (k, b_sel, every layer)
+// or an indexer (its layers, k, b_sel; the other layers dense).
+static void describe_sparsity(const char *cmd, const Sparsity *sp, const IndexerSet *set, const char *ix_dir,
+                              int n_layers, int T) {
+    if (!sp) {
+        fprintf(stderr, "spindle %s: attention: dense at all %d layers\n", cmd, n_layers);
+        return;
+    }
+    const char *full = sp->topk >= T ? " (k >= the sequence length: every key kept, i.e. dense exactly)" : "";
+    if (!set) {
+        fprintf(stderr, "spindle %s: attention: oracle at all %d layers, k %d, b_sel %d%s\n", cmd, n_layers, sp->topk,
+                sp->bsel, full);
+        return;
+    }
+    int *ls = xmalloc(sizeof(int) * (size_t)(n_layers > 0 ? n_layers : 1));
+    const int nl = indexer_layers(set, n_layers, ls);
+    fprintf(stderr, "spindle %s: attention: indexer %s at %d of %d layers (", cmd, ix_dir, nl, n_layers);
+    for (int i = 0; i < nl; i++) fprintf(stderr, "%s%d", i ? "," : "", ls[i]);
+    fprintf(stderr, "), k %d, b_sel %d, the other layers dense%s\n", sp->topk, sp->bsel, full);
+    free(ls);
+}
 
 // Loads the exported indexer in dir for model m (its fingerprint must match).
 static int load_indexer(IndexerSet *set, const char *dir, const Model *m, const char *model_dir, Status *st) {
@@ -194,6 +227,15 @@ int cmd_logits(int argc, char **argv) {
     const int T = (int)n, H = m.cfg.hidden, V = m.cfg.vocab;
     if (T > m.cfg.max_pos)
         fprintf(stderr, "spindle logits: warning: %d tokens exceed max_position_embeddings (%d)\n", T, m.cfg.max_pos);
+    // A block (or a support) longer than the sequence is the whole sequence:
+    // clamp, so the buffers are sized by T and not by the flag.
+    if (sparse && sp.bsel > T) {
+        fprintf(stderr, "spindle logits: --bsel %d is longer than the %d tokens of %s: using %d (one block)\n", sp.bsel,
+                T, flags[1].value, T);
+        sp.bsel = T;
+    }
+    if (sparse && sp.topk > T) sp.topk = T;  // k >= T keeps every key either way (dense exactly)
+    describe_sparsity("logits", sparse ? &sp : NULL, ix_dir ? &set : NULL, ix_dir, m.cfg.n_layers, T);
 
     NpyWriter w;
     rc = 1;
@@ -277,15 +319,67 @@ static int parse_tasks(const char *value, RetrievalKind *out, int *n) {
     return *n ? 0 : -1;
 }
 
+// The command line, each argument shell-quoted where it needs it (malloc'ed).
+static char *command_line(int argc, char **argv) {
+    size_t cap = 1;
+    for (int i = 0; i < argc; i++) cap += 4 * strlen(argv[i]) + 3;
+    char *out = xmalloc(cap), *p = out;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        const int plain = *a && !a[strspn(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%")];
+        if (i) *p++ = ' ';
+        if (plain) {
+            p = stpcpy(p, a);
+            continue;
+        }
+        *p++ = '\'';
+        for (; *a; a++) {
+            if (*a == '\'') p = stpcpy(p, "'\\''");
+            else *p++ = *a;
+        }
+        *p++ = '\'';
+    }
+    *p = 0;
+    return out;
+}
+
+// SHA-256 of data as 64 hex digits.
+static int sha256_hex(const char *data, size_t n, char out[65]) {
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    if (EVP_Digest(data, n, md, &len, EVP_sha256(), NULL) != 1 || len != 32) return -1;
+    for (unsigned i = 0; i < len; i++) snprintf(out + 2 * i, 3, "%02x", md[i]);
+    return 0;
+}
+
+// Whether text is what an ids file holds: only integers separated by commas
+// and/or whitespace (at least one digit).
+static int looks_like_ids(const char *text, size_t len) {
+    int digits = 0;
+    for (size_t i = 0; i < len; i++) {
+        const char c = text[i];
+        if (c >= '0' && c <= '9') digits = 1;
+        else if (c != ',' && c != ' ' && c != '\t' && c != '\n' && c != '\r') return 0;
+    }
+    return digits;
+}
+
+// Two paths naming the same file: equal strings, or (both existing) the same inode.
+static int same_file(const char *a, const char *b) {
+    if (!strcmp(a, b)) return 1;
+    struct stat sa, sb;
+    return !stat(a, &sa) && !stat(b, &sb) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
 int cmd_eval(int argc, char **argv) {
     Flag flags[] = {
         {"--model", 1, "model folder", NULL},
-        {"--text", 2, "held-out text file(s), tokenized and concatenated", NULL},
-        {"--ids", 1, "token ids file instead of --text", NULL},
-        {"--ctx", 1, "context length of each evaluated sequence", NULL},
-        {"--k", 1, "oracle budgets, comma-separated (e.g. 32,64,128)", NULL},
-        {"--bsel", 1, "block sizes for shared selection, comma-separated (1 = per query)", NULL},
-        {"--json", 1, "results as JSON", NULL},
+        {"--text", 2, "held-out text file(s) or folder(s), tokenized and concatenated (or --ids)", NULL},
+        {"--ids", 1, "token ids file instead of --text (integers separated by commas/whitespace)", NULL},
+        {"--ctx", 1, "context length of each evaluated sequence (>= 2)", NULL},
+        {"--k", 1, "keys kept per support, comma-separated, each < --ctx (e.g. 32,64,128)", NULL},
+        {"--bsel", 1, "queries sharing one support, comma-separated, each <= --ctx (1 = per query)", NULL},
+        {"--json", 1, "results as JSON (one object per configuration, with its provenance)", NULL},
         {"--csv", 1, "results as CSV (default: the --json path with .csv)", NULL},
         {"--md", 1, "results as a Markdown table (default: the --json path with .md)", NULL},
         {"--n-seq", 1, "evaluate at most this many sequences (default: all that fit)", NULL},
@@ -299,34 +393,58 @@ int cmd_eval(int argc, char **argv) {
         {"--precision", 1, "with --device cuda: fp32 (default), mixed or bf16 (see spindle logits)", NULL},
     };
     const int nf = N_FLAGS(flags);
+    char *cmdline = command_line(argc, argv);  // before parsing rewrites --flag=value entries
     int rc = cli_parse(argc, argv, flags, nf, "eval", (const char *const[]){"--model", "--ctx", "--k", "--bsel", "--json", NULL});
-    if (rc) return rc;
-    const Flag *text = &flags[1];
-    const char *ids_path = args_get(flags, nf, "--ids");
-    if (!text->value == !ids_path) {
-        fprintf(stderr, "spindle eval: give exactly one of --text or --ids\n");
-        return 2;
-    }
-    if ((rc = cli_threads("eval", args_get(flags, nf, "--threads")))) return rc;
-    int use_cuda, prec;
-    if ((rc = backbone_flags("eval", args_get(flags, nf, "--device"), args_get(flags, nf, "--precision"), &use_cuda,
-                             &prec)))
+    if (rc) {
+        free(cmdline);
         return rc;
-    int ks[64], bsels[64], n_k, n_b, ctx, n_seq = 0;
-    if (cli_positive("eval", "--ctx", args_get(flags, nf, "--ctx"), &ctx) ||
-        cli_list("eval", "--k", args_get(flags, nf, "--k"), 1, ks, &n_k) ||
-        cli_list("eval", "--bsel", args_get(flags, nf, "--bsel"), 1, bsels, &n_b) ||
-        (args_get(flags, nf, "--n-seq") && cli_positive("eval", "--n-seq", args_get(flags, nf, "--n-seq"), &n_seq)))
-        return 1;
+    }
+    rc = 2;  // usage errors until the flags are checked
+    const Flag *text = &flags[1];
+    const char *ids_path = args_get(flags, nf, "--ids"), *v;
+    int use_cuda, prec, ks[64], bsels[64], n_k, n_b, ctx, n_seq = 0;
     RetrievalKind tasks[8];
     double depths[64] = {0, 0.5, 1};
     int n_tasks = 0, n_depths = 3, task_n = 4, seed = 1;
-    const char *v;
-    if (((v = args_get(flags, nf, "--tasks")) && parse_tasks(v, tasks, &n_tasks)) ||
+    if (!text->value == !ids_path) {
+        fprintf(stderr, "spindle eval: give exactly one of --text or --ids\n");
+        goto usage;
+    }
+    if (cli_threads("eval", args_get(flags, nf, "--threads")) ||
+        backbone_flags("eval", args_get(flags, nf, "--device"), args_get(flags, nf, "--precision"), &use_cuda, &prec))
+        goto usage;
+    if (cli_positive("eval", "--ctx", args_get(flags, nf, "--ctx"), &ctx) ||
+        cli_list("eval", "--k", args_get(flags, nf, "--k"), 1, ks, &n_k) ||
+        cli_list("eval", "--bsel", args_get(flags, nf, "--bsel"), 1, bsels, &n_b) ||
+        ((v = args_get(flags, nf, "--n-seq")) && cli_positive("eval", "--n-seq", v, &n_seq)) ||
+        ((v = args_get(flags, nf, "--tasks")) && parse_tasks(v, tasks, &n_tasks)) ||
         ((v = args_get(flags, nf, "--depths")) && parse_depths(v, depths, &n_depths)) ||
         ((v = args_get(flags, nf, "--task-n")) && cli_positive("eval", "--task-n", v, &task_n)) ||
         ((v = args_get(flags, nf, "--seed")) && cli_positive("eval", "--seed", v, &seed)))
-        return 1;
+        goto usage;
+    if (ctx < 2) {
+        fprintf(stderr, "spindle eval: --ctx must be at least 2 (eval scores each next token; got %d)\n", ctx);
+        goto usage;
+    }
+    // A support of k >= ctx keys is every causal key: such a row would be dense,
+    // labelled sparse. Mass recall is the recall at the row's k, so it is only
+    // informative well below ctx: say so above ctx/2.
+    for (int i = 0; i < n_k; i++) {
+        if (ks[i] >= ctx) {
+            fprintf(stderr, "spindle eval: --k %d is not below --ctx %d: every key would be kept (dense), so the "
+                            "sparse rows would not be sparse; give each k < ctx\n", ks[i], ctx);
+            goto usage;
+        }
+        if (2 * ks[i] >= ctx)
+            fprintf(stderr, "spindle eval: note: --k %d keeps at least half of the %d keys: its mass recall and "
+                            "sparsity say little\n", ks[i], ctx);
+    }
+    for (int i = 0; i < n_b; i++)
+        if (bsels[i] > ctx) {
+            fprintf(stderr, "spindle eval: --bsel %d is longer than --ctx %d (a block is at most one sequence)\n",
+                    bsels[i], ctx);
+            goto usage;
+        }
     const char *json = args_get(flags, nf, "--json");
     char csv[4096], md[4096];
     const char *dot = strrchr(json, '.');
@@ -335,22 +453,73 @@ int cmd_eval(int argc, char **argv) {
     snprintf(md, sizeof md, "%s", args_get(flags, nf, "--md") ? args_get(flags, nf, "--md") : "");
     if (!csv[0]) snprintf(csv, sizeof csv, "%.*s.csv", stem, json);
     if (!md[0]) snprintf(md, sizeof md, "%.*s.md", stem, json);
+    {
+        const char *outs[3] = {json, csv, md}, *names[3] = {"--json", "--csv", "--md"};
+        for (int a = 0; a < 3; a++)
+            for (int b = a + 1; b < 3; b++)
+                if (same_file(outs[a], outs[b])) {
+                    fprintf(stderr, "spindle eval: %s and %s would both write %s (one would overwrite the other); "
+                                    "give them different paths\n", names[a], names[b], outs[a]);
+                    goto usage;
+                }
+        for (int a = 0; a < 3; a++) {
+            if (ids_path && same_file(outs[a], ids_path)) {
+                fprintf(stderr, "spindle eval: %s %s is the --ids input\n", names[a], outs[a]);
+                goto usage;
+            }
+            for (int t = 0; text->value && t < text->n_values; t++)
+                if (same_file(outs[a], text->values[t])) {
+                    fprintf(stderr, "spindle eval: %s %s is a --text input\n", names[a], outs[a]);
+                    goto usage;
+                }
+        }
+    }
 
     Status st;
     Model m;
-    if (model_load(&m, flags[0].value, &st)) return cli_fail("eval", &st);
+    memset(&m, 0, sizeof m);
     int32_t *ids = NULL;
     size_t n = 0;
     EvalResult *res = NULL;
     Tokenizer *tok = NULL;
     IndexerSet set = {0};
     Backbone bb = {&m, NULL};
-    int n_res = 0;
+    int n_res = 0, loaded = 0, n_files = 0, *full_layers = NULL, *ix_layers = NULL, n_ix = 0;
+    char **files = NULL, (*sums)[65] = NULL, fp[65];
     rc = 1;
+    if (model_load(&m, flags[0].value, &st)) goto done;
+    loaded = 1;
     if (ctx > m.cfg.max_pos) {
         status_fail(&st, "--ctx %d is longer than the model supports (%s/config.json: max_position_embeddings %d)", ctx,
                     flags[0].value, m.cfg.max_pos);
         goto done;
+    }
+    if (model_fingerprint(flags[0].value, &m.st, fp, &st)) goto done;
+    // The inputs: every file read, with its SHA-256; a --text file that holds
+    // only integers is an ids file given to the wrong flag.
+    if (ids_path) {
+        files = xmalloc(sizeof *files);
+        files[0] = strdup(ids_path), n_files = 1;
+        SPINDLE_CHECK(files[0]);
+    } else if (corpus_list_files((const char *const *)text->values, text->n_values, &files, &n_files, &st))
+        goto done;
+    sums = xcalloc((size_t)n_files, sizeof *sums);
+    for (int i = 0; i < n_files; i++) {
+        char *data = NULL;
+        size_t len = 0;
+        if (file_read_all(files[i], &data, &len, &st)) goto done;
+        const int idsy = !ids_path && looks_like_ids(data, len);
+        const int ok = !sha256_hex(data, len, sums[i]);
+        free(data);
+        if (!ok) {
+            status_fail(&st, "%s: cannot compute SHA-256 (libcrypto)", files[i]);
+            goto done;
+        }
+        if (idsy) {
+            status_fail(&st, "%s: holds only integers separated by commas/whitespace, i.e. a token-ids file; pass it "
+                             "with --ids (--text would tokenize the digits as text)", files[i]);
+            goto done;
+        }
     }
     char tok_path[4096];
     snprintf(tok_path, sizeof tok_path, "%s/tokenizer.json", flags[0].value);
@@ -364,11 +533,32 @@ int cmd_eval(int argc, char **argv) {
         status_fail(&st, "%s: the expanded indexer variant runs on the CPU twin only (use --device cpu)", ix_dir);
         goto done;
     }
+    const int L = m.cfg.n_layers;
+    full_layers = xmalloc(sizeof(int) * (size_t)L), ix_layers = xmalloc(sizeof(int) * (size_t)L);
+    for (int l = 0; l < L; l++) full_layers[l] = l;  // every layer kind here is full attention (model/config.h)
+    if (ix_dir) {
+        n_ix = indexer_layers(&set, L, ix_layers);
+        fprintf(stderr, "spindle eval: indexer %s covers %d of %d layers (", ix_dir, n_ix, L);
+        for (int i = 0; i < n_ix; i++) fprintf(stderr, "%s%d", i ? "," : "", ix_layers[i]);
+        fprintf(stderr, "); indexer rows run the other layers dense, oracle rows are sparse at all %d\n", L);
+    }
     if (backbone_open(&bb, &m, use_cuda, prec, &st)) goto done;
-    EvalOpts o = {ctx, ks, n_k, bsels, n_b, ix_dir ? &set : NULL, n_seq, isatty(2), tok, tasks, n_tasks, depths,
+    EvalOpts o = {ctx, ks, n_k, bsels, n_b, ix_dir ? &set : NULL, n_seq, 1, tok, tasks, n_tasks, depths,
                   n_depths, task_n, (uint64_t)seed, bb.gpu};
     if (eval_run(&m, ids, n, &o, &res, &n_res, &st)) goto done;
-    if (eval_write(res, n_res, json, csv, md, &st)) goto done;
+    char date[32];
+    const time_t now = time(NULL);
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    const char **sum_ptrs = xmalloc(sizeof(char *) * (size_t)n_files);
+    for (int i = 0; i < n_files; i++) sum_ptrs[i] = sums[i];
+    const char *prec_name = !use_cuda ? "fp32" : args_get(flags, nf, "--precision") ? args_get(flags, nf, "--precision") : "fp32";
+    const EvalProvenance prov = {flags[0].value, fp, L, full_layers, L, ix_dir, ix_layers, n_ix,
+                                 ids_path ? "ids" : "text", (const char *const *)files, sum_ptrs, n_files,
+                                 ks, bsels, n_k, n_b, ctx, use_cuda ? "cuda" : "cpu", prec_name, cmdline,
+                                 spindle_version(), date};
+    const int wrc = eval_write(res, n_res, &prov, json, csv, md, &st);
+    free(sum_ptrs);
+    if (wrc) goto done;
     const int n_lm = 1 + n_k * n_b * (ix_dir ? 2 : 1);
     fprintf(stderr, "spindle eval: %d configurations on %d sequence(s) of %d tokens, %d retrieval rows -> %s, %s, %s\n",
             n_lm, res[0].n_seq, ctx, n_res - n_lm, json, csv, md);
@@ -380,6 +570,12 @@ done:
     tok_free(tok);
     free(res);
     free(ids);
-    model_free(&m);
+    free(full_layers), free(ix_layers), free(sums);
+    if (files) corpus_free_files(files, n_files);
+    if (loaded) model_free(&m);
+    free(cmdline);
+    return rc;
+usage:
+    free(cmdline);
     return rc;
 }

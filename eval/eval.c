@@ -4,6 +4,7 @@
 // [T, vocab] buffer per configuration).
 #include "eval.h"
 #include "export.h"
+#include "progress.h"
 
 #include <math.h>
 #include <omp.h>
@@ -12,7 +13,7 @@
 #include <unistd.h>
 
 // Per-position samples of one configuration's metrics, in order of position.
-enum { M_NLL, M_DNLL, M_KL, M_TOP1, M_RECALL, M_SPARSE, M_COUNT };
+enum { M_NLL, M_DNLL, M_KL, M_TOP1, M_RECALL, M_SPARSE, M_RECALL_S, M_SPARSE_S, M_COUNT };
 typedef struct {
     double *v[M_COUNT];
     int64_t n[M_COUNT];
@@ -39,14 +40,6 @@ static Stat stat_of(const double *x, int64_t n) {
     return s;
 }
 
-static void progress(int on, double t0, int seq, int n_seq, int cfg, int n_cfg, int64_t tokens) {
-    if (!on) return;
-    double el = omp_get_wtime() - t0, done = (double)(seq * n_cfg + cfg) / ((double)n_seq * n_cfg);
-    double left = done > 0 ? el / done - el : 0;
-    fprintf(stderr, "\reval: sequence %d/%d, configuration %d/%d, %.0f tokens/s, %.0f s left   ", seq + 1,
-            n_seq, cfg + 1, n_cfg, tokens / (el > 0 ? el : 1), left);
-}
-
 // Configurations: 0 is dense, then the oracle at each (k, bsel) with bsel
 // varying fastest, then (with an indexer) the indexer at the same grid.
 static int n_configs(const EvalOpts *o) { return 1 + o->n_k * o->n_bsel * (o->indexer ? 2 : 1); }
@@ -61,6 +54,17 @@ static Sparsity config_of(const EvalOpts *o, int c) {
     const int g = (c - 1) % (o->n_k * o->n_bsel);
     sp.topk = o->ks[g / o->n_bsel], sp.bsel = o->bsels[g % o->n_bsel];
     return sp;
+}
+
+// The layers that run sparse in configuration c: none (dense), every layer
+// (the oracle), the layers the indexer covers.
+static int n_sparse_layers(const Model *m, const EvalOpts *o, int c) {
+    const EvalMode mode = mode_of(o, c);
+    if (mode == EVAL_DENSE) return 0;
+    if (mode == EVAL_ORACLE) return m->cfg.n_layers;
+    int n = 0;
+    for (int l = 0; l < m->cfg.n_layers && l < o->indexer->n_model_layers; l++) n += o->indexer->params[l] != NULL;
+    return n;
 }
 
 // One configuration's forward pass.
@@ -95,11 +99,13 @@ static int eval_retrieval(const Model *m, const int32_t *hay, size_t n_hay, cons
     float *hidden = xmalloc(sizeof(float) * (size_t)T * H);
     float *logits = NULL;
     int *hits = xcalloc((size_t)n_rows, sizeof *hits);
-    double t0 = omp_get_wtime();
-    int done = 0, total = o->n_tasks * o->n_depths * o->task_n;
+    Progress pr;
+    const int64_t total = (int64_t)o->n_tasks * o->n_depths * o->task_n * n_cfg;
+    int64_t done = 0;
+    if (o->progress) progress_start(&pr, "eval", "retrieval-forward", total);
     for (int ti = 0; ti < o->n_tasks; ti++)
         for (int di = 0; di < o->n_depths; di++)
-            for (int i = 0; i < o->task_n; i++, done++) {
+            for (int i = 0; i < o->task_n; i++) {
                 RetrievalTask task;
                 if (retrieval_make(o->tok, hay, n_hay, o->tasks[ti], T, o->depths[di], o->seed + (uint64_t)i, &task, st)) {
                     free(hidden), free(logits), free(hits);
@@ -108,18 +114,20 @@ static int eval_retrieval(const Model *m, const int32_t *hay, size_t n_hay, cons
                 logits = realloc(logits, sizeof(float) * (size_t)task.ans_len * V);
                 SPINDLE_CHECK(logits);
                 for (int c = 0; c < n_cfg; c++) {
-                    if (o->progress)
-                        fprintf(stderr, "\reval: retrieval %s depth %.2f, instance %d/%d, configuration %d/%d (%d/%d done, %.0f s)   ",
-                                retrieval_kind_name(o->tasks[ti]), o->depths[di], i + 1, o->task_n, c + 1, n_cfg,
-                                done, total, omp_get_wtime() - t0);
                     run_config(m, o, c, task.ids, T, hidden, NULL);
                     const int first = task.ans_start - 1;
                     backbone_lm_head(&(Backbone){m, o->gpu}, hidden + (size_t)first * H, task.ans_len, logits);
                     hits[(ti * o->n_depths + di) * n_cfg + c] += retrieval_exact_match(&task, logits, first, V);
+                    done++;
+                    if (o->progress) {
+                        const double el = progress_elapsed(&pr);
+                        progress_update(&pr, done, "%s depth %.2f, instance %d/%d, configuration %d/%d, %.0f tokens/s",
+                                        retrieval_kind_name(o->tasks[ti]), o->depths[di], i + 1, o->task_n, c + 1,
+                                        n_cfg, el > 0 ? (double)done * T / el : 0.0);
+                    }
                 }
                 retrieval_free(&task);
             }
-    if (o->progress) fprintf(stderr, "\n");
     for (int ti = 0; ti < o->n_tasks; ti++)
         for (int di = 0; di < o->n_depths; di++)
             for (int c = 0; c < n_cfg; c++) {
@@ -128,6 +136,7 @@ static int eval_retrieval(const Model *m, const int32_t *hay, size_t n_hay, cons
                 memset(e, 0, sizeof *e);
                 const Sparsity sp = config_of(o, c);
                 e->mode = mode_of(o, c), e->k = sp.topk, e->bsel = sp.bsel, e->ctx = T;
+                e->n_sparse_layers = n_sparse_layers(m, o, c);
                 e->n_seq = o->task_n;
                 e->task = (int)o->tasks[ti];
                 e->depth = o->depths[di];
@@ -163,6 +172,7 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
         r->ctx = T;
         r->n_seq = n_seq;
         r->task = -1;
+        r->n_sparse_layers = n_sparse_layers(m, o, c);
     }
 
     const Backbone bb = {m, o->gpu};
@@ -173,31 +183,38 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
     double *nll_d = xmalloc(sizeof(double) * T), *nll_s = xmalloc(sizeof(double) * T);
     double *kl = xmalloc(sizeof(double) * T);
     int32_t *top1 = xmalloc(sizeof(int32_t) * T);
-    double t0 = omp_get_wtime();
+    // Progress: one item per forward pass (a sequence under one configuration).
+    Progress pr;
+    if (o->progress) progress_start(&pr, "eval", "forward", (int64_t)n_seq * n_cfg);
     int64_t tokens = 0;
     for (int s = 0; s < n_seq; s++) {
         const int32_t *x = ids + (size_t)s * T;
-        progress(o->progress, t0, s, n_seq, 0, n_cfg, tokens);
         backbone_hidden(&bb, x, T, hd, NULL);
         tokens += T;
         for (int c = 0; c < n_cfg; c++) {
             Samples *sm = &smp[c];
             if (c) {
-                progress(o->progress, t0, s, n_seq, c, n_cfg, tokens);
                 memset(recall, 0, sizeof(float) * T);
                 memset(support, 0, sizeof(float) * T);
                 SparseStats ss = {recall, support};
                 run_config(m, o, c, x, T, hs, &ss);
                 tokens += T;
-                double kept = 0, causal = 0;
+                // The dense layers of the pass add 1 to recall[t] and t + 1 to support[t] each.
+                const int ns = res[c].n_sparse_layers, nd = L - ns;
+                double kept = 0, kept_s = 0, causal = 0;
                 for (int t = 0; t < T; t++) {
                     sm->v[M_RECALL][sm->n[M_RECALL]++] = recall[t] / L;
+                    sm->v[M_RECALL_S][sm->n[M_RECALL_S]++] = ns ? (recall[t] - nd) / ns : 1.0;
                     kept += support[t] / L, causal += t + 1;
+                    kept_s += ns ? (support[t] - (double)nd * (t + 1)) / ns : t + 1;
                 }
                 sm->v[M_SPARSE][sm->n[M_SPARSE]++] = 1.0 - kept / causal;
+                sm->v[M_SPARSE_S][sm->n[M_SPARSE_S]++] = 1.0 - kept_s / causal;
             } else {
                 for (int t = 0; t < T; t++) sm->v[M_RECALL][sm->n[M_RECALL]++] = 1.0;
+                for (int t = 0; t < T; t++) sm->v[M_RECALL_S][sm->n[M_RECALL_S]++] = 1.0;
                 sm->v[M_SPARSE][sm->n[M_SPARSE]++] = 0.0;
+                sm->v[M_SPARSE_S][sm->n[M_SPARSE_S]++] = 0.0;
             }
             if (!c) {
                 backbone_score(&bb, hd, NULL, T - 1, x + 1, nll_d, NULL, NULL, NULL);
@@ -207,19 +224,27 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
                     sm->v[M_KL][sm->n[M_KL]++] = 0;
                     sm->v[M_TOP1][sm->n[M_TOP1]++] = 1;
                 }
-                continue;
+            } else {
+                backbone_score(&bb, hd, hs, T - 1, x + 1, nll_d, nll_s, kl, top1);
+                for (int t = 0; t < T - 1; t++) {
+                    sm->v[M_NLL][sm->n[M_NLL]++] = nll_s[t];
+                    sm->v[M_DNLL][sm->n[M_DNLL]++] = nll_s[t] - nll_d[t];
+                    sm->v[M_KL][sm->n[M_KL]++] = kl[t];
+                    sm->v[M_TOP1][sm->n[M_TOP1]++] = top1[t];
+                }
             }
-            backbone_score(&bb, hd, hs, T - 1, x + 1, nll_d, nll_s, kl, top1);
-            for (int t = 0; t < T - 1; t++) {
-                sm->v[M_NLL][sm->n[M_NLL]++] = nll_s[t];
-                sm->v[M_DNLL][sm->n[M_DNLL]++] = nll_s[t] - nll_d[t];
-                sm->v[M_KL][sm->n[M_KL]++] = kl[t];
-                sm->v[M_TOP1][sm->n[M_TOP1]++] = top1[t];
+            if (o->progress) {
+                const Sparsity sp = config_of(o, c);
+                const EvalMode md = mode_of(o, c);
+                const double el = progress_elapsed(&pr);
+                char what[64] = "dense";
+                if (md != EVAL_DENSE)
+                    snprintf(what, sizeof what, "%s k %d b_sel %d", md == EVAL_ORACLE ? "oracle" : "indexer", sp.topk, sp.bsel);
+                progress_update(&pr, (int64_t)s * n_cfg + c + 1, "sequence %d/%d, configuration %d/%d (%s), %.0f tokens/s",
+                                s + 1, n_seq, c + 1, n_cfg, what, el > 0 ? (double)tokens / el : 0.0);
             }
         }
     }
-    if (o->progress) fprintf(stderr, "\reval: %d sequences x %d configurations in %.1f s%30s\n", n_seq, n_cfg,
-                             omp_get_wtime() - t0, "");
     for (int c = 0; c < n_cfg; c++) {
         EvalResult *r = &res[c];
         Samples *sm = &smp[c];
@@ -230,6 +255,8 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
         r->top1_agree = stat_of(sm->v[M_TOP1], sm->n[M_TOP1]);
         r->mass_recall = stat_of(sm->v[M_RECALL], sm->n[M_RECALL]);
         r->sparsity = stat_of(sm->v[M_SPARSE], sm->n[M_SPARSE]);
+        r->mass_recall_sparse = stat_of(sm->v[M_RECALL_S], sm->n[M_RECALL_S]);
+        r->sparsity_sparse = stat_of(sm->v[M_SPARSE_S], sm->n[M_SPARSE_S]);
         for (int k = 0; k < M_COUNT; k++) free(sm->v[k]);
     }
     free(smp), free(hd), free(hs), free(recall), free(support), free(nll_d), free(nll_s), free(kl), free(top1);

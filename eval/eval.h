@@ -33,6 +33,10 @@ typedef struct {
     Stat top1_agree;    // argmax equal to dense's
     Stat mass_recall;   // Σ_{j∈S_t} P_t(j), averaged over layers and positions
     Stat sparsity;      // 1 − Σ|S_t| / Σ(t+1), over layers and positions (per sequence)
+    // The same two over the layers that ran sparse only (an indexer row's
+    // dense layers count as whole in mass_recall and sparsity); a dense row: 1, 0.
+    int n_sparse_layers;
+    Stat mass_recall_sparse, sparsity_sparse;
     // Retrieval rows (task ≥ 0): n_seq task instances at this depth; accuracy is
     // the exact-match rate with a Wilson 95% interval [acc_lo, acc_hi].
     int task;           // RetrievalKind, or -1 for a language-modelling row
@@ -48,7 +52,7 @@ typedef struct {
     int n_bsel;
     const struct IndexerSet *indexer;  // not NULL: indexer rows at every (k, bsel) too
     int max_seq;   // sequences taken from the token stream (non-overlapping windows)
-    int progress;  // print progress to stderr
+    int progress;  // print progress lines to stderr (data/progress.h)
     // Retrieval (optional): n_tasks kinds × n_depths depths × task_n seeded
     // instances, haystacks from the same token stream; needs tok.
     const Tokenizer *tok;
@@ -67,6 +71,37 @@ typedef struct {
 int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o, EvalResult **out,
              int *n_out, Status *st);
 
-// Writes results as JSON (DESIGN.md "Eval results"), CSV and a Markdown table;
-// each path may be NULL. Files are written atomically.
-int eval_write(const EvalResult *r, int n, const char *json, const char *csv, const char *md, Status *st);
+// Where a set of results came from, recorded in every output (report.c).
+typedef struct {
+    const char *model;              // the model folder as given
+    const char *model_fingerprint;  // model/fingerprint.h
+    int n_layers;                   // the model's layers
+    const int *full_layers;         // its full-attention layers (where the oracle runs)
+    int n_full_layers;
+    const char *indexer;            // the indexer folder, or NULL
+    const int *indexer_layers;      // the layers it covers (where indexer rows run sparse)
+    int n_indexer_layers;
+    const char *input_kind;         // "text" or "ids"
+    const char *const *inputs;      // the files read (a --text folder expanded), in reading order
+    const char *const *input_sha256;
+    int n_inputs;
+    const int *ks, *bsels;          // the grid asked for
+    int n_k, n_bsel;
+    int ctx;
+    const char *device, *precision;
+    const char *command;            // the command line, shell-quoted
+    const char *version;            // spindle_version()
+    const char *date;               // UTC, ISO 8601
+} EvalProvenance;
+
+// The layers that ran sparse in a row of this mode (dense: none, oracle: every
+// full-attention layer, indexer: the layers the indexer covers). Returns their
+// count and points *layers at them.
+int eval_sparse_layers(const EvalProvenance *p, EvalMode mode, const int **layers);
+
+// Writes results as JSON (DESIGN.md "Eval results"; every row also carries
+// sparse_layers, n_sparse_layers, n_layers and the provenance object), CSV
+// (the same columns, provenance last) and a Markdown table (a sparse-layers
+// column, the provenance below); each path may be NULL. Files are written atomically.
+int eval_write(const EvalResult *r, int n, const EvalProvenance *p, const char *json, const char *csv,
+               const char *md, Status *st);

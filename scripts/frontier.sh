@@ -153,11 +153,14 @@ kdash=${ks//,/-} sdash=${bsels//,/-}
 precs=(fp32); [ "$device" = cuda ] && precs+=(bf16)
 for L in "${L_ARR[@]}"; do
     n=${nseq:-$(( positions / L > 0 ? positions / L : 1 ))}
+    # spindle eval refuses k >= ctx (every key kept: not a sparse row); those cells stay empty.
+    lks=$(for k in "${K_ARR[@]}"; do if [ "$k" -lt "$L" ]; then printf '%s,' "$k"; fi; done); lks=${lks%,}
+    [ -n "$lks" ] || { say "ctx $L: every --k is >= $L, no eval"; continue; }
     for p in "${precs[@]}"; do
         json=$out/eval_${device}_${p}_ctx${L}_n${n}_k${kdash}_b${sdash}.json
         extra=(--device "$device"); [ "$device" = cuda ] && extra+=(--precision "$p")
         step eval "$L" "$ks" "$bsels" "$p" "$json" 0 -- \
-            "$bin" eval --model "$model" --text "$text" --ctx "$L" --n-seq "$n" --k "$ks" --bsel "$bsels" \
+            "$bin" eval --model "$model" --text "$text" --ctx "$L" --n-seq "$n" --k "$lks" --bsel "$bsels" \
             --indexer "$indexer" "${extra[@]}" --json "$json" ||
             { mv "$manifest.tmp" "$manifest"; fail "spindle eval failed at ctx $L ($p); see $json.log"; }
     done

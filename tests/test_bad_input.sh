@@ -74,22 +74,54 @@ expect 1 "$work/nodir/out.npy.tmp: cannot create" "$bin" logits --model "$good" 
 
 # Bad usage: exit 2.
 expect 2 "--out is required" "$bin" logits --model "$good" --ids "$good/ids.txt"
-expect 2 "unknown argument \"--bogus\"" "$bin" logits --model "$good" --ids "$good/ids.txt" --out "$work/out.npy" --bogus
+expect 2 "unknown flag \"--bogus\"" "$bin" logits --model "$good" --ids "$good/ids.txt" --out "$work/out.npy" --bogus
 expect 2 "unknown command \"frobnicate\"" "$bin" frobnicate
 expect 2 "--threads must be" "$bin" logits --model "$good" --ids "$good/ids.txt" --out "$work/out.npy" --threads 0
 expect 1 "$work/nope: no such model folder" "$bin" info --model "$work/nope"
 
-# eval: bad values are bad input (exit 1), with nothing written.
+# eval: malformed or out-of-range flag values are usage errors (exit 2), bad
+# files and runtime failures exit 1; either way nothing is written.
 ev() { "$bin" eval --model "$good" --json "$work/out.npy" "$@"; }
-expect 1 "--k must be a comma-separated list of positive integers \(got \"0,8\"\)" ev --ids "$good/ids.txt" --ctx 16 --k 0,8 --bsel 1
-expect 1 "--bsel must be a comma-separated list of positive integers \(got \"0\"\)" ev --ids "$good/ids.txt" --ctx 16 --k 8 --bsel 0
-expect 1 "--k must be .*\(got \"8,abc\"\)" ev --ids "$good/ids.txt" --ctx 16 --k 8,abc --bsel 1
-expect 1 "--ctx must be a positive integer \(got \"-5\"\)" ev --ids "$good/ids.txt" --ctx -5 --k 8 --bsel 1
+expect 2 "--k must be a comma-separated list of positive integers \(got \"0,8\"\)" ev --ids "$good/ids.txt" --ctx 16 --k 0,8 --bsel 1
+expect 2 "--k must be a comma-separated list of positive integers \(got \"0\"\)" ev --ids "$good/ids.txt" --ctx 16 --k 0 --bsel 1
+expect 2 "--bsel must be a comma-separated list of positive integers \(got \"0\"\)" ev --ids "$good/ids.txt" --ctx 16 --k 8 --bsel 0
+expect 2 "--k must be .*\(got \"8,abc\"\)" ev --ids "$good/ids.txt" --ctx 16 --k 8,abc --bsel 1
+expect 2 "--ctx must be a positive integer \(got \"-5\"\)" ev --ids "$good/ids.txt" --ctx -5 --k 8 --bsel 1
+expect 2 "--ctx must be a positive integer \(got \"0\"\)" ev --ids "$good/ids.txt" --ctx 0 --k 8 --bsel 1
+expect 2 "--ctx must be a positive integer \(got \"16x\"\)" ev --ids "$good/ids.txt" --ctx 16x --k 8 --bsel 1
+expect 2 "--n-seq must be a positive integer \(got \"0x10\"\)" ev --ids "$good/ids.txt" --ctx 16 --k 8 --bsel 1 --n-seq 0x10
+expect 2 "--k 16 is not below --ctx 16" ev --ids "$good/ids.txt" --ctx 16 --k 8,16 --bsel 1
+expect 2 "--bsel 17 is longer than --ctx 16" ev --ids "$good/ids.txt" --ctx 16 --k 8 --bsel 1,17
+expect 2 "--threads must be an integer in \[1, [0-9]+\]" ev --ids "$good/ids.txt" --ctx 16 --k 8 --bsel 1 --threads 1073741824
+expect 2 "--json and --csv would both write" "$bin" eval --model "$good" --ids "$good/ids.txt" --ctx 16 --k 8 --bsel 1 --json "$work/out.csv"
+expect 2 "--json and --md would both write" "$bin" eval --model "$good" --ids "$good/ids.txt" --ctx 16 --k 8 --bsel 1 --json "$work/out.npy" --md "$work/out.npy"
+expect 2 "--csv and --md would both write" ev --ids "$good/ids.txt" --ctx 16 --k 8 --bsel 1 --csv "$work/o.x" --md "$work/o.x"
+expect 2 "--json $good/ids.txt is the --ids input" "$bin" eval --model "$good" --ids "$good/ids.txt" --ctx 16 --k 8 --bsel 1 --json "$good/ids.txt"
+for f in out.csv out.md o.x; do
+  [ ! -e "$work/$f" ] || { echo "FAIL: a refused eval left $work/$f"; fails=$((fails + 1)); }
+done
 expect 1 "--ctx 100000 is longer than the model supports \(.*config.json: max_position_embeddings [0-9]+\)" ev --ids "$good/ids.txt" --ctx 100000 --k 8 --bsel 1
 expect 1 "the text has 48 tokens, fewer than --ctx 64" ev --ids "$good/ids.txt" --ctx 64 --k 8 --bsel 1
 : >"$work/empty_text.txt"
 d=$(mkcase withtok); cp "$(dirname "$0")/tokenizer/gpt2.json" "$d/tokenizer.json"
 expect 1 "$work/empty_text.txt: corpus is empty" "$bin" eval --model "$d" --text "$work/empty_text.txt" --ctx 16 --k 8 --bsel 1 --json "$work/out.npy"
+# An ids file given as --text: refused, naming it (it would be tokenized as digits).
+expect 1 "$good/ids.txt: holds only integers separated by commas/whitespace, i.e. a token-ids file; pass it with --ids" \
+  "$bin" eval --model "$d" --text "$good/ids.txt" --ctx 16 --k 8 --bsel 1 --json "$work/out.npy"
+# logits: --threads bounded; a b_sel longer than the sequence is clamped to it (one block), not allocated.
+expect 2 "--threads must be an integer in \[1, [0-9]+\]" "$bin" logits --model "$good" --ids "$good/ids.txt" --out "$work/out.npy" --threads 1073741824
+expect 2 "--threads must be an integer in \[1, [0-9]+\]" "$bin" logits --model "$good" --ids "$good/ids.txt" --out "$work/out.npy" --threads 2x
+expect 2 "--bsel must be a positive integer \(got \"0x10\"\)" "$bin" logits --model "$good" --ids "$good/ids.txt" --out "$work/out.npy" --oracle-k 4 --bsel 0x10
+n=$((n + 1))
+if "$bin" logits --model "$good" --ids "$good/ids.txt" --out "$work/big.npy" --oracle-k 4 --bsel 1073741824 2>"$work/stderr" &&
+   grep -q "bsel 1073741824 is longer than the 48 tokens .*using 48" "$work/stderr" &&
+   "$bin" logits --model "$good" --ids "$good/ids.txt" --out "$work/one.npy" --oracle-k 4 --bsel 48 2>/dev/null &&
+   cmp -s "$work/big.npy" "$work/one.npy"; then
+  echo "ok: logits --bsel 1073741824 is clamped to the 48 tokens (same logits as --bsel 48)"
+else
+  echo "FAIL: logits --bsel 1073741824: $(head -c 300 "$work/stderr")"; fails=$((fails + 1))
+fi
+rm -f "$work/big.npy" "$work/one.npy"
 expect 2 "give exactly one of --text or --ids" ev --ctx 16 --k 8 --bsel 1
 expect 2 "--oracle-k must be a positive integer" "$bin" logits --model "$good" --ids "$good/ids.txt" --out "$work/out.npy" --oracle-k 0
 

@@ -73,3 +73,8 @@ if(SPINDLE_CUDA)
            $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/goldens_cuda)
   set_tests_properties(goldens_cuda PROPERTIES SKIP_RETURN_CODE 77)
 endif()
+
+# The command-line grammar of every command (cli/args.h): --help, unknown
+# flags, --flag=value, malformed values and missing required flags.
+add_test(NAME cli_grammar COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_cli.sh
+         $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/cli)
