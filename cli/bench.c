@@ -1,4 +1,4 @@
-// bench.c: `spindle bench` — GPU timings for issue 6: per-kernel times of one
+// bench.c: `spindle bench` — GPU timings (docs/performance.md): per-kernel times of one
 // layer (dense attention, indexer score + top-k, sparse attention, oracle
 // selection, GEMMs, the fused distillation step) and the time to first token
 // of a whole model (dense, indexer per query, indexer block-shared, oracle),

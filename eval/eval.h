@@ -99,7 +99,7 @@ typedef struct {
 // count and points *layers at them.
 int eval_sparse_layers(const EvalProvenance *p, EvalMode mode, const int **layers);
 
-// Writes results as JSON (DESIGN.md "Eval results"; every row also carries
+// Writes results as JSON (docs/design.md, "Eval results"; every row also carries
 // sparse_layers, n_sparse_layers, n_layers and the provenance object), CSV
 // (the same columns, provenance last) and a Markdown table (a sparse-layers
 // column, the provenance below); each path may be NULL. Files are written atomically.

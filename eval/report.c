@@ -1,4 +1,4 @@
-// report.c: eval results as JSON (DESIGN.md "Eval results"), CSV and Markdown,
+// report.c: eval results as JSON (docs/design.md, "Eval results"), CSV and Markdown,
 // each carrying its provenance (EvalProvenance): which model and indexer, which
 // layers ran sparse in each row, the grid, the inputs and their SHA-256, the
 // command line, the spindle version and the date.
