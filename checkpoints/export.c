@@ -112,6 +112,11 @@ int export_indexer(const char *run_dir, const char *out_dir, int64_t at_step, in
         }
     }
     rs.n_layers = L, rs.n_params = indexer_n_params(&c);
+    if (run_state_sizes_fit(run_dir, at_step, L, rs.n_params, st)) {
+        if (at_step < 0 && run_state_latest(run_dir, &(int64_t){0}, st))
+            status_fail(st, "%s: no checkpoint to export (train first)", run_dir);
+        goto done;
+    }
     rs.params = xcalloc((size_t)L, sizeof(float *)), rs.m = xcalloc((size_t)L, sizeof(float *));
     rs.v = xcalloc((size_t)L, sizeof(float *));
     for (int i = 0; i < L; i++) {
@@ -238,44 +243,53 @@ int indexer_set_load(IndexerSet *s, const char *dir, int n_model_layers, const c
     }
     s->n_model_layers = n_model_layers;
     s->params = xcalloc((size_t)n_model_layers, sizeof(float *));
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    if (st_add_file(&sf, path, st)) goto done;
+    char st_file[4200];
+    snprintf(st_file, sizeof st_file, "%s/model.safetensors", dir);
+    if (st_add_file(&sf, st_file, st)) goto done;
     IndexerTensor it[INDEXER_MAX_TENSORS];
     const int nt = indexer_param_tensors(it, &s->cfg);
     const int64_t np = indexer_n_params(&s->cfg);
+    // Every tensor is checked against the config before anything is
+    // allocated, so the allocation is bounded by the file's own size.
     const cJSON *e;
     int expected = 0;
-    cJSON_ArrayForEach(e, layers) {
-        int l;
-        if (json_int(e, 0, n_model_layers - 1, &l) || s->params[l]) {
-            status_fail(st, "%s: \"layers\": %s is not a distinct layer of this model (it has %d)", path,
-                        cJSON_IsNumber(e) ? "an entry" : "a non-number", n_model_layers);
-            goto done;
-        }
-        s->params[l] = xmalloc(sizeof(float) * (size_t)np);
-        for (int j = 0; j < nt; j++) {
-            char name[128];
-            tensor_name(name, sizeof name, l, it[j].name);
-            const StTensor *t = st_find(&sf, name);
-            if (!t) {
-                status_fail(st, "%s: tensor \"%s\" is missing", path, name);
+    for (int pass = 0; pass < 2; pass++) {
+        cJSON_ArrayForEach(e, layers) {
+            int l;
+            if (json_int(e, 0, n_model_layers - 1, &l) || s->params[l]) {  // (duplicates: seen in pass 1)
+                status_fail(st, "%s: \"layers\": %s is not a distinct layer of this model (it has %d)", path,
+                            cJSON_IsNumber(e) ? "an entry" : "a non-number", n_model_layers);
                 goto done;
             }
-            int shape_ok = t->dtype == ST_F32 && t->ndim == it[j].ndim;
-            for (int d = 0; shape_ok && d < it[j].ndim; d++) shape_ok = t->shape[d] == it[j].shape[d];
-            if (!shape_ok) {
-                char shape[64];
-                if (it[j].ndim > 1) snprintf(shape, sizeof shape, "[%lld, %lld]", (long long)it[j].shape[0], (long long)it[j].shape[1]);
-                else snprintf(shape, sizeof shape, "[%lld]", (long long)it[j].shape[0]);
-                status_fail(st, "%s: tensor \"%s\" must be F32 of shape %s (by config.json)", path, name, shape);
-                goto done;
+            if (pass == 1) s->params[l] = xmalloc(sizeof(float) * (size_t)np);
+            for (int j = 0; j < nt; j++) {
+                char name[128];
+                tensor_name(name, sizeof name, l, it[j].name);
+                const StTensor *t = st_find(&sf, name);
+                if (!t) {
+                    status_fail(st, "%s: tensor \"%s\" is missing", st_file, name);
+                    goto done;
+                }
+                int shape_ok = t->dtype == ST_F32 && t->ndim == it[j].ndim;
+                for (int d = 0; shape_ok && d < it[j].ndim; d++) shape_ok = t->shape[d] == it[j].shape[d];
+                if (!shape_ok) {
+                    char shape[64];
+                    if (it[j].ndim > 1)
+                        snprintf(shape, sizeof shape, "[%lld, %lld]", (long long)it[j].shape[0], (long long)it[j].shape[1]);
+                    else
+                        snprintf(shape, sizeof shape, "[%lld]", (long long)it[j].shape[0]);
+                    status_fail(st, "%s: tensor \"%s\" must be F32 of shape %s (by config.json)", st_file, name, shape);
+                    goto done;
+                }
+                if (pass == 1) {
+                    st_to_f32(t, s->params[l] + it[j].offset);
+                    expected++;
+                }
             }
-            st_to_f32(t, s->params[l] + it[j].offset);
-            expected++;
         }
     }
     if (sf.n_tensors != expected) {
-        status_fail(st, "%s: holds %d tensors, config.json's layers and variant name %d", path, sf.n_tensors, expected);
+        status_fail(st, "%s: holds %d tensors, config.json's layers and variant name %d", st_file, sf.n_tensors, expected);
         goto done;
     }
     rc = 0;

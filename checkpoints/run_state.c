@@ -115,6 +115,29 @@ int run_state_latest(const char *run_dir, int64_t *step, Status *st) {
     return 0;
 }
 
+int64_t run_state_file_bytes(int n_layers, int64_t n_params) {
+    return 16 * 8 + (int64_t)n_layers * 3 * n_params * (int64_t)sizeof(float) + DIGEST_BYTES;
+}
+
+int run_state_sizes_fit(const char *run_dir, int64_t step, int n_layers, int64_t n_params, Status *st) {
+    int64_t *steps;
+    int n;
+    list_steps(run_dir, &steps, &n);
+    const int64_t want = run_state_file_bytes(n_layers, n_params);
+    int fit = 0;
+    for (int i = 0; i < n && !fit; i++) {
+        if (step >= 0 && steps[i] != step) continue;
+        char path[4200];
+        struct stat sb;
+        run_state_path(path, sizeof path, run_dir, steps[i]);
+        fit = stat(path, &sb) == 0 && (int64_t)sb.st_size == want;
+    }
+    free(steps);
+    if (fit) return 0;
+    return status_fail(st, "%s/checkpoints: no checkpoint%s of the size the run config implies (%d layers x %lld parameters)",
+                       run_dir, step >= 0 ? " of that step" : "", n_layers, (long long)n_params);
+}
+
 // fread of n bytes into dst, hashed. 0 on success.
 static int read_hashed(FILE *f, void *dst, size_t n, EVP_MD_CTX *md) {
     if (fread(dst, 1, n, f) != n) return -1;

@@ -35,6 +35,13 @@ void run_state_path(char *buf, size_t len, const char *run_dir, int64_t step);
 // *step, or 1 when there is none). The file is not checked: see
 // run_state_load_newest.
 int run_state_latest(const char *run_dir, int64_t *step, Status *st);
+// Bytes of a checkpoint file of n_layers x n_params.
+int64_t run_state_file_bytes(int n_layers, int64_t n_params);
+// 0 if RUN/checkpoints holds a checkpoint file of `step` (step < 0: any) of
+// exactly the size n_layers x n_params imply, else -1 with st saying so. Lets
+// a caller refuse a config that disagrees with the checkpoints before it
+// allocates buffers for them.
+int run_state_sizes_fit(const char *run_dir, int64_t step, int n_layers, int64_t n_params, Status *st);
 // Loads the checkpoint of `step` into rs, whose n_layers, n_params and buffers
 // the caller has set up. Refused (-1, st naming the file): a short or long
 // file, another magic or version, a digest mismatch, a header step other than
