@@ -3,6 +3,7 @@
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -14,29 +15,51 @@
 
 static const char *norm_name(IndexerNorm n) { return n == INDEXER_NORM_RMS ? "rms" : n == INDEXER_NORM_LAYER ? "layer" : "none"; }
 
-// The indexer configuration in a run's or an export's config.json object.
+// A whole number in [lo, hi] from a JSON item (-1 when absent, fractional,
+// out of range or not a number).
+static int json_int(const cJSON *it, double lo, double hi, int *out) {
+    if (!cJSON_IsNumber(it)) return -1;
+    const double v = it->valuedouble;
+    if (!(v >= lo && v <= hi) || v != (double)(int64_t)v) return -1;
+    *out = (int)v;
+    return 0;
+}
+
+// The indexer configuration in a run's or an export's config.json object:
+// every field present, of its type, and within indexer_config_check's bounds.
 static int parse_indexer_cfg(const cJSON *o, IndexerConfig *c, const char *path, Status *st) {
+    memset(c, 0, sizeof *c);
+    if (!cJSON_IsObject(o)) return status_fail(st, "%s: indexer configuration missing", path);
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "variant");
     const cJSON *kn = cJSON_GetObjectItemCaseSensitive(o, "key_norm");
-    if (!cJSON_IsString(v) || !cJSON_IsString(kn)) return status_fail(st, "%s: indexer variant/key_norm missing", path);
-    memset(c, 0, sizeof *c);
+    if (!cJSON_IsString(v) || (strcmp(v->valuestring, "collapsed") && strcmp(v->valuestring, "expanded")))
+        return status_fail(st, "%s: \"variant\" must be \"collapsed\" or \"expanded\"", path);
+    if (!cJSON_IsString(kn) ||
+        (strcmp(kn->valuestring, "none") && strcmp(kn->valuestring, "rms") && strcmp(kn->valuestring, "layer")))
+        return status_fail(st, "%s: \"key_norm\" must be \"none\", \"rms\" or \"layer\"", path);
     c->variant = !strcmp(v->valuestring, "expanded") ? INDEXER_EXPANDED : INDEXER_COLLAPSED;
     c->key_norm = !strcmp(kn->valuestring, "rms") ? INDEXER_NORM_RMS
                   : !strcmp(kn->valuestring, "layer") ? INDEXER_NORM_LAYER : INDEXER_NORM_NONE;
-#define GET(field, key)                                                                  \
-    do {                                                                                 \
-        const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);                      \
-        if (!cJSON_IsNumber(it)) return status_fail(st, "%s: \"%s\" missing", path, key); \
-        c->field = it->valuedouble;                                                      \
-    } while (0)
-    GET(d_model, "d_model");
-    GET(d_index, "d_index");
-    GET(d_rope, "d_rope");
-    GET(n_heads, "n_heads");
-    GET(norm_eps, "norm_eps");
-    GET(rope_theta, "rope_theta");
-#undef GET
-    return indexer_config_check(c, st);
+    struct { const char *key; int *dst; int hi; } ints[] = {
+        {"d_model", &c->d_model, INDEXER_MAX_D_MODEL}, {"d_index", &c->d_index, INDEXER_MAX_D_INDEX},
+        {"d_rope", &c->d_rope, INDEXER_MAX_D_ROPE},    {"n_heads", &c->n_heads, INDEXER_MAX_HEADS},
+    };
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
+        if (json_int(cJSON_GetObjectItemCaseSensitive(o, ints[i].key), 0, ints[i].hi, ints[i].dst))
+            return status_fail(st, "%s: \"%s\" must be an integer in [0, %d]", path, ints[i].key, ints[i].hi);
+    const char *fkeys[2] = {"norm_eps", "rope_theta"};
+    float *fdst[2] = {&c->norm_eps, &c->rope_theta};
+    for (int i = 0; i < 2; i++) {
+        const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, fkeys[i]);
+        if (!cJSON_IsNumber(it) || !(fabs(it->valuedouble) <= 1e30))
+            return status_fail(st, "%s: \"%s\" must be a number", path, fkeys[i]);
+        *fdst[i] = (float)it->valuedouble;
+    }
+    if (indexer_config_check(c, st)) {
+        const Status inner = *st;
+        return status_fail(st, "%s: %s", path, inner.msg);
+    }
+    return 0;
 }
 
 static cJSON *read_json(const char *path, Status *st) {
@@ -60,9 +83,10 @@ int export_indexer(const char *run_dir, const char *out_dir, int64_t at_step, in
     char path[4300], tmp[4200];
     snprintf(path, sizeof path, "%s/config.json", run_dir);
     if (access(out_dir, F_OK) == 0) return status_fail(st, "%s: already exists; choose another --out", out_dir);
+    snprintf(tmp, sizeof tmp, "%s.tmp", out_dir);
     cJSON *run = read_json(path, st);
     if (!run) return -1;
-    int rc = -1;
+    int rc = -1, made_tmp = 0;
     RunState rs = {0};
     StWriteTensor *ts = NULL;
     char (*names)[128] = NULL;
@@ -74,13 +98,25 @@ int export_indexer(const char *run_dir, const char *out_dir, int64_t at_step, in
         if (!st->msg[0] || cJSON_IsArray(layers)) status_fail(st, "%s: not a spindle run config", path);
         goto done;
     }
-    int64_t step = at_step;
-    if (step < 0 && run_state_latest(run_dir, &step, st)) {
-        status_fail(st, "%s: no checkpoint to export (train first)", run_dir);
+    const int L = cJSON_GetArraySize(layers);
+    if (L < 1 || L > 100000) {
+        status_fail(st, "%s: \"layers\" must list the trained layers", path);
         goto done;
     }
-    const int L = cJSON_GetArraySize(layers);
+    const cJSON *e;
+    cJSON_ArrayForEach(e, layers) {
+        int l;
+        if (json_int(e, 0, 100000, &l)) {
+            status_fail(st, "%s: \"layers\" holds something other than a layer index", path);
+            goto done;
+        }
+    }
     rs.n_layers = L, rs.n_params = indexer_n_params(&c);
+    if (run_state_sizes_fit(run_dir, at_step, L, rs.n_params, st)) {
+        if (at_step < 0 && run_state_latest(run_dir, &(int64_t){0}, st))
+            status_fail(st, "%s: no checkpoint to export (train first)", run_dir);
+        goto done;
+    }
     rs.params = xcalloc((size_t)L, sizeof(float *)), rs.m = xcalloc((size_t)L, sizeof(float *));
     rs.v = xcalloc((size_t)L, sizeof(float *));
     for (int i = 0; i < L; i++) {
@@ -88,7 +124,15 @@ int export_indexer(const char *run_dir, const char *out_dir, int64_t at_step, in
         rs.m[i] = xmalloc(sizeof(float) * (size_t)rs.n_params);
         rs.v[i] = xmalloc(sizeof(float) * (size_t)rs.n_params);
     }
-    if (run_state_load(run_dir, step, &rs, st)) goto done;
+    int64_t step = at_step;
+    if (at_step >= 0) {
+        if (run_state_load(run_dir, step, &rs, st)) goto done;
+    } else {
+        const int lrc = run_state_load_newest(run_dir, "export", -1, 0, &rs, &step, st);
+        if (lrc == 1) status_fail(st, "%s: no checkpoint to export (train first)", run_dir);
+        if (lrc) goto done;
+    }
+    fprintf(stderr, "spindle export: %s: step %lld\n", run_dir, (long long)step);
 
     IndexerTensor it[INDEXER_MAX_TENSORS];
     const int nt = indexer_param_tensors(it, &c);
@@ -103,19 +147,16 @@ int export_indexer(const char *run_dir, const char *out_dir, int64_t at_step, in
             w->shape[0] = it[j].shape[0], w->shape[1] = it[j].shape[1];
             w->data = rs.params[i] + it[j].offset;
         }
-    snprintf(tmp, sizeof tmp, "%s.tmp", out_dir);
-    if (access(tmp, F_OK) == 0) {  // a leftover of an interrupted export
-        char cmd[8500];
-        snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-        if (system(cmd) != 0) {
-            status_fail(st, "%s: cannot remove the leftover", tmp);
-            goto done;
-        }
+    struct stat sb;
+    if (lstat(tmp, &sb) == 0) {  // a leftover of an interrupted export
+        if (remove_tree(tmp, st)) goto done;
+        fprintf(stderr, "spindle export: removed %s, left by an interrupted export\n", tmp);
     }
     if (mkdir(tmp, 0755) != 0) {
         status_fail(st, "%s: cannot create (%s)", tmp, strerror(errno));
         goto done;
     }
+    made_tmp = 1;
     snprintf(path, sizeof path, "%s/model.safetensors", tmp);
     if (st_write(path, ts, L * nt, "{\"format\": \"pt\"}", st)) goto done;
     cJSON *o = cJSON_CreateObject();
@@ -150,6 +191,10 @@ int export_indexer(const char *run_dir, const char *out_dir, int64_t at_step, in
     }
     rc = 0;
 done:
+    if (rc && made_tmp) {
+        Status ignored;
+        remove_tree(tmp, &ignored);
+    }
     for (int i = 0; rs.params && i < rs.n_layers; i++) free(rs.params[i]), free(rs.m[i]), free(rs.v[i]);
     free(rs.params), free(rs.m), free(rs.v), free(ts), free(names);
     cJSON_Delete(run);
@@ -180,35 +225,72 @@ int indexer_set_load(IndexerSet *s, const char *dir, int n_model_layers, const c
                     s->fingerprint, expect_fp);
         goto done;
     }
-    const cJSON *dk = cJSON_GetObjectItemCaseSensitive(o, "default_k"), *db = cJSON_GetObjectItemCaseSensitive(o, "default_bsel");
-    s->default_k = cJSON_IsNumber(dk) ? dk->valueint : 256;
-    s->default_bsel = cJSON_IsNumber(db) ? db->valueint : 1;
+    const cJSON *ver = cJSON_GetObjectItemCaseSensitive(o, "format_version");
+    int version;
+    if (json_int(ver, 1, 1, &version)) {
+        status_fail(st, "%s: \"format_version\" must be 1", path);
+        goto done;
+    }
+    if (json_int(cJSON_GetObjectItemCaseSensitive(o, "default_k"), 1, 1 << 30, &s->default_k) ||
+        json_int(cJSON_GetObjectItemCaseSensitive(o, "default_bsel"), 1, 1 << 30, &s->default_bsel)) {
+        status_fail(st, "%s: \"default_k\" and \"default_bsel\" must be integers in [1, 2^30]", path);
+        goto done;
+    }
+    const int n_listed = cJSON_GetArraySize(layers);
+    if (n_listed < 1 || n_listed > n_model_layers) {
+        status_fail(st, "%s: \"layers\" must list 1 to %d layers (got %d)", path, n_model_layers, n_listed);
+        goto done;
+    }
     s->n_model_layers = n_model_layers;
     s->params = xcalloc((size_t)n_model_layers, sizeof(float *));
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    if (st_add_file(&sf, path, st)) goto done;
+    char st_file[4200];
+    snprintf(st_file, sizeof st_file, "%s/model.safetensors", dir);
+    if (st_add_file(&sf, st_file, st)) goto done;
     IndexerTensor it[INDEXER_MAX_TENSORS];
     const int nt = indexer_param_tensors(it, &s->cfg);
     const int64_t np = indexer_n_params(&s->cfg);
+    // Every tensor is checked against the config before anything is
+    // allocated, so the allocation is bounded by the file's own size.
     const cJSON *e;
-    cJSON_ArrayForEach(e, layers) {
-        const int l = e->valueint;
-        if (!cJSON_IsNumber(e) || l < 0 || l >= n_model_layers || s->params[l]) {
-            status_fail(st, "%s/config.json: layer %d is not a layer of this model (it has %d)", dir, l, n_model_layers);
-            goto done;
-        }
-        s->params[l] = xmalloc(sizeof(float) * (size_t)np);
-        for (int j = 0; j < nt; j++) {
-            char name[128];
-            tensor_name(name, sizeof name, l, it[j].name);
-            const StTensor *t = st_find(&sf, name);
-            const int64_t n = it[j].shape[0] * (it[j].ndim > 1 ? it[j].shape[1] : 1);
-            if (!t || t->dtype != ST_F32 || t->numel != n) {
-                status_fail(st, "%s: tensor \"%s\" is missing or has the wrong shape/dtype", path, name);
+    int expected = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        cJSON_ArrayForEach(e, layers) {
+            int l;
+            if (json_int(e, 0, n_model_layers - 1, &l) || s->params[l]) {  // (duplicates: seen in pass 1)
+                status_fail(st, "%s: \"layers\": %s is not a distinct layer of this model (it has %d)", path,
+                            cJSON_IsNumber(e) ? "an entry" : "a non-number", n_model_layers);
                 goto done;
             }
-            st_to_f32(t, s->params[l] + it[j].offset);
+            if (pass == 1) s->params[l] = xmalloc(sizeof(float) * (size_t)np);
+            for (int j = 0; j < nt; j++) {
+                char name[128];
+                tensor_name(name, sizeof name, l, it[j].name);
+                const StTensor *t = st_find(&sf, name);
+                if (!t) {
+                    status_fail(st, "%s: tensor \"%s\" is missing", st_file, name);
+                    goto done;
+                }
+                int shape_ok = t->dtype == ST_F32 && t->ndim == it[j].ndim;
+                for (int d = 0; shape_ok && d < it[j].ndim; d++) shape_ok = t->shape[d] == it[j].shape[d];
+                if (!shape_ok) {
+                    char shape[64];
+                    if (it[j].ndim > 1)
+                        snprintf(shape, sizeof shape, "[%lld, %lld]", (long long)it[j].shape[0], (long long)it[j].shape[1]);
+                    else
+                        snprintf(shape, sizeof shape, "[%lld]", (long long)it[j].shape[0]);
+                    status_fail(st, "%s: tensor \"%s\" must be F32 of shape %s (by config.json)", st_file, name, shape);
+                    goto done;
+                }
+                if (pass == 1) {
+                    st_to_f32(t, s->params[l] + it[j].offset);
+                    expected++;
+                }
+            }
         }
+    }
+    if (sf.n_tensors != expected) {
+        status_fail(st, "%s: holds %d tensors, config.json's layers and variant name %d", st_file, sf.n_tensors, expected);
+        goto done;
     }
     rc = 0;
 done:

@@ -1,5 +1,9 @@
-// train_cmd.c: `spindle train` and `spindle export`.
+// train_cmd.c: `spindle train`, `spindle export` and `spindle scores`.
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -15,30 +19,209 @@
 
 #define CMD "train"
 
-// "0,3,5" → layer indices (0 allowed), at most TRAIN_MAX_LAYERS. -1 after a message.
+// "0,3,5" → distinct layer indices (0 allowed), at most TRAIN_MAX_LAYERS. 2 after a message.
 static int parse_layers(const char *value, int *out, int *n) {
     *n = 0;
     for (const char *p = value; *p;) {
         char *end;
+        errno = 0;
         long v = strtol(p, &end, 10);
-        if (end == p || v < 0 || v > 100000 || (*end && *end != ',') || *n == TRAIN_MAX_LAYERS) {
-            fprintf(stderr, "spindle " CMD ": --layers must be comma-separated layer indices (got \"%s\")\n", value);
-            return -1;
+        int dup = 0;
+        for (int i = 0; i < *n; i++) dup |= out[i] == v;
+        if (end == p || errno || v < 0 || v > 100000 || (*end && *end != ',') || *n == TRAIN_MAX_LAYERS || dup) {
+            fprintf(stderr, "spindle " CMD ": --layers must be distinct comma-separated layer indices (got \"%s\")\n",
+                    value);
+            return 2;
         }
         out[(*n)++] = (int)v;
         p = *end ? end + 1 : end;
     }
-    return *n ? 0 : -1;
+    if (!*n) fprintf(stderr, "spindle " CMD ": --layers is empty\n");
+    return *n ? 0 : 2;
+}
+
+// An integer flag value in [lo, hi], decimal, nothing after it. -1 after a message.
+static int flag_int(const char *cmd, const char *flag, const char *value, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long v = strtol(value, &end, 10);
+    if (!*value || *end || errno || v < lo || v > hi) {
+        fprintf(stderr, "spindle %s: %s must be an integer in [%ld, %ld] (got \"%s\")\n", cmd, flag, lo, hi, value);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int dir_is_empty_or_missing(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return 1;
+    struct dirent *e;
+    int empty = 1;
+    while ((e = readdir(d)))
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) empty = 0;
+    closedir(d);
+    return empty;
+}
+
+// The run settings that flags set, applied onto tc (the defaults for a fresh
+// run, the run's config.json for a resume). Returns 0 or the exit code 2.
+static int apply_flags(TrainConfig *tc, const Flag *flags, int nf) {
+    const char *v;
+    long lv;
+    double dv;
+#define INT_FLAG(name, field, lo, hi) \
+    if ((v = args_get(flags, nf, name))) { if (flag_int(CMD, name, v, lo, hi, &lv)) return 2; field = lv; }
+#define NUM_FLAG(name, field, lo, hi) \
+    if ((v = args_get(flags, nf, name))) { if (cli_double(CMD, name, v, lo, hi, &dv)) return 2; field = dv; }
+    INT_FLAG("--steps", tc->steps, 1, 1 << 30);
+    INT_FLAG("--d-index", tc->icfg.d_index, 1, INDEXER_MAX_D_INDEX);
+    INT_FLAG("--d-rope", tc->icfg.d_rope, 0, INDEXER_MAX_D_ROPE);
+    INT_FLAG("--heads", tc->icfg.n_heads, 1, INDEXER_MAX_HEADS);
+    INT_FLAG("--eval-every", tc->eval_every, 1, 1 << 30);
+    INT_FLAG("--recall-k", tc->recall_k, 1, 1 << 30);
+    INT_FLAG("--ckpt-every", tc->ckpt_every, 1, 1 << 30);
+    INT_FLAG("--seed", tc->seed, 1, 1 << 30);
+    INT_FLAG("--warmup", tc->warmup, 0, 1 << 30);
+    INT_FLAG("--min-pos", tc->min_pos, 0, 1 << 30);
+    NUM_FLAG("--lr", tc->lr, 1e-9, 10);
+    NUM_FLAG("--min-lr-frac", tc->min_lr_frac, 0, 1);
+    NUM_FLAG("--weight-decay", tc->weight_decay, 0, 10);
+    NUM_FLAG("--clip", tc->clip, 0, 1e9);
+    NUM_FLAG("--query-frac", tc->query_frac, 1e-6, 1);
+#undef INT_FLAG
+#undef NUM_FLAG
+    if ((v = args_get(flags, nf, "--variant"))) {
+        if (!strcmp(v, "collapsed")) tc->icfg.variant = INDEXER_COLLAPSED, tc->icfg.n_heads = 1;
+        else if (!strcmp(v, "expanded")) {
+            if (!args_get(flags, nf, "--heads") && tc->icfg.variant != INDEXER_EXPANDED) tc->icfg.n_heads = 4;
+            tc->icfg.variant = INDEXER_EXPANDED;
+        } else {
+            fprintf(stderr, "spindle " CMD ": --variant must be collapsed or expanded (got \"%s\")\n", v);
+            return 2;
+        }
+    }
+    if ((v = args_get(flags, nf, "--key-norm"))) {
+        if (!strcmp(v, "none")) tc->icfg.key_norm = INDEXER_NORM_NONE;
+        else if (!strcmp(v, "rms")) tc->icfg.key_norm = INDEXER_NORM_RMS;
+        else if (!strcmp(v, "layer")) tc->icfg.key_norm = INDEXER_NORM_LAYER;
+        else {
+            fprintf(stderr, "spindle " CMD ": --key-norm must be none, rms or layer (got \"%s\")\n", v);
+            return 2;
+        }
+    }
+    if ((v = args_get(flags, nf, "--layers")) && parse_layers(v, tc->layers, &tc->n_layers)) return 2;
+    int use_cuda, prec, rc;
+    if ((v = args_get(flags, nf, "--device"))) {
+        if ((rc = backbone_flags(CMD, v, NULL, &use_cuda, &prec)) == 2) return 2;
+        tc->use_cuda = !strcmp(v, "cuda");
+    }
+    if ((v = args_get(flags, nf, "--teacher-precision"))) {
+        if (strcmp(v, "fp32") && strcmp(v, "bf16")) {
+            fprintf(stderr, "spindle " CMD ": --teacher-precision must be fp32 or bf16 (got \"%s\")\n", v);
+            return 2;
+        }
+        tc->bf16_teacher = !strcmp(v, "bf16");
+    }
+    return 0;
+}
+
+// A flag of a resumed run whose value differs from the run's: exit code 2.
+static int refuse(const char *run_dir, const char *flag, const char *in_run, const char *given) {
+    fprintf(stderr,
+            "spindle " CMD ": %s/config.json: %s is %s in the run but %s on the command line; resume without it "
+            "(or start a new run)\n",
+            run_dir, flag, in_run, given);
+    return 2;
+}
+
+static void fmt_num(char *buf, size_t n, double v, double other) {
+    char a[64], b[64];
+    snprintf(a, sizeof a, "%g", v), snprintf(b, sizeof b, "%g", other);
+    snprintf(buf, n, strcmp(a, b) ? "%g" : "%.17g", v);
+}
+
+static void fmt_layers(char *buf, size_t n, const int *layers, int nl) {
+    size_t used = 0;
+    buf[0] = 0;
+    for (int i = 0; i < nl && used + 16 < n; i++) used += (size_t)snprintf(buf + used, n - used, "%s%d", i ? "," : "", layers[i]);
+}
+
+// Resume: every flag given must agree with the run (run) after apply_flags
+// (tc); --steps may only grow. Paths compare by their real path; a path the
+// run names that no longer exists may be replaced (the folder was moved).
+// Returns 0 or the exit code 2.
+static int check_against_run(TrainConfig *tc, const TrainConfig *run, const Flag *flags, int nf) {
+    char a[4096], b[4096];
+    const char *pflags[3] = {"--model", "--shards", "--heldout"};
+    const char **pdst[3] = {&tc->model_dir, &tc->shards_dir, &tc->heldout_dir};
+    const char *have[3] = {run->model_dir, run->shards_dir, run->heldout_dir};
+    for (int i = 0; i < 3; i++) {
+        const char *v = args_get(flags, nf, pflags[i]);
+        if (!v) continue;
+        char rv[4096];
+        const char *given = realpath(v, rv) ? rv : v;
+        if (have[i] && !strcmp(have[i], given)) continue;
+        if (have[i] && access(have[i], F_OK) != 0) {
+            fprintf(stderr, "spindle " CMD ": %s/config.json: the run's %s %s no longer exists; using %s\n", tc->run_dir,
+                    pflags[i] + 2, have[i], given);
+            snprintf(tc->path_store[i], sizeof tc->path_store[i], "%s", given);
+            *pdst[i] = tc->path_store[i];
+            continue;
+        }
+        return refuse(tc->run_dir, pflags[i], have[i] ? have[i] : "none", given);
+    }
+#define SAME(flag, field)                                                                  \
+    if (args_get(flags, nf, flag) && tc->field != run->field) {                             \
+        fmt_num(a, sizeof a, (double)run->field, (double)tc->field);                       \
+        fmt_num(b, sizeof b, (double)tc->field, (double)run->field);                       \
+        return refuse(tc->run_dir, flag, a, b);                                            \
+    }
+    SAME("--d-index", icfg.d_index);
+    SAME("--d-rope", icfg.d_rope);
+    SAME("--heads", icfg.n_heads);
+    SAME("--eval-every", eval_every);
+    SAME("--recall-k", recall_k);
+    SAME("--ckpt-every", ckpt_every);
+    SAME("--seed", seed);
+    SAME("--warmup", warmup);
+    SAME("--min-pos", min_pos);
+    SAME("--lr", lr);
+    SAME("--min-lr-frac", min_lr_frac);
+    SAME("--weight-decay", weight_decay);
+    SAME("--clip", clip);
+    SAME("--query-frac", query_frac);
+#undef SAME
+    static const char *const variants[] = {"collapsed", "expanded"}, *const norms[] = {"none", "rms", "layer"};
+    if (args_get(flags, nf, "--variant") && tc->icfg.variant != run->icfg.variant)
+        return refuse(tc->run_dir, "--variant", variants[run->icfg.variant], variants[tc->icfg.variant]);
+    if (args_get(flags, nf, "--key-norm") && tc->icfg.key_norm != run->icfg.key_norm)
+        return refuse(tc->run_dir, "--key-norm", norms[run->icfg.key_norm], norms[tc->icfg.key_norm]);
+    if (args_get(flags, nf, "--layers") &&
+        (tc->n_layers != run->n_layers || memcmp(tc->layers, run->layers, sizeof(int) * (size_t)tc->n_layers))) {
+        fmt_layers(a, sizeof a, run->layers, run->n_layers), fmt_layers(b, sizeof b, tc->layers, tc->n_layers);
+        return refuse(tc->run_dir, "--layers", a, b);
+    }
+    if (args_get(flags, nf, "--device") && tc->use_cuda != run->use_cuda)
+        return refuse(tc->run_dir, "--device", run->use_cuda ? "cuda" : "cpu", tc->use_cuda ? "cuda" : "cpu");
+    if (args_get(flags, nf, "--teacher-precision") && tc->bf16_teacher != run->bf16_teacher)
+        return refuse(tc->run_dir, "--teacher-precision", run->bf16_teacher ? "bf16" : "fp32",
+                      tc->bf16_teacher ? "bf16" : "fp32");
+    if (tc->steps < run->steps) {
+        snprintf(a, sizeof a, "%ld", run->steps), snprintf(b, sizeof b, "%ld (a run cannot be shortened)", tc->steps);
+        return refuse(tc->run_dir, "--steps", a, b);
+    }
+    return 0;
 }
 
 int cmd_train(int argc, char **argv) {
     Flag flags[] = {
-        {"--model", 1, "the frozen checkpoint the shards came from", NULL},
-        {"--shards", 1, "teacher shards folder (spindle teacher --out)", NULL},
+        {"--model", 1, "the frozen checkpoint the shards came from (required unless --resume)", NULL},
+        {"--shards", 1, "teacher shards folder, spindle teacher --out (required unless --resume)", NULL},
         {"--out", 1, "run folder: config.json, checkpoints/, log.jsonl, metrics.csv", NULL},
         {"--heldout", 1, "held-out shards folder for recall@k every --eval-every steps", NULL},
         {"--layers", 1, "layers to train (default: every layer in the shards)", NULL},
-        {"--steps", 1, "optimizer steps, one teacher sequence each (default 200)", NULL},
+        {"--steps", 1, "optimizer steps, one teacher sequence each (default 200; with --resume, larger extends the run)", NULL},
         {"--lr", 1, "peak learning rate (default 3e-3)", NULL},
         {"--warmup", 1, "linear warm-up steps (default 20), then cosine to --min-lr-frac", NULL},
         {"--min-lr-frac", 1, "final learning rate / peak (default 0.1)", NULL},
@@ -48,99 +231,84 @@ int cmd_train(int argc, char **argv) {
         {"--query-frac", 1, "fraction of positions >= --min-pos sampled per step (default 0.25)", NULL},
         {"--min-pos", 1, "first position that can be sampled (default 16)", NULL},
         {"--variant", 1, "collapsed (default) or expanded", NULL},
-        {"--d-index", 1, "d_I (default 128)", NULL},
-        {"--d-rope", 1, "RoPE dims of q^I/k^I (default 64; 0 = none)", NULL},
-        {"--heads", 1, "H^I of the expanded variant (default 4)", NULL},
+        {"--d-index", 1, "d_I (default 128, at most 4096)", NULL},
+        {"--d-rope", 1, "RoPE dims of q^I/k^I (default 64; 0 = none; even, at most d_I and 1024)", NULL},
+        {"--heads", 1, "H^I of the expanded variant (default 4, at most 64)", NULL},
         {"--key-norm", 1, "none, rms or layer (default layer)", NULL},
         {"--eval-every", 1, "held-out recall every N steps (default 50)", NULL},
         {"--recall-k", 1, "k of the held-out recall (default 256)", NULL},
         {"--ckpt-every", 1, "checkpoint every N steps (default 25; always at the end)", NULL},
-        {"--resume", 0, "continue the run in --out from its newest checkpoint", NULL},
+        {"--resume", 0, "continue the run in --out from its newest valid checkpoint, with the settings in its "
+                        "config.json (an empty or missing --out starts fresh)", NULL},
         {"--threads", 1, "OpenMP threads (default: all cores)", NULL},
         {"--device", 1, "cpu (default) or cuda: where the loss, gradients and AdamW run", NULL},
         {"--teacher-precision", 1, "fp32 (default) or bf16: with --device cuda, the teacher's P from bf16 q, k on "
-                                   "tensor cores (not yet run on a GPU)", NULL},
+                                   "tensor cores", NULL},
         {"--stop-after", 1, "testing aid: stop (as if killed) after N steps of this process", NULL},
     };
     const int nf = N_FLAGS(flags);
-    int rc = cli_parse(argc, argv, flags, nf, CMD, (const char *const[]){"--model", "--shards", "--out", NULL});
+    int rc = cli_parse(argc, argv, flags, nf, CMD, (const char *const[]){"--out", NULL});
     if (rc) return rc;
     if ((rc = cli_threads(CMD, args_get(flags, nf, "--threads")))) return rc;
-    int use_cuda, prec;
-    if ((rc = backbone_flags(CMD, args_get(flags, nf, "--device"), NULL, &use_cuda, &prec))) return rc;
-    int bf16_teacher = 0;
-    const char *tp = args_get(flags, nf, "--teacher-precision");
-    if (tp && strcmp(tp, "fp32") && strcmp(tp, "bf16")) {
-        fprintf(stderr, "spindle " CMD ": --teacher-precision must be fp32 or bf16 (got \"%s\")\n", tp);
+    const char *out = args_get(flags, nf, "--out"), *v;
+    long lv;
+    static TrainConfig tc, run;  // static: each holds 12 KB of paths
+    tc = train_config_default();
+    Status st;
+    if ((v = args_get(flags, nf, "--stop-after"))) {
+        if (flag_int(CMD, "--stop-after", v, 1, 1 << 30, &lv)) return 2;
+        tc.stop_after = lv;
+    }
+    int fresh = 1;
+    if (args_get(flags, nf, "--resume")) {
+        train_remove_stale_tmp(out, CMD);
+        const long stop_after = tc.stop_after;
+        const int lrc = train_config_load(&tc, out, &st);
+        if (lrc < 0) return cli_fail(CMD, &st);
+        tc.stop_after = stop_after;
+        if (lrc == 0) fresh = 0;
+        else if (!dir_is_empty_or_missing(out)) {
+            fprintf(stderr, "spindle " CMD ": %s: holds files but no config.json: not a spindle run folder\n", out);
+            return 1;
+        } else
+            fprintf(stderr, "spindle " CMD ": --resume: %s holds nothing to resume; starting fresh\n", out);
+    }
+    tc.run_dir = out;
+    if (fresh) {
+        for (const char *const *req = (const char *const[]){"--model", "--shards", NULL}; *req; req++)
+            if (!args_get(flags, nf, *req)) {
+                fprintf(stderr, "spindle " CMD ": %s is required to start a run (--out RUN --resume alone continues one)\n",
+                        *req);
+                return 2;
+            }
+        tc.model_dir = args_get(flags, nf, "--model");
+        tc.shards_dir = args_get(flags, nf, "--shards");
+        tc.heldout_dir = args_get(flags, nf, "--heldout");
+        ModelConfig mc;
+        if (config_load(&mc, tc.model_dir, &st)) return cli_fail(CMD, &st);
+        tc.icfg = indexer_config_default(mc.hidden);
+        config_free(&mc);
+        if ((rc = apply_flags(&tc, flags, nf))) return rc;
+        tc.schedule_steps = tc.steps;
+    } else {
+        run = tc;
+        if ((rc = apply_flags(&tc, flags, nf)) || (rc = check_against_run(&tc, &run, flags, nf))) return rc;
+    }
+    if (indexer_config_check(&tc.icfg, &st)) {
+        fprintf(stderr, "spindle " CMD ": --d-index / --d-rope / --heads: %s\n", st.msg);
         return 2;
     }
-    if (tp && !strcmp(tp, "bf16")) {
-        if (!use_cuda) {
-            fprintf(stderr, "spindle " CMD ": --teacher-precision bf16 needs --device cuda\n");
-            return 2;
-        }
-        bf16_teacher = 1;
+    if (tc.bf16_teacher && !tc.use_cuda) {
+        fprintf(stderr, "spindle " CMD ": --teacher-precision bf16 needs --device cuda\n");
+        return 2;
     }
-    Status st;
-    ModelConfig mc;
-    if (config_load(&mc, args_get(flags, nf, "--model"), &st)) return cli_fail(CMD, &st);
-    TrainConfig tc = train_config_default();
-    tc.model_dir = args_get(flags, nf, "--model");
-    tc.shards_dir = args_get(flags, nf, "--shards");
-    tc.run_dir = args_get(flags, nf, "--out");
-    tc.heldout_dir = args_get(flags, nf, "--heldout");
-    tc.use_cuda = use_cuda;
-    tc.bf16_teacher = bf16_teacher;
-    tc.icfg = indexer_config_default(mc.hidden);
-    tc.icfg.rope_theta = 10000.0f;
-    config_free(&mc);
-    const char *v;
-    int iv;
-    double dv;
-#define INT_FLAG(name, field) \
-    if ((v = args_get(flags, nf, name))) { if (cli_positive(CMD, name, v, &iv)) return 1; field = iv; }
-#define NUM_FLAG(name, field, lo, hi) \
-    if ((v = args_get(flags, nf, name))) { if (cli_double(CMD, name, v, lo, hi, &dv)) return 1; field = dv; }
-    INT_FLAG("--steps", tc.steps);
-    INT_FLAG("--d-index", tc.icfg.d_index);
-    INT_FLAG("--heads", tc.icfg.n_heads);
-    INT_FLAG("--eval-every", tc.eval_every);
-    INT_FLAG("--recall-k", tc.recall_k);
-    INT_FLAG("--ckpt-every", tc.ckpt_every);
-    INT_FLAG("--stop-after", tc.stop_after);
-    INT_FLAG("--seed", tc.seed);
-    NUM_FLAG("--lr", tc.lr, 1e-9, 10);
-    NUM_FLAG("--min-lr-frac", tc.min_lr_frac, 0, 1);
-    NUM_FLAG("--weight-decay", tc.weight_decay, 0, 10);
-    NUM_FLAG("--clip", tc.clip, 0, 1e9);
-    NUM_FLAG("--query-frac", tc.query_frac, 1e-6, 1);
-    NUM_FLAG("--warmup", tc.warmup, 0, 1e9);
-    NUM_FLAG("--min-pos", tc.min_pos, 0, 1e9);
-    NUM_FLAG("--d-rope", tc.icfg.d_rope, 0, 1e6);
-#undef INT_FLAG
-#undef NUM_FLAG
-    if ((v = args_get(flags, nf, "--variant"))) {
-        if (!strcmp(v, "collapsed")) tc.icfg.variant = INDEXER_COLLAPSED, tc.icfg.n_heads = 1;
-        else if (!strcmp(v, "expanded")) {
-            tc.icfg.variant = INDEXER_EXPANDED;
-            if (!args_get(flags, nf, "--heads")) tc.icfg.n_heads = 4;
-        } else {
-            fprintf(stderr, "spindle " CMD ": --variant must be collapsed or expanded (got \"%s\")\n", v);
-            return 1;
-        }
+    if (tc.use_cuda && tc.icfg.variant == INDEXER_EXPANDED) {
+        fprintf(stderr, "spindle " CMD ": --variant expanded trains on the CPU twin only (drop --device cuda)\n");
+        return 2;
     }
-    if ((v = args_get(flags, nf, "--key-norm"))) {
-        if (!strcmp(v, "none")) tc.icfg.key_norm = INDEXER_NORM_NONE;
-        else if (!strcmp(v, "rms")) tc.icfg.key_norm = INDEXER_NORM_RMS;
-        else if (!strcmp(v, "layer")) tc.icfg.key_norm = INDEXER_NORM_LAYER;
-        else {
-            fprintf(stderr, "spindle " CMD ": --key-norm must be none, rms or layer (got \"%s\")\n", v);
-            return 1;
-        }
-    }
-    if ((v = args_get(flags, nf, "--layers"))) {
-        if (parse_layers(v, tc.layers, &tc.n_layers)) return 1;
-    } else {  // every layer the shards hold
+    int use_cuda, prec;
+    if ((rc = backbone_flags(CMD, tc.use_cuda ? "cuda" : "cpu", NULL, &use_cuda, &prec))) return rc;
+    if (fresh && !args_get(flags, nf, "--layers")) {  // every layer the shards hold
         char **paths;
         int n;
         ShardReader *r;
@@ -158,13 +326,20 @@ int cmd_train(int argc, char **argv) {
         memcpy(tc.layers, h->layers, sizeof(int) * (size_t)tc.n_layers);
         shard_close(r);
     }
-    tc.progress = isatty(2);
-    if (tc.use_cuda && tc.icfg.variant == INDEXER_EXPANDED) {
-        fprintf(stderr, "spindle " CMD ": --variant expanded trains on the CPU twin only (drop --device cuda)\n");
-        return 2;
+    if (fresh) {
+        // Only *.tmp files of a run killed before its config.json was written: remove them.
+        DIR *d = opendir(out);
+        int only_tmp = d != NULL, any = 0;
+        for (struct dirent *e; d && (e = readdir(d));) {
+            const size_t len = strlen(e->d_name);
+            if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+            any = 1;
+            if (len <= 4 || strcmp(e->d_name + len - 4, ".tmp")) only_tmp = 0;
+        }
+        if (d) closedir(d);
+        if (only_tmp && any) train_remove_stale_tmp(out, CMD);
     }
-    if (train_run(&tc, args_get(flags, nf, "--resume") != NULL, &st)) return cli_fail(CMD, &st);
-    fprintf(stderr, "spindle " CMD ": %s: %ld steps, %d layer(s)\n", tc.run_dir, tc.steps, tc.n_layers);
+    if (train_run(&tc, !fresh, &st)) return cli_fail(CMD, &st);
     return 0;
 }
 
@@ -179,15 +354,13 @@ int cmd_export(int argc, char **argv) {
     const int nf = N_FLAGS(flags);
     int rc = cli_parse(argc, argv, flags, nf, "export", (const char *const[]){"--run", "--out", NULL});
     if (rc) return rc;
-    int k = 256, bsel = 1, step = -1;
+    int k = 256, bsel = 1;
+    long step = -1;
     const char *v;
     if (((v = args_get(flags, nf, "--k")) && cli_positive("export", "--k", v, &k)) ||
-        ((v = args_get(flags, nf, "--bsel")) && cli_positive("export", "--bsel", v, &bsel)))
-        return 1;
-    if ((v = args_get(flags, nf, "--step")) && (sscanf(v, "%d", &step) != 1 || step < 0)) {
-        fprintf(stderr, "spindle export: --step must be a non-negative integer (got \"%s\")\n", v);
-        return 1;
-    }
+        ((v = args_get(flags, nf, "--bsel")) && cli_positive("export", "--bsel", v, &bsel)) ||
+        ((v = args_get(flags, nf, "--step")) && flag_int("export", "--step", v, 0, LONG_MAX, &step)))
+        return 2;
     Status st;
     if (export_indexer(flags[0].value, flags[1].value, step, k, bsel, &st)) return cli_fail("export", &st);
     fprintf(stderr, "spindle export: %s -> %s\n", flags[0].value, flags[1].value);
@@ -210,14 +383,13 @@ int cmd_scores(int argc, char **argv) {
     int rc = cli_parse(argc, argv, flags, nf, "scores",
                        (const char *const[]){"--indexer", "--shard", "--layer", "--positions", "--out", NULL});
     if (rc) return rc;
-    int seq = 0, layer, pos[64], n_pos;
+    int pos[64], n_pos;
+    long seq = 0, layer;
     const char *v;
-    if (((v = args_get(flags, nf, "--seq")) && sscanf(v, "%d", &seq) != 1) ||
-        sscanf(args_get(flags, nf, "--layer"), "%d", &layer) != 1 ||
-        cli_list("scores", "--positions", args_get(flags, nf, "--positions"), 0, pos, &n_pos)) {
-        fprintf(stderr, "spindle scores: bad --seq, --layer or --positions\n");
-        return 1;
-    }
+    if (((v = args_get(flags, nf, "--seq")) && flag_int("scores", "--seq", v, 0, 1 << 30, &seq)) ||
+        flag_int("scores", "--layer", args_get(flags, nf, "--layer"), 0, 1 << 20, &layer) ||
+        cli_list("scores", "--positions", args_get(flags, nf, "--positions"), 0, pos, &n_pos))
+        return 2;
     Status st;
     ShardReader *r = NULL;
     IndexerSet set = {0};
@@ -226,8 +398,18 @@ int cmd_scores(int argc, char **argv) {
     if (shard_open(&r, args_get(flags, nf, "--shard"), NULL, &st)) goto done;
     const ShardHeader *h = shard_header(r);
     if (indexer_set_load(&set, flags[0].value, 1 << 20, h->fingerprint, &st)) goto done;
-    if (layer < 0 || layer >= set.n_model_layers || !set.params[layer]) {
-        status_fail(&st, "%s: no indexer for layer %d", flags[0].value, layer);
+    if (layer >= set.n_model_layers || !set.params[layer]) {
+        status_fail(&st, "%s: no indexer for layer %ld", flags[0].value, layer);
+        goto done;
+    }
+    if (set.cfg.d_model != h->d_model) {
+        status_fail(&st, "%s: indexer d_model %d, but the shard %s holds x of width %d", flags[0].value,
+                    set.cfg.d_model, args_get(flags, nf, "--shard"), h->d_model);
+        goto done;
+    }
+    if (seq >= h->n_seq) {
+        status_fail(&st, "%s: --seq %ld, but the shard holds %lld sequences", args_get(flags, nf, "--shard"), seq,
+                    (long long)h->n_seq);
         goto done;
     }
     for (int i = 0; i < n_pos; i++)
@@ -236,7 +418,7 @@ int cmd_scores(int argc, char **argv) {
             goto done;
         }
     x = xmalloc(sizeof(float) * (size_t)h->ctx * h->d_model);
-    if (shard_read(r, seq, layer, NULL, x, NULL, &st)) goto done;
+    if (shard_read(r, seq, (int)layer, NULL, x, NULL, &st)) goto done;
     scores = xmalloc(sizeof(float) * (size_t)n_pos * h->ctx);
     indexer_forward_cpu(scores, NULL, &set.cfg, set.params[layer], x, h->ctx, pos, n_pos);
     NpyWriter w;

@@ -19,13 +19,14 @@ void progress_start(Progress *p, const char *cmd, const char *what, int64_t tota
     p->t0 = progress_now();
     p->last = -1e30;
     p->interval = isatty(2) ? 1.0 : 10.0;
+    p->base = 0;
 }
 
 double progress_elapsed(const Progress *p) { return progress_now() - p->t0; }
 
 void progress_update(Progress *p, int64_t done, const char *extra_fmt, ...) {
     const double now = progress_now();
-    const int edge = done <= 1 || (p->total > 0 && done >= p->total);
+    const int edge = done <= p->base + 1 || (p->total > 0 && done >= p->total);
     if (!edge && now - p->last < p->interval) return;
     p->last = now;
     const double el = now - p->t0;
@@ -38,7 +39,7 @@ void progress_update(Progress *p, int64_t done, const char *extra_fmt, ...) {
         va_end(ap);
     }
     if (p->total > 0) {
-        const double eta = done > 0 ? el * (double)(p->total - done) / (double)done : 0.0;
+        const double eta = done > p->base ? el * (double)(p->total - done) / (double)(done - p->base) : 0.0;
         fprintf(stderr, "spindle %s: progress %s %lld/%lld (%.0f%%) elapsed %.1f s eta %.1f s%s\n", p->cmd, p->what,
                 (long long)done, (long long)p->total, 100.0 * (double)done / (double)p->total, el, eta, extra);
     } else {

@@ -15,9 +15,10 @@ typedef struct {
     int64_t total;     // 0 when unknown
     double t0, last;   // wall-clock seconds
     double interval;   // seconds between reports
+    int64_t base;      // items done before the clock started (a resumed run): the eta counts from there
 } Progress;
 
-// Starts the clock. what and cmd must outlive p.
+// Starts the clock (base 0). what and cmd must outlive p.
 void progress_start(Progress *p, const char *cmd, const char *what, int64_t total);
 // Reports done items (1-based count) if the interval has passed or done is the
 // first or the last item; extra (printf-style, may be NULL) follows a "; ".

@@ -25,19 +25,23 @@ IndexerConfig indexer_config_default(int d_model) {
 int indexer_config_check(const IndexerConfig *c, Status *st) {
     if (c->variant != INDEXER_COLLAPSED && c->variant != INDEXER_EXPANDED)
         return status_fail(st, "indexer: variant %d is neither collapsed (0) nor expanded (1)", (int)c->variant);
-    if (c->d_model <= 0) return status_fail(st, "indexer: d_model must be positive (got %d)", c->d_model);
-    if (c->d_index <= 0) return status_fail(st, "indexer: d_index must be positive (got %d)", c->d_index);
-    if (c->d_rope < 0 || c->d_rope > c->d_index || c->d_rope % 2)
-        return status_fail(st, "indexer: d_rope must be even and in [0, d_index=%d] (got %d)", c->d_index, c->d_rope);
-    if (c->n_heads < 1) return status_fail(st, "indexer: n_heads must be ≥ 1 (got %d)", c->n_heads);
+    if (c->d_model <= 0 || c->d_model > INDEXER_MAX_D_MODEL)
+        return status_fail(st, "indexer: d_model must be in [1, %d] (got %d)", INDEXER_MAX_D_MODEL, c->d_model);
+    if (c->d_index <= 0 || c->d_index > INDEXER_MAX_D_INDEX)
+        return status_fail(st, "indexer: d_index must be in [1, %d] (got %d)", INDEXER_MAX_D_INDEX, c->d_index);
+    if (c->d_rope < 0 || c->d_rope > c->d_index || c->d_rope > INDEXER_MAX_D_ROPE || c->d_rope % 2)
+        return status_fail(st, "indexer: d_rope must be even and in [0, %d] (d_index %d; got %d)",
+                           c->d_index < INDEXER_MAX_D_ROPE ? c->d_index : INDEXER_MAX_D_ROPE, c->d_index, c->d_rope);
+    if (c->n_heads < 1 || c->n_heads > INDEXER_MAX_HEADS)
+        return status_fail(st, "indexer: n_heads must be in [1, %d] (got %d)", INDEXER_MAX_HEADS, c->n_heads);
     if (c->variant == INDEXER_COLLAPSED && c->n_heads != 1)
         return status_fail(st, "indexer: the head-collapsed variant has n_heads = 1 (got %d)", c->n_heads);
     if (c->key_norm != INDEXER_NORM_NONE && c->key_norm != INDEXER_NORM_RMS && c->key_norm != INDEXER_NORM_LAYER)
         return status_fail(st, "indexer: key_norm %d is not none (0), rms (1) or layer (2)", (int)c->key_norm);
-    if (c->key_norm != INDEXER_NORM_NONE && !(c->norm_eps > 0.0f))
-        return status_fail(st, "indexer: norm_eps must be positive (got %g)", (double)c->norm_eps);
-    if (c->d_rope > 0 && !(c->rope_theta > 0.0f))
-        return status_fail(st, "indexer: rope_theta must be positive (got %g)", (double)c->rope_theta);
+    if (c->key_norm != INDEXER_NORM_NONE && !(c->norm_eps > 0.0f && c->norm_eps <= 1.0f))
+        return status_fail(st, "indexer: norm_eps must be in (0, 1] (got %g)", (double)c->norm_eps);
+    if (c->d_rope > 0 && !(c->rope_theta >= 1.0f && c->rope_theta <= 1e12f))
+        return status_fail(st, "indexer: rope_theta must be in [1, 1e12] (got %g)", (double)c->rope_theta);
     return 0;
 }
 

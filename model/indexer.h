@@ -53,7 +53,21 @@ typedef struct {
 // (eps 1e-6), θ = 10000.
 IndexerConfig indexer_config_default(int d_model);
 
-// 0 if cfg is usable, else -1 with a message naming the bad field.
+// Bounds of a usable configuration (what indexer_config_check enforces): the
+// RoPE tables hold at most INDEXER_MAX_D_ROPE/2 frequencies, and the other
+// bounds keep one layer's parameters, moments and scratch within a few GB.
+enum {
+    INDEXER_MAX_D_MODEL = 1 << 16,
+    INDEXER_MAX_D_INDEX = 4096,
+    INDEXER_MAX_D_ROPE = 1024,
+    INDEXER_MAX_HEADS = 64,
+};
+
+// 0 if cfg is usable, else -1 with a message naming the bad field: the
+// variant and key norm are known, 1 ≤ d_model ≤ INDEXER_MAX_D_MODEL,
+// 1 ≤ d_index ≤ INDEXER_MAX_D_INDEX, d_rope even in [0, min(d_index,
+// INDEXER_MAX_D_ROPE)], 1 ≤ n_heads ≤ INDEXER_MAX_HEADS (1 when collapsed),
+// norm_eps in (0, 1] with a key norm, rope_theta in [1, 1e12] with RoPE.
 int indexer_config_check(const IndexerConfig *cfg, Status *st);
 
 // Offsets of each tensor in the flat buffer (−1 when absent) and the total.

@@ -508,6 +508,28 @@ int main(void) {
         bad = small_cfg(INDEXER_COLLAPSED, INDEXER_NORM_NONE, 0);
         bad.n_heads = 2;
         EXPECT(indexer_config_check(&bad, &st) != 0, "collapsed with 2 heads accepted");
+        // Values that would abort (RoPE tables, allocations) or give NaN later.
+        struct { const char *what; int d_index, d_rope, heads; float eps, theta; } out_of_range[] = {
+            {"d_rope beyond the RoPE tables", INDEXER_MAX_D_INDEX, 2 * INDEXER_MAX_D_ROPE, 1, 1e-5f, 100.0f},
+            {"d_rope > d_index", 16, 32, 1, 1e-5f, 100.0f},
+            {"d_index 2^30", 1 << 30, 8, 1, 1e-5f, 100.0f},
+            {"d_index 0", 0, 0, 1, 1e-5f, 100.0f},
+            {"n_heads 2^20", 16, 8, 1 << 20, 1e-5f, 100.0f},
+            {"norm_eps 0", 16, 8, 1, 0.0f, 100.0f},
+            {"norm_eps NaN", 16, 8, 1, NAN, 100.0f},
+            {"rope_theta 1e-30", 16, 8, 1, 1e-5f, 1e-30f},
+            {"rope_theta inf", 16, 8, 1, 1e-5f, INFINITY},
+        };
+        for (size_t i = 0; i < sizeof out_of_range / sizeof out_of_range[0]; i++) {
+            bad = small_cfg(out_of_range[i].heads > 1 ? INDEXER_EXPANDED : INDEXER_COLLAPSED, INDEXER_NORM_LAYER, 8);
+            bad.d_index = out_of_range[i].d_index, bad.d_rope = out_of_range[i].d_rope;
+            bad.n_heads = out_of_range[i].heads, bad.norm_eps = out_of_range[i].eps;
+            bad.rope_theta = out_of_range[i].theta;
+            EXPECT(indexer_config_check(&bad, &st) != 0, "%s accepted", out_of_range[i].what);
+        }
+        bad = small_cfg(INDEXER_COLLAPSED, INDEXER_NORM_LAYER, 8);
+        bad.d_index = INDEXER_MAX_D_INDEX, bad.d_rope = INDEXER_MAX_D_ROPE;
+        EXPECT(indexer_config_check(&bad, &st) == 0, "the largest allowed d_index/d_rope refused: %s", st.msg);
         float *a = xalloc(sizeof(float) * indexer_n_params(&cfg)), *b = xalloc(sizeof(float) * indexer_n_params(&cfg));
         indexer_init(&cfg, a, 7);
         indexer_init(&cfg, b, 7);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "adamw.h"
+#include "progress.h"
 #include "fileio.h"
 #include "fingerprint.h"
 #include "forward.h"
@@ -76,6 +77,7 @@ static int shardset_open(ShardSet *ss, const char *dir, const char *fingerprint,
         shard_close(r);
     }
     ss->first[ss->n] = ss->total;
+    if (ss->total <= 0) return status_fail(st, "%s: the shards hold no sequences", dir);
     return 0;
 }
 
@@ -100,11 +102,16 @@ static int shardset_read(ShardSet *ss, int64_t g, int layer, int32_t *tokens, fl
     return shard_read(ss->open, g - ss->first[i], layer, tokens, x, lse, st);
 }
 
+// format_version of RUN/config.json; 1 lacked the model path, device and
+// teacher precision (and its checkpoints had no checksum).
+enum { TRAIN_RUN_FORMAT = 2 };
+
 static cJSON *config_json(const TrainConfig *tc, const char *fingerprint, int ctx) {
     cJSON *o = cJSON_CreateObject();
     char abs[4096];
     cJSON_AddStringToObject(o, "format", "spindle-run");
-    cJSON_AddNumberToObject(o, "format_version", 1);
+    cJSON_AddNumberToObject(o, "format_version", TRAIN_RUN_FORMAT);
+    cJSON_AddStringToObject(o, "model", realpath(tc->model_dir, abs) ? abs : tc->model_dir);
     cJSON_AddStringToObject(o, "model_fingerprint", fingerprint);
     cJSON_AddStringToObject(o, "shards", realpath(tc->shards_dir, abs) ? abs : tc->shards_dir);
     cJSON_AddStringToObject(o, "heldout", !tc->heldout_dir ? "" : realpath(tc->heldout_dir, abs) ? abs : tc->heldout_dir);
@@ -123,22 +130,25 @@ static cJSON *config_json(const TrainConfig *tc, const char *fingerprint, int ct
 #define NUM(f) cJSON_AddNumberToObject(o, #f, (double)tc->f)
     NUM(steps), NUM(warmup), NUM(lr), NUM(min_lr_frac), NUM(weight_decay), NUM(beta1), NUM(beta2), NUM(eps);
     NUM(clip), NUM(seed), NUM(query_frac), NUM(min_pos), NUM(eval_every), NUM(recall_k), NUM(eval_queries);
-    NUM(ckpt_every);
+    NUM(ckpt_every), NUM(schedule_steps);
 #undef NUM
+    cJSON_AddStringToObject(o, "device", tc->use_cuda ? "cuda" : "cpu");
+    cJSON_AddStringToObject(o, "teacher_precision", tc->bf16_teacher ? "bf16" : "fp32");
     return o;
 }
 
-// Fresh run: writes RUN/config.json. Resume: checks it against tc.
-static int run_config(const TrainConfig *tc, const char *fingerprint, int ctx, int resume, Status *st) {
+// Fresh run: writes RUN/config.json. Resume: checks every stored setting
+// against tc, except steps (a resume may extend the run: *old_steps gets the
+// stored value) and the paths (train_config_load read them from the file, or
+// the command line replaced one that no longer exists); then writes tc back.
+static int run_config(const TrainConfig *tc, const char *fingerprint, int ctx, int resume, long *old_steps,
+                      Status *st) {
     char path[4200];
     snprintf(path, sizeof path, "%s/config.json", tc->run_dir);
     cJSON *want = config_json(tc, fingerprint, ctx);
     int rc = 0;
-    if (!resume) {
-        char *text = cJSON_Print(want);
-        rc = atomic_write_file(path, text, strlen(text), st);
-        free(text);
-    } else {
+    *old_steps = tc->steps;
+    if (resume) {
         char *text;
         size_t len;
         if ((rc = file_read_all(path, &text, &len, st))) goto done;
@@ -148,8 +158,14 @@ static int run_config(const TrainConfig *tc, const char *fingerprint, int ctx, i
             rc = status_fail(st, "%s: not valid JSON", path);
             goto done;
         }
+        const cJSON *hs = cJSON_GetObjectItemCaseSensitive(have, "steps");
+        if (cJSON_IsNumber(hs)) *old_steps = (long)hs->valuedouble;
         const cJSON *w;
         cJSON_ArrayForEach(w, want) {
+            static const char *const free_keys[] = {"steps", "model", "shards", "heldout"};
+            int skip = 0;
+            for (size_t i = 0; i < sizeof free_keys / sizeof free_keys[0]; i++) skip |= !strcmp(w->string, free_keys[i]);
+            if (skip) continue;
             const cJSON *h = cJSON_GetObjectItemCaseSensitive(have, w->string);
             char *a = cJSON_PrintUnformatted(w), *b = h ? cJSON_PrintUnformatted(h) : NULL;
             int same = b && !strcmp(a, b);
@@ -160,10 +176,163 @@ static int run_config(const TrainConfig *tc, const char *fingerprint, int ctx, i
             if (rc) break;
         }
         cJSON_Delete(have);
+        if (rc) goto done;
     }
+    char *text = cJSON_Print(want);
+    rc = atomic_write_file(path, text, strlen(text), st);
+    free(text);
 done:
     cJSON_Delete(want);
     return rc;
+}
+
+int train_config_load(TrainConfig *tc, const char *run_dir, Status *st) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/config.json", run_dir);
+    if (access(path, F_OK) != 0) return 1;
+    char *text;
+    size_t len;
+    if (file_read_all(path, &text, &len, st)) return -1;
+    cJSON *o = cJSON_ParseWithLength(text, len);
+    free(text);
+    if (!o) return status_fail(st, "%s: not valid JSON", path);
+    int rc = -1;
+    const cJSON *fmt = cJSON_GetObjectItemCaseSensitive(o, "format");
+    const cJSON *ver = cJSON_GetObjectItemCaseSensitive(o, "format_version");
+    if (!cJSON_IsString(fmt) || strcmp(fmt->valuestring, "spindle-run") || !cJSON_IsNumber(ver)) {
+        status_fail(st, "%s: not a spindle run config", path);
+        goto done;
+    }
+    if (ver->valuedouble != TRAIN_RUN_FORMAT) {
+        status_fail(st, "%s: run format %g, this spindle resumes format %d (start a new run)", path, ver->valuedouble,
+                    TRAIN_RUN_FORMAT);
+        goto done;
+    }
+    // Strings: the three paths (held-out "" = none), the device, the teacher precision.
+    const char *keys[5] = {"model", "shards", "heldout", "device", "teacher_precision"};
+    const char *sv[5];
+    for (int i = 0; i < 5; i++) {
+        const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, keys[i]);
+        if (!cJSON_IsString(it) || strlen(it->valuestring) >= sizeof tc->path_store[0]) {
+            status_fail(st, "%s: \"%s\" missing or not a string", path, keys[i]);
+            goto done;
+        }
+        sv[i] = it->valuestring;
+    }
+    for (int i = 0; i < 3; i++) snprintf(tc->path_store[i], sizeof tc->path_store[i], "%s", sv[i]);
+    tc->model_dir = tc->path_store[0], tc->shards_dir = tc->path_store[1];
+    tc->heldout_dir = sv[2][0] ? tc->path_store[2] : NULL;
+    tc->run_dir = run_dir;
+    if ((strcmp(sv[3], "cpu") && strcmp(sv[3], "cuda")) || (strcmp(sv[4], "fp32") && strcmp(sv[4], "bf16"))) {
+        status_fail(st, "%s: device \"%s\" / teacher_precision \"%s\" unknown", path, sv[3], sv[4]);
+        goto done;
+    }
+    tc->use_cuda = !strcmp(sv[3], "cuda"), tc->bf16_teacher = !strcmp(sv[4], "bf16");
+    // Numbers: each must be present, finite and (for the integer ones) whole and in range.
+    struct { const char *key; double *d; long *l; int *i; double lo, hi; } nums[] = {
+        {"steps", NULL, &tc->steps, NULL, 1, 1 << 30},       {"warmup", NULL, &tc->warmup, NULL, 0, 1e9},
+        {"schedule_steps", NULL, &tc->schedule_steps, NULL, 1, 1 << 30},
+        {"lr", &tc->lr, NULL, NULL, 1e-9, 10},               {"min_lr_frac", &tc->min_lr_frac, NULL, NULL, 0, 1},
+        {"weight_decay", &tc->weight_decay, NULL, NULL, 0, 10}, {"beta1", &tc->beta1, NULL, NULL, 0, 1},
+        {"beta2", &tc->beta2, NULL, NULL, 0, 1},             {"eps", &tc->eps, NULL, NULL, 0, 1},
+        {"clip", &tc->clip, NULL, NULL, 0, 1e9},             {"query_frac", &tc->query_frac, NULL, NULL, 1e-6, 1},
+        {"min_pos", NULL, NULL, &tc->min_pos, 0, 1e9},       {"eval_every", NULL, NULL, &tc->eval_every, 1, 1 << 30},
+        {"recall_k", NULL, NULL, &tc->recall_k, 1, 1 << 30}, {"eval_queries", NULL, NULL, &tc->eval_queries, 1, 1 << 20},
+        {"ckpt_every", NULL, NULL, &tc->ckpt_every, 1, 1 << 30},
+    };
+    for (size_t i = 0; i < sizeof nums / sizeof nums[0]; i++) {
+        const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, nums[i].key);
+        const double v = cJSON_IsNumber(it) ? it->valuedouble : NAN;
+        if (!(v >= nums[i].lo && v <= nums[i].hi) || (!nums[i].d && v != floor(v))) {
+            status_fail(st, "%s: \"%s\" missing or out of range", path, nums[i].key);
+            goto done;
+        }
+        if (nums[i].d) *nums[i].d = v;
+        else if (nums[i].l) *nums[i].l = (long)v;
+        else *nums[i].i = (int)v;
+    }
+    const cJSON *seed = cJSON_GetObjectItemCaseSensitive(o, "seed");
+    if (!cJSON_IsNumber(seed) || seed->valuedouble < 0 || seed->valuedouble > 9007199254740992.0 ||
+        seed->valuedouble != floor(seed->valuedouble)) {
+        status_fail(st, "%s: \"seed\" missing or not a non-negative integer", path);
+        goto done;
+    }
+    tc->seed = (uint64_t)seed->valuedouble;
+    const cJSON *layers = cJSON_GetObjectItemCaseSensitive(o, "layers"), *e;
+    tc->n_layers = 0;
+    if (!cJSON_IsArray(layers) || cJSON_GetArraySize(layers) < 1 || cJSON_GetArraySize(layers) > TRAIN_MAX_LAYERS) {
+        status_fail(st, "%s: \"layers\" missing or not a list of 1..%d layers", path, TRAIN_MAX_LAYERS);
+        goto done;
+    }
+    cJSON_ArrayForEach(e, layers) {
+        if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble > 100000 || e->valuedouble != floor(e->valuedouble)) {
+            status_fail(st, "%s: \"layers\" holds something other than a layer index", path);
+            goto done;
+        }
+        tc->layers[tc->n_layers++] = (int)e->valuedouble;
+    }
+    const cJSON *ix = cJSON_GetObjectItemCaseSensitive(o, "indexer");
+    const cJSON *var = cJSON_GetObjectItemCaseSensitive(ix, "variant"), *kn = cJSON_GetObjectItemCaseSensitive(ix, "key_norm");
+    if (!cJSON_IsObject(ix) || !cJSON_IsString(var) || !cJSON_IsString(kn)) {
+        status_fail(st, "%s: \"indexer\" missing or incomplete", path);
+        goto done;
+    }
+    IndexerConfig *c = &tc->icfg;
+    if (!strcmp(var->valuestring, "collapsed")) c->variant = INDEXER_COLLAPSED;
+    else if (!strcmp(var->valuestring, "expanded")) c->variant = INDEXER_EXPANDED;
+    else c->variant = (IndexerVariant)-1;
+    if (!strcmp(kn->valuestring, "none")) c->key_norm = INDEXER_NORM_NONE;
+    else if (!strcmp(kn->valuestring, "rms")) c->key_norm = INDEXER_NORM_RMS;
+    else if (!strcmp(kn->valuestring, "layer")) c->key_norm = INDEXER_NORM_LAYER;
+    else c->key_norm = (IndexerNorm)-1;
+    struct { const char *key; int *i; float *f; } ifs[] = {
+        {"d_model", &c->d_model, NULL}, {"d_index", &c->d_index, NULL}, {"d_rope", &c->d_rope, NULL},
+        {"n_heads", &c->n_heads, NULL}, {"norm_eps", NULL, &c->norm_eps}, {"rope_theta", NULL, &c->rope_theta},
+    };
+    for (size_t i = 0; i < sizeof ifs / sizeof ifs[0]; i++) {
+        const cJSON *it = cJSON_GetObjectItemCaseSensitive(ix, ifs[i].key);
+        const double v = cJSON_IsNumber(it) ? it->valuedouble : NAN;
+        if (!isfinite(v) || fabs(v) > 1e30 || (ifs[i].i && (v != floor(v) || fabs(v) > 1 << 30))) {
+            status_fail(st, "%s: indexer \"%s\" missing or not a number", path, ifs[i].key);
+            goto done;
+        }
+        if (ifs[i].i) *ifs[i].i = (int)v;
+        else *ifs[i].f = (float)v;
+    }
+    if (indexer_config_check(c, st)) {
+        Status inner = *st;
+        status_fail(st, "%s: %s", path, inner.msg);
+        goto done;
+    }
+    rc = 0;
+done:
+    cJSON_Delete(o);
+    return rc;
+}
+
+int train_remove_stale_tmp(const char *run_dir, const char *cmd) {
+    int n = 0;
+    for (int sub = 0; sub < 2; sub++) {
+        char dir[4200];
+        snprintf(dir, sizeof dir, sub ? "%s/checkpoints" : "%s", run_dir);
+        DIR *d = opendir(dir);
+        if (!d) continue;
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            const size_t len = strlen(e->d_name);
+            if (len <= 4 || strcmp(e->d_name + len - 4, ".tmp")) continue;
+            char path[4500];
+            snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+            Status st;
+            if (remove_tree(path, &st) == 0) {
+                fprintf(stderr, "spindle %s: removed %s, left by a killed run\n", cmd, path);
+                n++;
+            } else
+                fprintf(stderr, "spindle %s: %s\n", cmd, st.msg);
+        }
+        closedir(d);
+    }
+    return n;
 }
 
 // Keeps only the log lines of steps ≤ step (after a resume from that step).
@@ -313,6 +482,10 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
 #endif
     if (model_fingerprint(tc->model_dir, &m.st, fp, st)) goto done;
     if (indexer_config_check(&tc->icfg, st)) goto done;
+    if (tc->schedule_steps < 1 || tc->steps < 1) {
+        status_fail(st, "%s: steps %ld / schedule_steps %ld must be positive", tc->run_dir, tc->steps, tc->schedule_steps);
+        goto done;
+    }
     if (tc->icfg.d_model != m.cfg.hidden) {
         status_fail(st, "indexer d_model %d differs from the model's hidden size %d", tc->icfg.d_model, m.cfg.hidden);
         goto done;
@@ -333,16 +506,8 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
         goto done;
     }
 
-    if (!resume && !dir_is_empty_or_missing(tc->run_dir)) {
-        status_fail(st, "%s: run folder is not empty (use --resume to continue it)", tc->run_dir);
-        goto done;
-    }
-    if (mkdir(tc->run_dir, 0755) != 0 && errno != EEXIST) {
-        status_fail(st, "%s: cannot create (%s)", tc->run_dir, strerror(errno));
-        goto done;
-    }
-    if (run_config(tc, fp, T, resume, st)) goto done;
-
+    // Every size is known now: allocate before the run folder is touched, so
+    // an impossible configuration never leaves one behind.
     const int L = tc->n_layers;
     const int64_t np = indexer_n_params(&tc->icfg);
     rs.n_layers = L, rs.n_params = np;
@@ -359,12 +524,36 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
     char log_path[4200], csv_path[4200];
     snprintf(log_path, sizeof log_path, "%s/log.jsonl", tc->run_dir);
     snprintf(csv_path, sizeof csv_path, "%s/metrics.csv", tc->run_dir);
+    int64_t resumed_at = 0;
     if (resume) {
         int64_t step;
-        if (run_state_latest(tc->run_dir, &step, st) == 0) {
-            if (run_state_load(tc->run_dir, step, &rs, st)) goto done;
-            fprintf(stderr, "spindle train: resuming %s at step %lld\n", tc->run_dir, (long long)step);
-        } else
+        const int lrc = run_state_load_newest(tc->run_dir, "train", tc->steps, 1, &rs, &step, st);
+        if (lrc < 0) goto done;
+        if (lrc == 0) {
+            if (rs.cursor != rs.step || rs.tokens != rs.step * (int64_t)T) {
+                status_fail(st, "%s: step %lld with data cursor %lld and %lld tokens does not fit this run (ctx %d)",
+                            tc->run_dir, (long long)rs.step, (long long)rs.cursor, (long long)rs.tokens, T);
+                goto done;
+            }
+            resumed_at = rs.step;
+        }
+    } else if (!dir_is_empty_or_missing(tc->run_dir)) {
+        status_fail(st, "%s: run folder is not empty (use --resume to continue it)", tc->run_dir);
+        goto done;
+    }
+    if (!resume && mkdir(tc->run_dir, 0755) != 0 && errno != EEXIST) {
+        status_fail(st, "%s: cannot create (%s)", tc->run_dir, strerror(errno));
+        goto done;
+    }
+    long old_steps;
+    if (run_config(tc, fp, T, resume, &old_steps, st)) {
+        if (!resume) rmdir(tc->run_dir);  // only when still empty
+        goto done;
+    }
+    if (resume) {
+        if (resumed_at > 0)
+            fprintf(stderr, "spindle train: resuming %s at step %lld\n", tc->run_dir, (long long)resumed_at);
+        else
             fprintf(stderr, "spindle train: %s has no checkpoint yet; starting at step 0\n", tc->run_dir);
         if (truncate_log(log_path, (long)rs.step, 0, st) || truncate_log(csv_path, (long)rs.step, 1, st)) goto done;
     }
@@ -375,6 +564,15 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
         goto done;
     }
     if (ftell(csv) == 0) fprintf(csv, "step,layer,kl,lr,grad_norm,tokens_per_s,recall_at_k\n");
+    if (resume && tc->steps != old_steps) {
+        fprintf(stderr,
+                "spindle train: %s: extending the run from %ld to %ld steps at step %lld; the cosine keeps its "
+                "horizon of %ld steps, so steps past it run at the floor lr %.3g\n",
+                tc->run_dir, old_steps, tc->steps, (long long)rs.step, tc->schedule_steps, tc->lr * tc->min_lr_frac);
+        fprintf(log, "{\"event\":\"extend\",\"step\":%lld,\"steps_from\":%ld,\"steps_to\":%ld,\"schedule_steps\":%ld}\n",
+                (long long)rs.step, old_steps, tc->steps, tc->schedule_steps);
+        fflush(log);
+    }
 
     // The parameters that decay: the projections, not the key norm's gain/bias.
     decay = xcalloc((size_t)np, 1);
@@ -406,12 +604,19 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
 #ifdef SPINDLE_HAVE_CUDA
     if (tc->use_cuda && gpu_open(&gpu, &m, &rs, decay, T, st)) goto done;
 #endif
-    double t_start = omp_get_wtime();
+    Progress pr;
+    progress_start(&pr, "train", "step", tc->steps);
+    pr.base = rs.step;
     long steps_here = 0;
+    // For the summary: each layer's KL over the last KL_TAIL steps, its last held-out recall.
+    enum { KL_TAIL = 10 };
+    double kl_tail[TRAIN_MAX_LAYERS][KL_TAIL], last_rec[TRAIN_MAX_LAYERS];
+    int have_rec = 0;
+    char last_ckpt[4200] = "";
     while (rs.step < tc->steps) {
         const long step = (long)rs.step + 1;
         const double t0 = omp_get_wtime();
-        const double lr = lr_at(step, tc->warmup, tc->steps, tc->lr, tc->min_lr_frac);
+        const double lr = lr_at(step, tc->warmup, tc->schedule_steps, tc->lr, tc->min_lr_frac);
         const AdamW opt = {lr, tc->beta1, tc->beta2, tc->eps, tc->weight_decay};
         const int nq = sample_queries(queries, T, tc->min_pos, tc->query_frac, &rs.rng);
         double kl[TRAIN_MAX_LAYERS], gn[TRAIN_MAX_LAYERS], kl_mean = 0;
@@ -448,6 +653,7 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
                 adamw_step(&opt, step, rs.params[i], grads, rs.m[i], rs.v[i], (size_t)np, decay);
             }
             kl_mean += kl[i] / L;
+            kl_tail[i][steps_here % KL_TAIL] = kl[i];
         }
         rs.cursor++;
         rs.step = step;
@@ -495,16 +701,40 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
             if (gpu.f) gpu_download(&gpu, &rs);
 #endif
             if (run_state_save(tc->run_dir, &rs, tc->keep_ckpts, st)) goto done;
+            run_state_path(last_ckpt, sizeof last_ckpt, tc->run_dir, rs.step);
+        }
+        if (do_eval) {
+            memcpy(last_rec, rec, sizeof(double) * (size_t)L);
+            have_rec = 1;
         }
         steps_here++;
-        if (tc->progress) {
-            const double el = omp_get_wtime() - t_start, left = el / steps_here * (tc->steps - step);
-            fprintf(stderr, "\rtrain: step %ld/%ld, mean KL %.4f, lr %.2e, %.0f tokens/s, %.0f s left   ", step,
-                    tc->steps, kl_mean, lr, tps, left);
-        }
+        progress_update(&pr, step, "loss %.4f, lr %.3g, %.0f tokens/s", kl_mean, lr, tps);
         if (tc->stop_after && steps_here >= tc->stop_after) break;
     }
-    if (tc->progress) fprintf(stderr, "\n");
+    // The summary: where the run stands, each layer's final KL and held-out
+    // recall, the checkpoint to export.
+    if (steps_here == 0)
+        fprintf(stderr, "spindle train: %s: already complete at step %lld (a larger --steps extends it)\n",
+                tc->run_dir, (long long)rs.step);
+    else
+        fprintf(stderr, "spindle train: %s: %s at step %lld/%ld (%ld steps in %.1f s)\n", tc->run_dir,
+                rs.step == tc->steps ? "done" : "stopped", (long long)rs.step, tc->steps, steps_here,
+                progress_elapsed(&pr));
+    const int tail = steps_here < KL_TAIL ? (int)steps_here : KL_TAIL;
+    for (int i = 0; i < L && steps_here > 0; i++) {
+        double kl_sum = 0;
+        for (int j = 0; j < tail; j++) kl_sum += kl_tail[i][j];
+        char recs[96];
+        if (have_rec) snprintf(recs, sizeof recs, "held-out recall@%d %.4f", tc->recall_k, last_rec[i]);
+        else snprintf(recs, sizeof recs, "held-out recall: %s", held.n ? "not measured in this run" : "no --heldout");
+        fprintf(stderr, "spindle train: layer %d: final KL %.4f (mean of the last %d steps), %s\n", tc->layers[i],
+                kl_sum / tail, tail, recs);
+    }
+    if (!last_ckpt[0]) {
+        int64_t newest;
+        if (run_state_latest(tc->run_dir, &newest, st) == 0) run_state_path(last_ckpt, sizeof last_ckpt, tc->run_dir, newest);
+    }
+    if (last_ckpt[0]) fprintf(stderr, "spindle train: checkpoint %s\n", last_ckpt);
     rc = 0;
 done:
 #ifdef SPINDLE_HAVE_CUDA

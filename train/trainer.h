@@ -9,28 +9,44 @@
 enum { TRAIN_MAX_LAYERS = 256 };
 
 typedef struct {
-    const char *model_dir, *shards_dir, *run_dir;
+    const char *model_dir, *shards_dir, *run_dir;  // paths (train_config_load points them into path_store)
     const char *heldout_dir;  // shards for the periodic recall check (NULL: none)
     IndexerConfig icfg;
     int layers[TRAIN_MAX_LAYERS];  // model layers to train (each stored in the shards)
     int n_layers;
     long steps, warmup;
+    long schedule_steps;  // horizon of the cosine: --steps of the fresh run, kept when a resume extends steps
     double lr, min_lr_frac, weight_decay, beta1, beta2, eps, clip;
     uint64_t seed;
     double query_frac;  // fraction of the positions ≥ min_pos sampled per step
     int min_pos;
     int eval_every, recall_k, eval_queries;  // held-out recall@k every N steps, on this many queries
     int ckpt_every, keep_ckpts;
-    int progress;       // progress line on stderr
-    int use_cuda;       // the step on GPU 0 (fp32; not part of the run's config: a run may move between devices)
-    int bf16_teacher;   // with use_cuda: the teacher's P on bf16 tensor cores (indexer_kl_loss_cuda); not in the config either
+    int use_cuda;       // the step on GPU 0 (fp32; "device" in the run's config)
+    int bf16_teacher;   // with use_cuda: the teacher's P on bf16 tensor cores ("teacher_precision")
     long stop_after;    // testing aid: exit (as if killed) after this many steps of this process (0: off)
+    char path_store[3][4096];  // model, shards, held-out paths read from a run's config.json
 } TrainConfig;
 
 // Default hyperparameters (the caller fills paths and layers).
 TrainConfig train_config_default(void);
 
-// Trains to tc->steps. Fresh (resume = 0): refuses a non-empty run folder.
-// resume = 1: continues from the newest complete checkpoint; the run's stored
-// config.json must agree with tc.
+// Reads RUN/config.json (run_dir) into tc: paths, layers, every
+// hyper-parameter, the indexer configuration, device and teacher precision.
+// Returns 0, 1 when the file does not exist, -1 (st naming the file) when it
+// is not a complete spindle run config of this version.
+int train_config_load(TrainConfig *tc, const char *run_dir, Status *st);
+
+// Removes the *.tmp files of a killed run from RUN and RUN/checkpoints,
+// naming each on stderr ("spindle CMD: removed stale FILE"). Returns how many.
+int train_remove_stale_tmp(const char *run_dir, const char *cmd);
+
+// Trains to tc->steps. Everything is checked (model, shards, layers, sizes)
+// before the run folder is created or touched, so a refused run leaves
+// nothing behind. Fresh (resume = 0): refuses a non-empty run folder and
+// writes config.json. resume = 1: the run's config.json must agree with tc
+// (tc normally comes from train_config_load) except for steps, which may grow
+// (the new total is written back and noted in log.jsonl); continues from the
+// newest valid checkpoint. Prints progress lines and, at the end, each
+// layer's final KL and held-out recall and the checkpoint path.
 int train_run(const TrainConfig *tc, int resume, Status *st);
