@@ -1,7 +1,7 @@
 // indexer.h: the indexer of one full-attention layer — its configuration, its
 // flat parameter buffer, and the per-token projections (CPU, fp32).
 //
-// Definitions (DESIGN.md, normative). x_t = the layer's normed attention input
+// Definitions (docs/design.md, "Indexer"). x_t = the layer's normed attention input
 // [d_model]; d_I = d_index; H = n_heads (1 for the head-collapsed form).
 //   q^I_t     = R_t(W_q x_t)                      [H, d_I]  (collapsed: H = 1)
 //   k^I_j     = R_j(N(W_k x_j))                   [d_I]     one key per token

@@ -1,5 +1,5 @@
 // trainer.h: `spindle train` — distil each chosen layer's head-averaged
-// attention mass into its indexer from teacher shards (DESIGN.md "Loss").
+// attention mass into its indexer from teacher shards (docs/design.md, "Loss").
 #pragma once
 #include <stdint.h>
 
