@@ -43,20 +43,26 @@ seq = 0
 for p in paths:
     f = h5py.File(p, "r")
     a = f.attrs
-    assert a["format"] == "spindle-teacher" and a["format_version"] == 1, p
+    assert a["format"] == "spindle-teacher" and a["format_version"] == 2, p
+    # The checksum block: SHA-256 of everything after the first 512 bytes.
+    raw = open(p, "rb").read()
+    magic, digest, nbytes = raw[:512].split(b"\n")[0].split(b" ")
+    assert magic == b"spindle-shard-sha256" and int(nbytes) == len(raw) - 512, p
+    assert digest.decode() == hashlib.sha256(raw[512:]).hexdigest(), p
     assert a["fingerprint"] == h.hexdigest(), (a["fingerprint"], h.hexdigest())
     assert a["ctx"] == 32 and list(a["layers"]) == [0, 1] and a["d_model"] == 64, p
     assert a["n_heads"] == 4 and a["n_kv_heads"] == 2 and a["head_dim"] == 16, p
-    assert a["x_dtype"] == "float32" and a["lse_dtype"] == "float32" and a["model_type"] == "llama", p
+    assert a["x_dtype"] == "bfloat16" and a["lse_dtype"] == "float32" and a["model_type"] == "llama", p
     assert a["first_seq"] == seq and a["seqs_per_shard"] == 2 and a["source"].startswith("ids:/"), p
     N = int(a["n_seq"])
     assert a["token_begin"] == seq * 32 and a["token_end"] == (seq + N) * 32, p
     assert f["tokens"].shape == (N, 32) and f["tokens"].dtype == np.int32
     for l in (0, 1):
         x, lse = f[f"layer_{l}/x"], f[f"layer_{l}/lse"]
-        assert x.shape == (N, 32, 64) and x.dtype == np.float32 and x.compression == "gzip" and x.shuffle
+        assert x.shape == (N, 32, 64) and x.dtype == np.uint16 and x.compression == "gzip" and x.shuffle
         assert lse.shape == (N, 4, 32) and lse.dtype == np.float32
-        assert np.isfinite(x[...]).all() and np.isfinite(lse[...]).all()
+        xf = (x[...].astype(np.uint32) << 16).view(np.float32)   # bfloat16 bits -> float32
+        assert np.isfinite(xf).all() and np.isfinite(lse[...]).all() and np.abs(xf).max() > 0
     seq += N
 assert seq == 7, seq
 print("h5py: schema, fingerprint and cursor ranges as documented")
