@@ -7,6 +7,11 @@
 //       (layers it lacks, other d_model / n_heads with datasets to match), array
 //       string attributes, n_seq 0, a buffer smaller than a row, a write that
 //       hits the file-size limit.
+//   test_shard seeds DIR
+//       writes the seed corpus of tests/fuzz/fuzz_shard.c: valid tiny shards
+//       (float32, bfloat16) and refuse-* variants of the
+//       reader's findings (a layer the model lacks, another d_model, n_seq 0,
+//       an array string attribute, a flipped byte).
 //   test_shard verify MODEL_DIR SHARD_DIR IDS_FILE
 //       every stored sequence against the model: tokens = the ids file's
 //       windows; x and lse = a fresh dense forward's; and lse recomputed from
@@ -690,6 +695,45 @@ static int run_unit(void) {
     return failures ? 1 : 0;
 }
 
+// ---- seeds: the fuzz target's corpus
+
+static int run_seeds(const char *dir) {
+    mkdir(dir, 0777);
+    Data *d = calloc(1, sizeof *d);
+    fill(d);
+    for (int s = 0; s < NSEQ; s++)  // inside the bfloat16 range, so every seed writes in both dtypes
+        for (int l = 0; l < NL; l++)
+            for (int i = 0; i < T_ * D_; i++)
+                if (fabsf(d->x[s][l][i]) > 1e38f) d->x[s][l][i] = 1.0f;
+    char p[4200], q[4200];
+    Status st;
+    ShardHeader h = tiny_header();
+    snprintf(p, sizeof p, "%s/fp32.h5", dir);
+    EXPECT(write_shard(p, &h, d, &st) == 0, "%s", st.msg);
+    h.x_dtype = SHARD_X_BF16;
+    snprintf(p, sizeof p, "%s/bf16.h5", dir);
+    EXPECT(write_shard(p, &h, d, &st) == 0, "%s", st.msg);
+    const char *edits[] = {"refuse-layers7.h5", "refuse-dmodel4.h5", "refuse-nseq0.h5", "refuse-format-array.h5",
+                           "refuse-flipped.h5"};
+    for (int i = 0; i < 5; i++) {
+        snprintf(q, sizeof q, "%s/%s", dir, edits[i]);
+        copy_file(p, q, -1);
+    }
+    snprintf(q, sizeof q, "%s/refuse-layers7.h5", dir);
+    set_attr_i32_array(q, "layers", (const int32_t[]){1, 7}, 2);
+    snprintf(q, sizeof q, "%s/refuse-dmodel4.h5", dir);
+    set_attr_i64(q, "d_model", D_ + 1);
+    snprintf(q, sizeof q, "%s/refuse-nseq0.h5", dir);
+    set_attr_i64(q, "n_seq", 0);
+    set_attr_i64(q, "token_end", 30);
+    snprintf(q, sizeof q, "%s/refuse-format-array.h5", dir);
+    set_attr_str_array(q, "format", 4, 0);
+    snprintf(q, sizeof q, "%s/refuse-flipped.h5", dir);
+    flip_byte(q, SHARD_USERBLOCK + 200);
+    free(d);
+    return failures ? 1 : 0;
+}
+
 // ---- verify: stored shards against the model
 
 static float max_abs_diff(const float *a, const float *b, size_t n) {
@@ -826,7 +870,9 @@ int main(int argc, char **argv) {
         tmp = argv[2];
         return run_unit();
     }
+    if (argc == 3 && !strcmp(argv[1], "seeds")) return run_seeds(argv[2]);
     if (argc == 5 && !strcmp(argv[1], "verify")) return run_verify(argv[2], argv[3], argv[4]);
-    fprintf(stderr, "usage: test_shard unit TMP_DIR | test_shard verify MODEL_DIR SHARD_DIR IDS_FILE\n");
+    fprintf(stderr, "usage: test_shard unit TMP_DIR | test_shard seeds DIR | test_shard verify MODEL_DIR SHARD_DIR "
+                    "IDS_FILE\n");
     return 2;
 }
