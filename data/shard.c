@@ -900,7 +900,7 @@ int shard_list(const char *dir, char ***paths, int *n, Status *st) {
         cnt++;
     }
     closedir(d);
-    qsort(e, (size_t)cnt, sizeof *e, cmp_entry);
+    if (cnt) qsort(e, (size_t)cnt, sizeof *e, cmp_entry);  // e is NULL when cnt is 0
     *paths = xmalloc(sizeof **paths * (size_t)(cnt ? cnt : 1));
     for (int i = 0; i < cnt; i++) (*paths)[i] = e[i].path;
     *n = cnt;
