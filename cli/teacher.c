@@ -8,7 +8,9 @@
 // layers, and every --seqs-per-shard sequences become SHARDS/shard-NNNNN.h5,
 // written as .tmp and renamed when complete. --resume continues after the last
 // complete shard once every existing shard has been checked against this run
-// (fingerprint, ctx, layers, seqs-per-shard, source, and the tokens themselves).
+// (fingerprint, ctx, layers, seqs-per-shard, x dtype, source, and the tokens
+// themselves). The forward stops after the deepest stored layer, so the cost
+// follows --layers.
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -29,6 +31,7 @@
 #include "ids.h"
 #include "model.h"
 #include "cli_util.h"
+#include "progress.h"
 #include "shard.h"
 #include "tokenizer.h"
 
@@ -104,7 +107,8 @@ static int dir_nonempty(const char *dir) {
     return any;
 }
 
-// Removes dir/shard-*.tmp (partial shards of an interrupted run). Returns how many.
+// Removes dir/shard-*.tmp (partial shards of an interrupted run; nothing reads
+// them). Returns how many.
 static int remove_stale_tmp(const char *dir) {
     DIR *d = opendir(dir);
     if (!d) return 0;
@@ -120,17 +124,10 @@ static int remove_stale_tmp(const char *dir) {
     return n;
 }
 
-static void fmt_secs(char *buf, size_t n, double s) {
-    if (s < 0 || s > 1e8) snprintf(buf, n, "?");
-    else if (s < 60) snprintf(buf, n, "%.0fs", s);
-    else if (s < 3600) snprintf(buf, n, "%dm%02ds", (int)s / 60, (int)s % 60);
-    else snprintf(buf, n, "%dh%02dm", (int)s / 3600, (int)s % 3600 / 60);
-}
-
 // Checks the existing shards of out against this run. On success *next_shard
 // and *next_seq say where to continue. Returns 0, or -1 with st set.
-static int check_existing(const char *out, const ShardHeader *want, const int32_t *const *starts, size_t n_win,
-                          int *next_shard, int64_t *next_seq, Status *st) {
+static int check_existing(const char *out, const ShardHeader *want, const ModelConfig *model,
+                          const int32_t *const *starts, size_t n_win, int *next_shard, int64_t *next_seq, Status *st) {
     char **paths = NULL;
     int n = 0;
     *next_shard = 0;
@@ -147,13 +144,14 @@ static int check_existing(const char *out, const ShardHeader *want, const int32_
             goto done;
         }
         ShardReader *r;
-        if (shard_open(&r, paths[i], want->fingerprint, st)) goto done;
+        if (shard_open(&r, paths[i], want->fingerprint, model, st)) goto done;
         const ShardHeader *h = shard_header(r);
         const char *what = NULL;
         if (h->ctx != want->ctx) what = "--ctx";
         else if (h->n_layers != want->n_layers || memcmp(h->layers, want->layers, sizeof(int) * (size_t)h->n_layers))
             what = "--layers";
         else if (h->seqs_per_shard != want->seqs_per_shard) what = "--seqs-per-shard";
+        else if (h->x_dtype != want->x_dtype) what = "--x-dtype";
         else if (strcmp(h->source, want->source)) what = "the source (--text/--ids)";
         else if (h->first_seq != *next_seq || h->n_seq > want->seqs_per_shard || (i < n - 1 && h->n_seq != want->seqs_per_shard))
             what = "the sequence numbering (first_seq/n_seq)";
@@ -161,14 +159,14 @@ static int check_existing(const char *out, const ShardHeader *want, const int32_
             what = "the number of sequences (the last shard is short: the earlier run stopped there, e.g. a smaller --max-seq)";
         if (what) {
             status_fail(st, "%s: this shard differs from the run in %s; cannot resume (shard: ctx %d, %d layers, "
-                            "seqs_per_shard %d, source \"%s\")", paths[i], what, h->ctx, h->n_layers,
-                        h->seqs_per_shard, h->source);
+                            "seqs_per_shard %d, x_dtype %s, source \"%s\")", paths[i], what, h->ctx, h->n_layers,
+                        h->seqs_per_shard, shard_x_dtype_name(h->x_dtype), h->source);
             shard_close(r);
             goto done;
         }
         for (int64_t s = 0; s < h->n_seq; s++) {
             int64_t g = h->first_seq + s;
-            if (shard_read(r, s, 0, tok, NULL, NULL, st)) {
+            if (shard_read(r, s, 0, tok, (size_t)want->ctx, NULL, 0, NULL, 0, st)) {
                 shard_close(r);
                 goto done;
             }
@@ -190,6 +188,19 @@ done:
     return rc;
 }
 
+// "0,3,5" for the log: the stored layers, shortened past 16.
+static void layer_list(char *buf, size_t size, const int *layers, int n) {
+    size_t len = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && len + 16 < size; i++) {
+        if (i == 16 && n > 17) {
+            snprintf(buf + len, size - len, ",...,%d", layers[n - 1]);
+            return;
+        }
+        len += (size_t)snprintf(buf + len, size - len, "%s%d", i ? "," : "", layers[i]);
+    }
+}
+
 int cmd_teacher(int argc, char **argv) {
     Flag flags[] = {
         {"--model", 1, "model folder (config.json + safetensors [+ tokenizer.json for --text])", NULL},
@@ -200,10 +211,11 @@ int cmd_teacher(int argc, char **argv) {
         {"--layers", 1, "layers to store, e.g. 0,4,8-11 (default: every full-attention layer)", NULL},
         {"--seqs-per-shard", 1, "sequences per shard file (default 8)", NULL},
         {"--max-seq", 1, "stop after this many sequences (default: every full window)", NULL},
-        {"--resume", 0, "continue after the last complete shard of --out", NULL},
+        {"--resume", 0, "continue after the last complete shard of --out (an empty or missing --out starts fresh)", NULL},
         {"--threads", 1, "OpenMP threads (default: all cores)", NULL},
         {"--device", 1, "cpu (default) or cuda: where the backbone runs (the shards are the same)", NULL},
         {"--precision", 1, "with --device cuda: fp32 (default: the teacher of the CPU twin), mixed or bf16", NULL},
+        {"--x-dtype", 1, "storage of x: bf16 (default, half the disk) or fp32 (lse is always fp32)", NULL},
     };
     const int nf = N_FLAGS(flags);
     int rc0 = cli_parse(argc, argv, flags, nf, CMD, (const char *const[]){"--model", "--ctx", "--out", NULL});
@@ -221,6 +233,14 @@ int cmd_teacher(int argc, char **argv) {
         ((v = flags[7].value) && cli_positive(CMD, "--max-seq", v, &max_seq)) ||
         ((v = flags[9].value) && cli_positive(CMD, "--threads", v, &threads)))
         return 2;
+    ShardXDtype x_dtype = SHARD_X_BF16;
+    if ((v = flags[12].value)) {
+        if (!strcmp(v, "fp32") || !strcmp(v, "float32")) x_dtype = SHARD_X_F32;
+        else if (strcmp(v, "bf16") && strcmp(v, "bfloat16")) {
+            fprintf(stderr, "spindle " CMD ": --x-dtype must be bf16 or fp32 (got \"%s\")\n", v);
+            return 2;
+        }
+    }
     if (flags[9].value) omp_set_num_threads(threads);
     int use_cuda, prec;
     if ((rc0 = backbone_flags(CMD, flags[10].value, flags[11].value, &use_cuda, &prec))) return rc0;
@@ -242,7 +262,7 @@ int cmd_teacher(int argc, char **argv) {
     ShardWriter *w = NULL;
     ShardHeader *h = xcalloc(1, sizeof *h);
     Backbone bb = {&m, NULL};
-    int progress_shown = 0;  // a progress line without its newline is on stderr
+    int created_out = 0;  // this command made --out: a failure before any shard removes it again
 
     if (flags[5].value ? parse_layers(flags[5].value, c, h->layers, &h->n_layers) : 0) {
         rc = 2;
@@ -252,10 +272,12 @@ int cmd_teacher(int argc, char **argv) {
         for (int l = 0; l < c->n_layers && h->n_layers < SHARD_MAX_LAYERS; l++)
             if (c->layer_kinds[l] == LAYER_FULL_ATTENTION) h->layers[h->n_layers++] = l;
     if (ctx > c->max_pos) {
-        status_fail(&st, "--ctx %d is longer than the model supports (%s/config.json: max_position_embeddings %d)", ctx,
-                    model_dir, c->max_pos);
-        goto done;
+        fprintf(stderr, "spindle " CMD ": --ctx %d is longer than the model supports (%s/config.json: "
+                        "max_position_embeddings %d)\n", ctx, model_dir, c->max_pos);
+        rc = 2;
+        goto out_free;
     }
+    h->x_dtype = x_dtype;
     if (model_fingerprint(model_dir, &m.st, h->fingerprint, &st)) goto done;
 
     // The token stream and its windows.
@@ -268,6 +290,12 @@ int cmd_teacher(int argc, char **argv) {
         if (tok_load(&tok, tok_path, &st) ||
             corpus_load_tokens(tok, (const char *const *)text->values, text->n_values, &ids, &n_ids, &st))
             goto done;
+        for (size_t i = 0; i < n_ids; i++)  // the embedding has vocab rows
+            if (ids[i] < 0 || ids[i] >= c->vocab) {
+                status_fail(&st, "%s: token id %d is outside the model's vocabulary (%s/config.json: vocab_size %d)",
+                            tok_path, ids[i], model_dir, c->vocab);
+                goto done;
+            }
     }
     size_t n_win = corpus_windows(ids, n_ids, ctx, (size_t)max_seq, NULL);
     if (n_win == 0) {
@@ -303,7 +331,8 @@ int cmd_teacher(int argc, char **argv) {
     }
 
     // The output folder: new or empty, or (--resume) checked shard by shard.
-    if (mkdir(out, 0777) != 0 && errno != EEXIST) {
+    if (mkdir(out, 0777) == 0) created_out = 1;
+    else if (errno != EEXIST) {
         status_fail(&st, "%s: cannot create the shard folder (%s)", out, strerror(errno));
         goto done;
     }
@@ -311,6 +340,8 @@ int cmd_teacher(int argc, char **argv) {
         status_fail(&st, "%s: exists and is not a folder", out);
         goto done;
     }
+    int stale = remove_stale_tmp(out);
+    if (stale) fprintf(stderr, "spindle " CMD ": %s: removed %d partial shard(s) (*.tmp) of an interrupted run\n", out, stale);
     int next_shard = 0;
     int64_t seq = 0;
     int nonempty = dir_nonempty(out);
@@ -324,16 +355,33 @@ int cmd_teacher(int argc, char **argv) {
         goto done;
     }
     if (resume) {
-        int stale = remove_stale_tmp(out);
-        if (stale) fprintf(stderr, "spindle " CMD ": removed %d partial shard(s) (*.tmp) from %s\n", stale, out);
-        if (check_existing(out, h, starts, n_win, &next_shard, &seq, &st)) goto done;
+        if (check_existing(out, h, c, starts, n_win, &next_shard, &seq, &st)) goto done;
         if (next_shard)
             fprintf(stderr, "spindle " CMD ": resuming after %d complete shard(s), %lld sequence(s)\n", next_shard,
                     (long long)seq);
+        else
+            fprintf(stderr, "spindle " CMD ": --resume: %s holds nothing to resume; starting fresh\n", out);
+    }
+
+    // What this run stores, before the work starts.
+    const int L = h->n_layers, D = c->hidden, Hq = c->n_heads;
+    {
+        char list[256];
+        layer_list(list, sizeof list, h->layers, L);
+        int n_full = 0;
+        for (int l = 0; l < c->n_layers; l++) n_full += c->layer_kinds[l] == LAYER_FULL_ATTENTION;
+        const double per_layer = (double)shard_x_dtype_bytes(x_dtype) * D + 4.0 * Hq;
+        fprintf(stderr, "spindle " CMD ": layers %s (%d of %d full-attention layers%s); the forward stops after layer %d of %d\n",
+                list, L, n_full, flags[5].value ? "" : "; the default: every full-attention layer",
+                h->layers[L - 1], c->n_layers - 1);
+        fprintf(stderr,
+                "spindle " CMD ": per token: x %d B (%s) + lse %d B = %.0f B per layer, %.0f B for %d layer(s) + 4 B "
+                "of tokens, before compression; %zu sequence(s) x %d tokens: %.1f MB at most\n",
+                shard_x_dtype_bytes(x_dtype) * D, shard_x_dtype_name(x_dtype), 4 * Hq, per_layer, per_layer * L, L,
+                n_win - (size_t)seq, ctx, ((double)(n_win - (size_t)seq) * ctx * (per_layer * L + 4.0)) / 1e6);
     }
 
     // Buffers and the tap.
-    const int L = h->n_layers, D = c->hidden, Hq = c->n_heads;
     const size_t nx = (size_t)ctx * D, nl = (size_t)ctx * Hq;
     hidden = xmalloc(sizeof(float) * nx);
     xbuf = xmalloc(sizeof(float) * nx * L);
@@ -350,10 +398,11 @@ int cmd_teacher(int argc, char **argv) {
     if (backbone_open(&bb, &m, use_cuda, prec, &st)) goto done;
     Capture cap = {slot, xs, ls, D, Hq, 0};
     ForwardTap tap = {capture_fn, &cap};
+    const ForwardOpts fo = {.tap = &tap, .stop_after_tap = h->layers[L - 1] + 1};
 
-    const int progress = isatty(2);
     const int64_t first_new = seq;
-    double t0 = omp_get_wtime();
+    Progress prog;
+    progress_start(&prog, CMD, "sequence", (int64_t)n_win - first_new);
     for (int shard = next_shard; seq < (int64_t)n_win; shard++) {
         char path[8192];
         shard_name(path, sizeof path, out, shard);
@@ -361,24 +410,18 @@ int cmd_teacher(int argc, char **argv) {
         h->token_begin = seq * (int64_t)ctx;
         if (shard_writer_open(&w, path, h, &st)) goto done;
         for (int s = 0; s < sps && seq < (int64_t)n_win; s++, seq++) {
-            backbone_hidden(&bb, starts[seq], ctx, hidden, &(ForwardOpts){.tap = &tap});
+            backbone_hidden(&bb, starts[seq], ctx, hidden, &fo);
             SPINDLE_CHECK(!cap.missing_lse);
             if (shard_writer_append(w, starts[seq], (const float *const *)xs, (const float *const *)ls, &st)) goto done;
-            if (progress) {
-                double el = omp_get_wtime() - t0, done_n = (double)(seq + 1 - first_new);
-                char left[32];
-                fmt_secs(left, sizeof left, el / done_n * (double)((int64_t)n_win - seq - 1));
-                fprintf(stderr, "\rspindle " CMD ": sequence %lld/%zu, %.0f tokens/s, %s left   ", (long long)seq + 1,
-                        n_win, done_n * ctx / el, left);
-                progress_shown = 1;
-            }
+            const int64_t done_n = seq + 1 - first_new;
+            progress_update(&prog, done_n, "%.0f tokens/s, shard %d", (double)done_n * ctx / progress_elapsed(&prog),
+                            shard);
         }
         ShardWriter *done_w = w;
         w = NULL;
         if (shard_writer_close(done_w, &st)) goto done;
+        created_out = 0;  // a complete shard is there: keep the folder
     }
-    if (progress_shown) fprintf(stderr, "\n");
-    progress_shown = 0;
 
     // Summary over every shard of the folder.
     {
@@ -391,18 +434,21 @@ int cmd_teacher(int argc, char **argv) {
             if (stat(paths[i], &sb) == 0) bytes += (long long)sb.st_size;
         }
         shard_free_list(paths, n);
-        double tokens = (double)n_win * ctx, secs = omp_get_wtime() - t0;
-        double raw = 4.0 * (D + Hq) + 4.0 / L;
+        double tokens = (double)n_win * ctx, secs = progress_elapsed(&prog);
+        double raw = (double)shard_x_dtype_bytes(x_dtype) * D + 4.0 * Hq + 4.0 / L;
         fprintf(stderr,
-                "spindle " CMD ": %zu sequence(s) of %d tokens (%lld new in %.1f s), %d layer(s), %d shard(s) -> %s\n"
-                "spindle " CMD ": %lld bytes, %.1f bytes/token/layer (raw float32 %.1f, ratio %.2f)\n",
-                n_win, ctx, (long long)(seq - first_new), secs, L, n, out, bytes, bytes / (tokens * L), raw,
-                bytes / (tokens * L) / raw);
+                "spindle " CMD ": done: %d shard(s), %zu sequence(s) of %d tokens (%lld new in %.1f s, %.0f tokens/s), "
+                "%.0f tokens, %d layer(s), %lld bytes -> %s\n"
+                "spindle " CMD ": %.1f bytes/token/layer stored (x %s; raw %.1f, ratio %.2f)\n",
+                n, n_win, ctx, (long long)(seq - first_new), secs,
+                secs > 0 ? (double)(seq - first_new) * ctx / secs : 0.0, tokens, L, bytes, out,
+                bytes / (tokens * L), shard_x_dtype_name(x_dtype), raw, bytes / (tokens * L) / raw);
     }
     rc = 0;
 done:
-    if (rc) fprintf(stderr, "%sspindle " CMD ": %s\n", progress_shown ? "\n" : "", st.msg);
+    if (rc) fprintf(stderr, "spindle " CMD ": %s\n", st.msg);
     shard_writer_abort(w);
+    if (rc && created_out && dir_nonempty(out) == 0) rmdir(out);  // leave no empty folder behind
 out_free:
     backbone_close(&bb);
     free(h);

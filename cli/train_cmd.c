@@ -318,7 +318,7 @@ int cmd_train(int argc, char **argv) {
             fprintf(stderr, "spindle " CMD ": %s: no complete shards (shard-NNNNN.h5)\n", tc.shards_dir);
             return 1;
         }
-        rc = shard_open(&r, paths[0], NULL, &st);
+        rc = shard_open(&r, paths[0], NULL, NULL, &st);
         shard_free_list(paths, n);
         if (rc) return cli_fail(CMD, &st);
         const ShardHeader *h = shard_header(r);
@@ -395,7 +395,7 @@ int cmd_scores(int argc, char **argv) {
     IndexerSet set = {0};
     float *x = NULL, *scores = NULL;
     rc = 1;
-    if (shard_open(&r, args_get(flags, nf, "--shard"), NULL, &st)) goto done;
+    if (shard_open(&r, args_get(flags, nf, "--shard"), NULL, NULL, &st)) goto done;
     const ShardHeader *h = shard_header(r);
     if (indexer_set_load(&set, flags[0].value, 1 << 20, h->fingerprint, &st)) goto done;
     if (layer >= set.n_model_layers || !set.params[layer]) {
@@ -418,7 +418,7 @@ int cmd_scores(int argc, char **argv) {
             goto done;
         }
     x = xmalloc(sizeof(float) * (size_t)h->ctx * h->d_model);
-    if (shard_read(r, seq, (int)layer, NULL, x, NULL, &st)) goto done;
+    if (shard_read(r, seq, (int)layer, NULL, 0, x, (size_t)h->ctx * h->d_model, NULL, 0, &st)) goto done;
     scores = xmalloc(sizeof(float) * (size_t)n_pos * h->ctx);
     indexer_forward_cpu(scores, NULL, &set.cfg, set.params[layer], x, h->ctx, pos, n_pos);
     NpyWriter w;

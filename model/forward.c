@@ -71,7 +71,9 @@ void forward_hidden(const Model *m, const int32_t *ids, int T, float *hidden, co
     rope_tables(c, T, cos_t, sin_t);
     for (int t = 0; t < T; t++) memcpy(x + (size_t)t * H, m->embed + (size_t)ids[t] * H, sizeof(float) * H);
 
-    for (int l = 0; l < c->n_layers; l++) {
+    const int n_run = o->stop_after_tap > 0 && o->stop_after_tap < c->n_layers ? o->stop_after_tap : c->n_layers;
+    int stopped = 0;
+    for (int l = 0; l < n_run; l++) {
         const LayerWeights *w = &m->layers[l];
         rmsnorm_forward_cpu(xn, x, w->attn_norm, T, H, eps);
         TIMED(gemm, forward_layer_qk(m, l, xn, T, cos_t, sin_t, q, k));
@@ -90,6 +92,10 @@ void forward_hidden(const Model *m, const int32_t *ids, int T, float *hidden, co
             n_dense_sparse += sp != NULL;  // a layer without an indexer keeps every key
         }
         if (o->tap) o->tap->fn(o->tap->ctx, l, xn, q, k, sp ? NULL : lse, T);
+        if (o->stop_after_tap > 0 && l + 1 >= o->stop_after_tap) {  // nothing downstream is wanted
+            stopped = 1;
+            break;
+        }
         TIMED(gemm, matmul_forward_cpu(xn, att, w->wo, w->bo, T, nq, H));
         for (size_t i = 0; i < (size_t)T * H; i++) x[i] += xn[i];
 
@@ -100,7 +106,7 @@ void forward_hidden(const Model *m, const int32_t *ids, int T, float *hidden, co
         TIMED(gemm, matmul_forward_cpu(xn, gate, w->w_down, w->b_down, T, I, H));
         for (size_t i = 0; i < (size_t)T * H; i++) x[i] += xn[i];
     }
-    rmsnorm_forward_cpu(x, x, m->final_norm, T, H, eps);
+    if (!stopped) rmsnorm_forward_cpu(x, x, m->final_norm, T, H, eps);
     for (int t = 0; stats && n_dense_sparse && t < T; t++) {
         if (stats->recall) stats->recall[t] += (float)n_dense_sparse;
         if (stats->support) stats->support[t] += (float)n_dense_sparse * (float)(t + 1);

@@ -43,6 +43,11 @@ typedef struct {
     SparseStats *stats;      // with sparse: what the supports kept (may be NULL)
     ForwardProfile *prof;    // may be NULL
     const ForwardTap *tap;   // may be NULL
+    // > 0: teacher emission up to layer stop_after_tap − 1. The pass ends right
+    // after that layer's tap (its o-projection and MLP, every later layer, the
+    // final norm and anything downstream are skipped), so its cost follows the
+    // deepest stored layer; hidden is then left unspecified. 0: the whole pass.
+    int stop_after_tap;
 } ForwardOpts;
 
 // Runs the backbone over ids[0..T) and writes the final normed hidden states

@@ -410,6 +410,7 @@ static void forward_impl(FwdCuda *f, const int32_t *ids, int T, float *hidden_ho
     embedding_forward_cuda(x, d_ids, f->embed, T, H);
     if (prof) prof->other += lap(&t_lap);
 
+    int stopped = 0;  // o->stop_after_tap: the pass ended after that layer's tap
     for (int l = 0; l < c->n_layers; l++) {
         const LayerDev *w = &f->layers[l];
         const int has_ix = ix && l < ix->n_model_layers && ix->params[l];
@@ -468,6 +469,10 @@ static void forward_impl(FwdCuda *f, const int32_t *ids, int T, float *hidden_ho
             o->tap->fn(o->tap->ctx, l, h_xn, h_q, h_k, h_lse, T);
             if (prof) prof->other += lap(&t_lap);
         }
+        if (o->stop_after_tap > 0 && l + 1 >= o->stop_after_tap) {  // nothing downstream is wanted
+            stopped = 1;
+            break;
+        }
         gemm_residual(f, x, xn, att_in, w->wo, w->bo, T, nq, H);
 
         in = norm_input(f, xn, hb, x, w->mlp_norm, T, H, eps, 0);
@@ -491,16 +496,20 @@ static void forward_impl(FwdCuda *f, const int32_t *ids, int T, float *hidden_ho
         gemm_residual(f, x, xn, down_in, w->w_down, w->b_down, T, I, H);
         if (prof) prof->gemm += lap(&t_lap);
     }
-    rmsnorm_forward_cuda(x, x, f->final_norm, T, H, eps);
-    if (last_logits_host) {
-        float *logits = cuda_malloc(sizeof(float) * (size_t)c->vocab);
-        matmul_forward_cuda(logits, x + (TT - 1) * H, f->lm_head, NULL, 1, H, c->vocab);
+    if (stopped) {  // teacher emission: the tap has everything; hidden stays unspecified
         cuda_sync();
-        cuda_to_host(last_logits_host, logits, sizeof(float) * (size_t)c->vocab);
-        cuda_free(logits);
     } else {
-        cuda_sync();
-        cuda_to_host(hidden_host, x, sizeof(float) * TT * H);
+        rmsnorm_forward_cuda(x, x, f->final_norm, T, H, eps);
+        if (last_logits_host) {
+            float *logits = cuda_malloc(sizeof(float) * (size_t)c->vocab);
+            matmul_forward_cuda(logits, x + (TT - 1) * H, f->lm_head, NULL, 1, H, c->vocab);
+            cuda_sync();
+            cuda_to_host(last_logits_host, logits, sizeof(float) * (size_t)c->vocab);
+            cuda_free(logits);
+        } else {
+            cuda_sync();
+            cuda_to_host(hidden_host, x, sizeof(float) * TT * H);
+        }
     }
     if (want_stats) {  // add this pass's sums into the caller's arrays
         float *tmp = xmalloc(sizeof(float) * TT);

@@ -40,7 +40,10 @@ def main():
     w = load_file(f"{idx_dir}/model.safetensors")
     p = f"model.layers.{layer}.self_attn.indexer."
     with h5py.File(shard, "r") as f:
-        x = f[f"layer_{layer}/x"][seq].astype(np.float64)  # [T, d_model]
+        x = f[f"layer_{layer}/x"][seq]  # [T, d_model]
+        if f.attrs["x_dtype"] == "bfloat16":  # stored as the upper 16 bits of float32 (docs/formats.md)
+            x = (x.astype(np.uint32) << 16).view(np.float32)
+        x = x.astype(np.float64)
     T, d_i, h = x.shape[0], cfg["d_index"], cfg["n_heads"]
     positions = sorted({0, 1, T // 3, T // 2, T - 2, T - 1})
     pos_all = np.arange(T)

@@ -54,17 +54,20 @@ typedef struct {
     ShardHeader hdr;
     ShardReader *open;  // the shard currently open (one at a time)
     int open_idx;
+    const ModelConfig *model;  // every shard is checked against it
 } ShardSet;
 
-static int shardset_open(ShardSet *ss, const char *dir, const char *fingerprint, Status *st) {
+static int shardset_open(ShardSet *ss, const char *dir, const char *fingerprint, const ModelConfig *model,
+                         Status *st) {
     memset(ss, 0, sizeof *ss);
     ss->open_idx = -1;
+    ss->model = model;
     if (shard_list(dir, &ss->paths, &ss->n, st)) return -1;
     if (ss->n == 0) return status_fail(st, "%s: no complete shards (shard-NNNNN.h5)", dir);
     ss->first = xmalloc(sizeof(int64_t) * (size_t)(ss->n + 1));
     for (int i = 0; i < ss->n; i++) {
         ShardReader *r;
-        if (shard_open(&r, ss->paths[i], fingerprint, st)) return -1;
+        if (shard_open(&r, ss->paths[i], fingerprint, model, st)) return -1;
         const ShardHeader *h = shard_header(r);
         if (i == 0) ss->hdr = *h;
         else if (h->ctx != ss->hdr.ctx || h->n_layers != ss->hdr.n_layers ||
@@ -88,18 +91,20 @@ static void shardset_close(ShardSet *ss) {
     memset(ss, 0, sizeof *ss);
 }
 
-// Reads global sequence g (modulo the total: epochs wrap) of one layer.
-static int shardset_read(ShardSet *ss, int64_t g, int layer, int32_t *tokens, float *x, float *lse, Status *st) {
+// Reads global sequence g (modulo the total: epochs wrap) of one layer into
+// x [n_x] and lse [n_lse] (either may be NULL).
+static int shardset_read(ShardSet *ss, int64_t g, int layer, float *x, size_t n_x, float *lse, size_t n_lse,
+                         Status *st) {
     g %= ss->total;
     int i = 0;
     while (ss->first[i + 1] <= g) i++;
     if (ss->open_idx != i) {
         if (ss->open) shard_close(ss->open);
         ss->open = NULL;
-        if (shard_open(&ss->open, ss->paths[i], ss->hdr.fingerprint, st)) return -1;
+        if (shard_open(&ss->open, ss->paths[i], ss->hdr.fingerprint, ss->model, st)) return -1;
         ss->open_idx = i;
     }
-    return shard_read(ss->open, g - ss->first[i], layer, tokens, x, lse, st);
+    return shard_read(ss->open, g - ss->first[i], layer, NULL, 0, x, n_x, lse, n_lse, st);
 }
 
 // format_version of RUN/config.json; 1 lacked the model path, device and
@@ -490,8 +495,8 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
         status_fail(st, "indexer d_model %d differs from the model's hidden size %d", tc->icfg.d_model, m.cfg.hidden);
         goto done;
     }
-    if (shardset_open(&train, tc->shards_dir, fp, st)) goto done;
-    if (tc->heldout_dir && shardset_open(&held, tc->heldout_dir, fp, st)) goto done;
+    if (shardset_open(&train, tc->shards_dir, fp, &m.cfg, st)) goto done;
+    if (tc->heldout_dir && shardset_open(&held, tc->heldout_dir, fp, &m.cfg, st)) goto done;
     const int T = train.hdr.ctx;
     for (int i = 0; i < tc->n_layers; i++) {
         int found = 0;
@@ -621,7 +626,7 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
         const int nq = sample_queries(queries, T, tc->min_pos, tc->query_frac, &rs.rng);
         double kl[TRAIN_MAX_LAYERS], gn[TRAIN_MAX_LAYERS], kl_mean = 0;
         for (int i = 0; i < L; i++) {
-            if (shardset_read(&train, rs.cursor, tc->layers[i], NULL, x, lse, st)) goto done;
+            if (shardset_read(&train, rs.cursor, tc->layers[i], x, (size_t)T * D, lse, (size_t)T * Hq, st)) goto done;
 #ifdef SPINDLE_HAVE_CUDA
             if (gpu.f) {
                 gpu_load_layer(&gpu, &m, tc->layers[i], x, lse, T);
@@ -671,7 +676,7 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
                 if (t >= 0 && t < T && (ne == 0 || t > queries[ne - 1])) queries[ne++] = t;
             }
             for (int i = 0; i < L; i++) {
-                if (shardset_read(&held, 0, tc->layers[i], NULL, x, lse, st)) goto done;
+                if (shardset_read(&held, 0, tc->layers[i], x, (size_t)T * D, lse, (size_t)T * Hq, st)) goto done;
 #ifdef SPINDLE_HAVE_CUDA
                 if (gpu.f) {
                     gpu_load_layer(&gpu, &m, tc->layers[i], x, lse, T);
