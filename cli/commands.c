@@ -523,7 +523,7 @@ int cmd_eval(int argc, char **argv) {
     }
     char tok_path[4096];
     snprintf(tok_path, sizeof tok_path, "%s/tokenizer.json", flags[0].value);
-    if ((text->value || n_tasks) && tok_load(&tok, tok_path, &st)) goto done;
+    if ((text->value || n_tasks) && tok_load_model(&tok, tok_path, m.cfg.vocab, &st)) goto done;
     if (ids_path ? ids_read(ids_path, m.cfg.vocab, &ids, &n, &st)
                  : corpus_load_tokens(tok, (const char *const *)text->values, text->n_values, &ids, &n, &st))
         goto done;

@@ -287,7 +287,7 @@ int cmd_teacher(int argc, char **argv) {
     } else {
         char tok_path[4096];
         snprintf(tok_path, sizeof tok_path, "%s/tokenizer.json", model_dir);
-        if (tok_load(&tok, tok_path, &st) ||
+        if (tok_load_model(&tok, tok_path, c->vocab, &st) ||
             corpus_load_tokens(tok, (const char *const *)text->values, text->n_values, &ids, &n_ids, &st))
             goto done;
         for (size_t i = 0; i < n_ids; i++)  // the embedding has vocab rows

@@ -37,6 +37,11 @@ int ids_read(const char *path, int vocab, int32_t **ids, size_t *n, Status *st) 
                         path, line, cnt + 1, show, text + start, wl > 40 ? "..." : "");
             goto fail;
         }
+        if (v > INT32_MAX) {
+            status_fail(st, "%s: line %zu: id %lld (entry %zu) is beyond the largest token id %d", path, line, v,
+                        cnt + 1, INT32_MAX);
+            goto fail;
+        }
         if (vocab > 0 && v >= vocab) {
             status_fail(st, "%s: line %zu: id %lld (entry %zu) is out of the vocabulary [0, %d)",
                         path, line, v, cnt + 1, vocab);

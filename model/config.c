@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "fileio.h"
+#include "rope.h"
 
 const char *config_family_name(Family f) {
     switch (f) {
@@ -65,6 +66,22 @@ static int read_int(const cJSON *root, const char *path, const char *key, int re
         return status_fail(st, "%s: \"%s\" must be a non-negative integer (got %g)", path, key, v);
     *out = (int)v;
     return 0;
+}
+
+// Reads an integer key and checks it against [lo, hi], naming the key and the file.
+static int read_int_in(const cJSON *root, const char *path, const char *key, int required, int dflt,
+                       int lo, int hi, int *out, Status *st) {
+    if (read_int(root, path, key, required, dflt, out, st)) return -1;
+    if (*out < lo || *out > hi)
+        return status_fail(st, "%s: \"%s\" must be in [%d, %d] (got %d)", path, key, lo, hi, *out);
+    return 0;
+}
+
+// Checks that a real-valued key lies in (lo, hi] (lo_open) or [lo, hi].
+static int check_range(const char *path, const char *key, double v, double lo, int lo_open, double hi,
+                       Status *st) {
+    if (isfinite(v) && (lo_open ? v > lo : v >= lo) && v <= hi) return 0;
+    return status_fail(st, "%s: \"%s\" must be in %c%g, %g] (got %g)", path, key, lo_open ? '(' : '[', lo, hi, v);
 }
 
 static int read_float(const cJSON *obj, const char *path, const char *key, double dflt,
@@ -132,7 +149,27 @@ static int parse_rope(RopeConfig *r, const cJSON *root, const cJSON *rope, const
         return status_fail(st, "%s: %s RoPE needs a positive \"factor\"", path, name);
     if (r->type == ROPE_YARN && r->factor < 0)
         return status_fail(st, "%s: yarn RoPE \"factor\" must be positive", path);
-    if (!(r->theta > 0)) return status_fail(st, "%s: rope_theta must be positive", path);
+    if (r->factor != 0 && check_range(path, "factor", r->factor, 0, 1, 1e6, st)) return -1;
+    if (r->original_max_pos != 0 &&
+        check_range(path, "original_max_position_embeddings", r->original_max_pos, 0, 1, CONFIG_MAX_POS, st))
+        return -1;
+    if (r->type == ROPE_LLAMA3 && check_range(path, "low_freq_factor", r->low_freq_factor, 0, 1, 1e6, st))
+        return -1;
+    if (r->type == ROPE_LLAMA3 && check_range(path, "high_freq_factor", r->high_freq_factor, 0, 1, 1e6, st))
+        return -1;
+    if (r->type == ROPE_YARN) {
+        if (check_range(path, "beta_fast", r->beta_fast, 0, 1, 1e6, st) ||
+            check_range(path, "beta_slow", r->beta_slow, 0, 1, 1e6, st))
+            return -1;
+        if (r->attention_factor != -1 && check_range(path, "attention_factor", r->attention_factor, 0, 1, 1e3, st))
+            return -1;
+        if (check_range(path, "mscale", r->mscale, -1e3, 0, 1e3, st) ||
+            check_range(path, "mscale_all_dim", r->mscale_all_dim, -1e3, 0, 1e3, st))
+            return -1;
+    }
+    // theta <= 1 makes the frequencies grow with the dim (or, for yarn, divides by
+    // log(theta) = 0); a tiny theta overflows them to inf and every logit is NaN.
+    if (check_range(path, "rope_theta", r->theta, 1, 1, 1e15, st)) return -1;
     if (!(r->partial_rotary_factor > 0 && r->partial_rotary_factor <= 1))
         return status_fail(st, "%s: partial_rotary_factor must be in (0, 1]", path);
     return 0;
@@ -168,22 +205,22 @@ int config_load(ModelConfig *cfg, const char *dir, Status *st) {
         goto done;
     }
 
-    if (read_int(root, path, "hidden_size", 1, 0, &cfg->hidden, st)) goto done;
-    if (read_int(root, path, "num_hidden_layers", 1, 0, &cfg->n_layers, st)) goto done;
-    if (read_int(root, path, "num_attention_heads", 1, 0, &cfg->n_heads, st)) goto done;
+    // Ranges: far beyond any released checkpoint, small enough that products of
+    // sizes fit the types they are computed in.
+    if (read_int_in(root, path, "hidden_size", 1, 0, 1, CONFIG_MAX_HIDDEN, &cfg->hidden, st)) goto done;
+    if (read_int_in(root, path, "num_hidden_layers", 1, 0, 1, CONFIG_MAX_LAYERS, &cfg->n_layers, st)) goto done;
+    if (read_int_in(root, path, "num_attention_heads", 1, 0, 1, CONFIG_MAX_HEADS, &cfg->n_heads, st)) goto done;
     // num_key_value_heads: null means MHA; absent means the class default
     // (MHA for llama, 32 for qwen2/qwen3), as transformers reads it.
     const cJSON *kvh = cJSON_GetObjectItemCaseSensitive(root, "num_key_value_heads");
     int dflt_kv = (!kvh && cfg->family != FAMILY_LLAMA) ? 32 : cfg->n_heads;
-    if (read_int(root, path, "num_key_value_heads", 0, dflt_kv, &cfg->n_kv_heads, st)) goto done;
-    if (read_int(root, path, "intermediate_size", 1, 0, &cfg->intermediate, st)) goto done;
-    if (read_int(root, path, "vocab_size", 1, 0, &cfg->vocab, st)) goto done;
-    if (read_int(root, path, "max_position_embeddings", 0, 2048, &cfg->max_pos, st)) goto done;
-    if (cfg->hidden <= 0 || cfg->n_layers <= 0 || cfg->n_heads <= 0 || cfg->n_kv_heads <= 0 ||
-        cfg->intermediate <= 0 || cfg->vocab <= 0) {
-        status_fail(st, "%s: sizes must be positive (hidden_size, num_hidden_layers, heads, intermediate_size, vocab_size)", path);
+    if (read_int_in(root, path, "num_key_value_heads", 0, dflt_kv, 1, CONFIG_MAX_HEADS, &cfg->n_kv_heads, st))
         goto done;
-    }
+    if (read_int_in(root, path, "intermediate_size", 1, 0, 1, CONFIG_MAX_INTERMEDIATE, &cfg->intermediate, st))
+        goto done;
+    if (read_int_in(root, path, "vocab_size", 1, 0, 1, CONFIG_MAX_VOCAB, &cfg->vocab, st)) goto done;
+    if (read_int_in(root, path, "max_position_embeddings", 0, 2048, 1, CONFIG_MAX_POS, &cfg->max_pos, st))
+        goto done;
     if (cfg->n_heads % cfg->n_kv_heads) {
         status_fail(st, "%s: num_attention_heads (%d) is not a multiple of num_key_value_heads (%d)",
                     path, cfg->n_heads, cfg->n_kv_heads);
@@ -193,11 +230,14 @@ int config_load(ModelConfig *cfg, const char *dir, Status *st) {
     // others derive it from hidden_size / num_attention_heads.
     int dflt_hd = cfg->family == FAMILY_QWEN3 ? 128 : cfg->hidden / cfg->n_heads;
     if (read_int(root, path, "head_dim", 0, dflt_hd, &cfg->head_dim, st)) goto done;
-    if (cfg->head_dim <= 0 || cfg->head_dim % 2) {
-        status_fail(st, "%s: head_dim must be positive and even (got %d)", path, cfg->head_dim);
+    if (cfg->head_dim < 2 || cfg->head_dim > CONFIG_MAX_HEAD_DIM || cfg->head_dim % 2) {
+        status_fail(st, "%s: \"head_dim\" must be even and in [2, %d] (got %d)", path, CONFIG_MAX_HEAD_DIM,
+                    cfg->head_dim);
         goto done;
     }
     if (read_float(root, path, "rms_norm_eps", 1e-6, &cfg->rms_eps, st)) goto done;
+    // eps <= 0 divides zero rows by zero (NaN logits); real values are 1e-5 or 1e-6.
+    if (check_range(path, "rms_norm_eps", cfg->rms_eps, 0, 1, 1.0, st)) goto done;
     if (read_bool(root, path, "tie_word_embeddings", 0, &cfg->tie_embeddings, st)) goto done;
 
     switch (cfg->family) {
@@ -254,6 +294,8 @@ int config_load(ModelConfig *cfg, const char *dir, Status *st) {
             status_fail(st, "%s: llama3 RoPE needs original_max_position_embeddings", path);
             goto done;
         }
+        if (check_range(path, "original_max_position_embeddings", r->original_max_pos, 0, 1, CONFIG_MAX_POS, st))
+            goto done;
         if (r->type == ROPE_YARN && r->factor <= 0) r->factor = cfg->max_pos / r->original_max_pos;
     }
     // Llama/Qwen rotate the whole head: default RoPE ignores partial_rotary_factor
@@ -263,6 +305,32 @@ int config_load(ModelConfig *cfg, const char *dir, Status *st) {
         status_fail(st, "%s: partial_rotary_factor %g is not supported for %s RoPE in %s models", path,
                     r->partial_rotary_factor, config_rope_name(r->type), cfg->model_type);
         goto done;
+    }
+
+    // The frequencies themselves, at the longest context: every combination of
+    // the checked parameters must still give finite angles and a finite, positive
+    // cos/sin scale, or every logit would be NaN.
+    {
+        int half = rope_rot_dims(cfg) / 2;
+        if (half < 1) {
+            status_fail(st, "%s: RoPE rotates no dims (head_dim %d, partial_rotary_factor %g)", path,
+                        cfg->head_dim, r->partial_rotary_factor);
+            goto done;
+        }
+        float *inv = xmalloc(sizeof *inv * (size_t)half), af = 0;
+        rope_inv_freq(cfg, inv, &af);
+        int bad = -1;
+        for (int i = 0; i < half && bad < 0; i++)
+            if (!isfinite(inv[i]) || !isfinite(inv[i] * (float)cfg->max_pos) || inv[i] < 0) bad = i;
+        double bad_v = bad >= 0 ? inv[bad] : 0;
+        free(inv);
+        if (bad >= 0 || !(isfinite(af) && af > 0)) {
+            status_fail(st, "%s: the RoPE parameters (%s, rope_theta %g, factor %g) give %s (%g); "
+                            "no model can run with them", path, config_rope_name(r->type), r->theta, r->factor,
+                        bad >= 0 ? "a non-finite frequency" : "a non-positive cos/sin scale",
+                        bad >= 0 ? bad_v : (double)af);
+            goto done;
+        }
     }
 
     cfg->attn_scale = 1.0 / sqrt((double)cfg->head_dim);

@@ -42,6 +42,16 @@ typedef struct {
     LayerKind *layer_kinds;  // n_layers entries, owned
 } ModelConfig;
 
+// Ranges config_load accepts (far beyond released checkpoints; they keep
+// products of sizes inside the integer types that hold them).
+#define CONFIG_MAX_HIDDEN (1 << 16)
+#define CONFIG_MAX_LAYERS 1024
+#define CONFIG_MAX_HEADS 1024
+#define CONFIG_MAX_HEAD_DIM 1024
+#define CONFIG_MAX_INTERMEDIATE (1 << 20)
+#define CONFIG_MAX_VOCAB (1 << 22)
+#define CONFIG_MAX_POS (1 << 24)
+
 // Reads DIR/config.json. On failure st names the file and the problem.
 // The caller releases cfg with config_free.
 int config_load(ModelConfig *cfg, const char *dir, Status *st);

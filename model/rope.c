@@ -76,8 +76,8 @@ void rope_inv_freq(const ModelConfig *c, float *inv_freq, float *attn_factor) {
 
 void rope_tables(const ModelConfig *c, int T, float *cos_t, float *sin_t) {
     const int half = rope_rot_dims(c) / 2;
-    float inv_freq[1024], af;
-    SPINDLE_CHECK(half <= 1024);
+    float af;
+    float *inv_freq = xmalloc(sizeof *inv_freq * (size_t)(half > 0 ? half : 1));
     rope_inv_freq(c, inv_freq, &af);
 #pragma omp parallel for
     for (int t = 0; t < T; t++)
@@ -86,4 +86,5 @@ void rope_tables(const ModelConfig *c, int T, float *cos_t, float *sin_t) {
             cos_t[(int64_t)t * half + i] = cosf(ang) * af;
             sin_t[(int64_t)t * half + i] = sinf(ang) * af;
         }
+    free(inv_freq);
 }

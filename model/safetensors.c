@@ -14,7 +14,7 @@
 
 #include "fileio.h"
 
-#define ST_MAX_HEADER (100u << 20)  // 100 MiB: far beyond any real header
+#define ST_MAX_HEADER 100000000u  // the reference library's limit (100 MB)
 
 static size_t dtype_size(const char *d, StDType *kind) {
     *kind = ST_OTHER;
@@ -25,9 +25,94 @@ static size_t dtype_size(const char *d, StDType *kind) {
     if (!strcmp(d, "I32") || !strcmp(d, "U32")) return 4;
     if (!strcmp(d, "I16") || !strcmp(d, "U16")) return 2;
     if (!strcmp(d, "I8") || !strcmp(d, "U8") || !strcmp(d, "BOOL") || !strcmp(d, "F8_E4M3") ||
-        !strcmp(d, "F8_E5M2"))
+        !strcmp(d, "F8_E5M2") || !strcmp(d, "F8_E8M0"))
         return 1;
+    if (!strcmp(d, "C64")) return 8;
     return 0;
+}
+
+// The header must be UTF-8 (the reference parses it as a Rust str).
+static int utf8_valid(const unsigned char *s, size_t n) {
+    for (size_t i = 0; i < n;) {
+        unsigned c = s[i];
+        size_t k = c < 0x80 ? 1 : (c >= 0xC2 && c <= 0xDF) ? 2 : (c >= 0xE0 && c <= 0xEF) ? 3 : (c >= 0xF0 && c <= 0xF4) ? 4 : 0;
+        if (!k || i + k > n) return 0;
+        for (size_t j = 1; j < k; j++)
+            if ((s[i + j] & 0xC0) != 0x80) return 0;
+        if (k == 3 && ((c == 0xE0 && s[i + 1] < 0xA0) || (c == 0xED && s[i + 1] >= 0xA0))) return 0;
+        if (k == 4 && ((c == 0xF0 && s[i + 1] < 0x90) || (c == 0xF4 && s[i + 1] >= 0x90))) return 0;
+        i += k;
+    }
+    return 1;
+}
+
+// Every number in the header must be an integer literal: shapes and offsets are
+// unsigned integers to the reference, which refuses 8.0, 8e0 and 1.5 alike (cJSON
+// would read them all as doubles). Returns the offset of the first other number,
+// or n when there is none.
+static size_t first_non_integer(const char *h, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        if (h[i] == '"') {
+            for (i++; i < n && h[i] != '"'; i++)
+                if (h[i] == '\\') i++;
+            continue;
+        }
+        if (h[i] == '-' || (h[i] >= '0' && h[i] <= '9')) {
+            size_t start = i;
+            for (; i < n && (strchr("0123456789+-.eE", h[i]) && h[i]); i++)
+                if (h[i] == '.' || h[i] == 'e' || h[i] == 'E') return start;
+            i--;
+        }
+    }
+    return n;
+}
+
+typedef struct {
+    uint64_t begin, end;
+    int tensor;
+} StSpan;
+
+static int span_cmp(const void *a, const void *b) {
+    const StSpan *x = a, *y = b;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    if (x->end != y->end) return x->end < y->end ? -1 : 1;
+    return 0;
+}
+
+// The reference's rule: sorted by data_offsets, the tensors tile the data region
+// exactly, from byte 0 to its end, with no overlap, alias or gap.
+static int check_tiling(const SafeTensors *s, int first, const unsigned char *data, size_t data_size,
+                        const char *path, Status *st) {
+    int count = s->n_tensors - first;
+    StSpan *sp = xmalloc(sizeof *sp * (size_t)(count ? count : 1));
+    for (int i = 0; i < count; i++) {
+        const StTensor *t = &s->tensors[first + i];
+        sp[i].begin = (uint64_t)(t->data - data);
+        sp[i].end = sp[i].begin + t->nbytes;
+        sp[i].tensor = first + i;
+    }
+    qsort(sp, (size_t)count, sizeof *sp, span_cmp);
+    uint64_t at = 0;
+    int rc = 0;
+    for (int i = 0; i < count && !rc; i++) {
+        const char *name = s->tensors[sp[i].tensor].name;
+        if (sp[i].begin < at)
+            rc = status_fail(st, "%s: tensor \"%s\" has data_offsets [%llu, %llu] that overlap tensor \"%s\" "
+                                 "(ending at %llu)", path, name, (unsigned long long)sp[i].begin,
+                             (unsigned long long)sp[i].end, s->tensors[sp[i - 1].tensor].name,
+                             (unsigned long long)at);
+        else if (sp[i].begin > at)
+            rc = status_fail(st, "%s: tensor \"%s\" has data_offsets [%llu, %llu], leaving bytes [%llu, %llu) "
+                                 "of the data region to no tensor", path, name, (unsigned long long)sp[i].begin,
+                             (unsigned long long)sp[i].end, (unsigned long long)at,
+                             (unsigned long long)sp[i].begin);
+        at = sp[i].end;
+    }
+    if (!rc && at != data_size)
+        rc = status_fail(st, "%s: the tensors cover %llu bytes but the data region holds %zu (the offsets must "
+                             "cover it exactly)", path, (unsigned long long)at, data_size);
+    free(sp);
+    return rc;
 }
 
 static int parse_entry(SafeTensors *s, int file, const cJSON *e, const unsigned char *data,
@@ -48,6 +133,7 @@ static int parse_entry(SafeTensors *s, int file, const cJSON *e, const unsigned 
     t.numel = 1;
     for (int i = 0; i < t.ndim; i++) {
         const cJSON *d = cJSON_GetArrayItem(sh, i);
+        // (Fractional numbers never get here: first_non_integer refused them.)
         if (!cJSON_IsNumber(d) || d->valuedouble < 0 || d->valuedouble > 1e12)
             return status_fail(st, "%s: tensor \"%s\" has a bad shape", path, name);
         t.shape[i] = (int64_t)d->valuedouble;
@@ -66,11 +152,12 @@ static int parse_entry(SafeTensors *s, int file, const cJSON *e, const unsigned 
                            path, name, (unsigned long long)t.numel * esize, t.nbytes);
     t.data = data + (size_t)b;
     t.file = file;
+    const StTensor *dup = st_find(s, name);
+    if (dup)
+        return status_fail(st, dup->file == file ? "%s: tensor \"%s\" appears twice in the header"
+                                                 : "%s: tensor \"%s\" appears in more than one file", path, name);
     t.name = strdup(name);
-    if (st_find(s, name)) {
-        free(t.name);
-        return status_fail(st, "%s: tensor \"%s\" appears in more than one file", path, name);
-    }
+    SPINDLE_CHECK(t.name);
     s->tensors = realloc(s->tensors, (size_t)(s->n_tensors + 1) * sizeof *s->tensors);
     SPINDLE_CHECK(s->tensors);
     s->tensors[s->n_tensors++] = t;
@@ -104,18 +191,51 @@ int st_add_file(SafeTensors *s, const char *path, Status *st) {
     if (n > ST_MAX_HEADER || n > size - 8)
         return status_fail(st, "%s: header length %llu is absurd for a %zu-byte file (truncated or not safetensors)",
                            path, (unsigned long long)n, size);
-    cJSON *h = cJSON_ParseWithLength((const char *)p + 8, (size_t)n);
+    const char *hdr = (const char *)p + 8;
+    if (!utf8_valid(p + 8, (size_t)n))
+        return status_fail(st, "%s: header is not valid UTF-8 (garbage or not safetensors)", path);
+    size_t bad = first_non_integer(hdr, (size_t)n);
+    if (bad < n)
+        return status_fail(st, "%s: header number \"%.24s\" at byte %zu is not an integer (shapes and "
+                               "data_offsets are unsigned integers)", path, hdr + bad, 8 + bad);
+    const char *end = NULL;
+    cJSON *h = cJSON_ParseWithLengthOpts(hdr, (size_t)n, &end, 0);
     if (!h || !cJSON_IsObject(h)) {
         cJSON_Delete(h);
         return status_fail(st, "%s: header is not valid JSON (garbage or truncated file)", path);
     }
-    int rc = 0;
+    // Only whitespace may follow the JSON object (writers pad the header with spaces).
+    for (const char *q = end; q < hdr + n; q++)
+        if (!strchr(" \t\n\r", *q) || !*q) {
+            cJSON_Delete(h);
+            return status_fail(st, "%s: header has bytes after its JSON object (at byte %zu)", path,
+                               (size_t)(q - (const char *)p));
+        }
+    int rc = 0, first = s->n_tensors;
+    const unsigned char *data = p + 8 + n;
+    size_t data_size = size - 8 - (size_t)n;
     const cJSON *e;
     cJSON_ArrayForEach(e, h) {
-        if (!strcmp(e->string, "__metadata__")) continue;
-        if ((rc = parse_entry(s, file, e, p + 8 + n, size - 8 - (size_t)n, path, st))) break;
+        if (!strcmp(e->string, "__metadata__")) {
+            // A string -> string map (or null), as the reference requires.
+            const cJSON *kv;
+            if (!cJSON_IsNull(e) && !cJSON_IsObject(e)) {
+                rc = status_fail(st, "%s: \"__metadata__\" is not an object of strings", path);
+                break;
+            }
+            cJSON_ArrayForEach(kv, e) {
+                if (!cJSON_IsString(kv)) {
+                    rc = status_fail(st, "%s: \"__metadata__\" entry \"%s\" is not a string", path, kv->string);
+                    break;
+                }
+            }
+            if (rc) break;
+            continue;
+        }
+        if ((rc = parse_entry(s, file, e, data, data_size, path, st))) break;
     }
     cJSON_Delete(h);
+    if (!rc) rc = check_tiling(s, first, data, data_size, path, st);
     return rc;
 }
 

@@ -24,6 +24,7 @@
 #include "tokenizer.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -350,6 +351,8 @@ typedef struct {
 
 struct Tokenizer {
     char *path;
+    int32_t max_ids;     // every id is below this (the model's vocab_size, or TOK_MAX_IDS)
+    char *model_config;  // the config.json that set max_ids, or NULL
     ByteMap bytes;
 
     StrMap vocab;    // model vocab: token string -> id
@@ -520,6 +523,16 @@ static bool json_is_null_or_absent(const cJSON *obj, const char *name) {
     return !it || cJSON_IsNull(it);
 }
 
+// An id at or beyond the bound: the model's vocab_size when the tokenizer is
+// loaded for a model, else TOK_MAX_IDS.
+static int fail_id_range(const Tokenizer *t, double id, const char *token, Status *st) {
+    if (t->model_config)
+        return status_fail(st, "%s: token \"%.60s\" has id %.0f, outside the model's vocabulary [0, %d) "
+                               "(%s: vocab_size %d)", t->path, token, id, t->max_ids, t->model_config, t->max_ids);
+    return status_fail(st, "%s: token \"%.60s\" has id %.0f, beyond the largest supported id %d", t->path,
+                       token, id, t->max_ids - 1);
+}
+
 // Grows id_to_token so that id fits.
 static void ensure_id(Tokenizer *t, int32_t id) {
     if (id < t->n_ids) return;
@@ -584,8 +597,10 @@ static int load_model(Tokenizer *t, const cJSON *model, Status *st) {
     strmap_init(&t->vocab, (size_t)cJSON_GetArraySize(vocab));
     const cJSON *it;
     cJSON_ArrayForEach(it, vocab) {
-        if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble > 1e9)
-            return status_fail(st, "%s: vocab entry \"%s\" has no valid id", t->path, it->string);
+        if (!cJSON_IsNumber(it) || it->valuedouble < 0 || it->valuedouble != floor(it->valuedouble))
+            return status_fail(st, "%s: vocab entry \"%s\" has no valid id (a non-negative integer)",
+                               t->path, it->string);
+        if (it->valuedouble >= t->max_ids) return fail_id_range(t, it->valuedouble, it->string, st);
         int32_t id = (int32_t)it->valuedouble;
         size_t klen = strlen(it->string);
         if (utf8_first_invalid((const unsigned char *)it->string, klen) != klen)
@@ -792,6 +807,7 @@ static int load_added_tokens(Tokenizer *t, const cJSON *list, Status *st) {
         if (a->id < 0)
             a->id = max_added < 0 ? vocab_len
                     : (max_added >= vocab_len || vocab_len == 0) ? max_added + 1 : vocab_len;
+        if (a->id >= t->max_ids) return fail_id_range(t, a->id, content, st);
         if (a->id > max_added) max_added = a->id;
         a->special = json_bool(it, "special", false);
         a->single_word = json_bool(it, "single_word", false);
@@ -821,6 +837,7 @@ static int load_added_tokens(Tokenizer *t, const cJSON *list, Status *st) {
 void tok_free(Tokenizer *t) {
     if (!t) return;
     free(t->path);
+    free(t->model_config);
     if (t->vocab.slots) strmap_free(&t->vocab);
     free(t->merges.slots);
     for (int32_t i = 0; i < t->n_ids; i++) free(t->id_to_token[i]);
@@ -834,7 +851,9 @@ void tok_free(Tokenizer *t) {
     free(t);
 }
 
-int tok_load(Tokenizer **out, const char *path, Status *st) {
+int tok_load(Tokenizer **out, const char *path, Status *st) { return tok_load_model(out, path, 0, st); }
+
+int tok_load_model(Tokenizer **out, const char *path, int vocab, Status *st) {
     *out = NULL;
     char *data = NULL;
     size_t len = 0;
@@ -858,6 +877,16 @@ int tok_load(Tokenizer **out, const char *path, Status *st) {
     t = xcalloc(1, sizeof *t);
     t->path = strdup(path);
     SPINDLE_CHECK(t->path != NULL);
+    t->max_ids = TOK_MAX_IDS;
+    if (vocab > 0) {
+        // The model's config.json sits beside its tokenizer.json.
+        const char *slash = strrchr(path, '/');
+        int dir_len = slash ? (int)(slash - path) : 1;
+        size_t cap = (size_t)dir_len + 16;
+        t->model_config = xmalloc(cap);
+        snprintf(t->model_config, cap, "%.*s/config.json", dir_len, slash ? path : ".");
+        t->max_ids = vocab;
+    }
     bytemap_init(&t->bytes);
     t->unk_id = -1;
     if (load_model(t, cJSON_GetObjectItemCaseSensitive(root, "model"), st)) goto done;
@@ -1320,6 +1349,7 @@ static int split_added(Work *w, const AddedIndex *ix, const char *s, size_t n,
     const Tokenizer *t = w->tok;
     size_t start_offset = 0;
     size_t pos = 0;
+    size_t ws_from = 1, ws_to = 0;  // the last whitespace run rstrip scanned (empty: none)
     while (pos < n) {
         // Leftmost position where some token matches; the longest there.
         const AddedToken *hit = NULL;
@@ -1344,9 +1374,11 @@ static int split_added(Work *w, const AddedIndex *ix, const char *s, size_t n,
             if (!start_space || !stop_space) continue;
         }
         if (hit->lstrip) {
-            // Back over the whitespace before the token, but not into the previous match.
+            // Back over the whitespace before the token, but not into the previous match
+            // (HF scans back to the start of the text and then clamps to start_offset;
+            // stopping at start_offset gives the same start in linear time).
             size_t ns = start;
-            while (ns > 0) {
+            while (ns > start_offset) {
                 size_t c = utf8_prev_start(s, ns);
                 if (!is_unicode_space(utf8_decode((const unsigned char *)s + c))) break;
                 ns = c;
@@ -1354,12 +1386,23 @@ static int split_added(Work *w, const AddedIndex *ix, const char *s, size_t n,
             start = ns > start_offset ? ns : start_offset;
         }
         if (hit->rstrip) {
-            while (stop < n && is_unicode_space(utf8_decode((const unsigned char *)s + stop)))
-                stop += utf8_len((unsigned char)s[stop]);
+            // Forward over the whitespace after the token. Matches inside a run that an
+            // earlier rstrip already scanned end where that scan ended, so a run of n
+            // whitespace tokens costs O(n), not O(n^2).
+            if (stop >= ws_from && stop <= ws_to) {
+                stop = ws_to;
+            } else {
+                ws_from = stop;
+                while (stop < n && is_unicode_space(utf8_decode((const unsigned char *)s + stop)))
+                    stop += utf8_len((unsigned char)s[stop]);
+                ws_to = stop;
+            }
         }
         if (start_offset < start && plain(w, s + start_offset, start - start_offset)) return -1;
-        emit(w, hit->id);
-        start_offset = stop;
+        // A match inside whitespace that an earlier token's rstrip took ends up with an
+        // empty span once lstrip clamps its start; HF drops empty splits, so it gives no token.
+        if (start < stop) emit(w, hit->id);
+        if (stop > start_offset) start_offset = stop;
     }
     if (start_offset < n && plain(w, s + start_offset, n - start_offset)) return -1;
     return 0;

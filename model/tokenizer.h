@@ -18,9 +18,19 @@
 
 typedef struct Tokenizer Tokenizer;
 
+// The largest number of ids a tokenizer may have when no model bounds it
+// (ids index dense tables; real vocabularies are below 300K).
+#define TOK_MAX_IDS (1 << 22)
+
 // Loads path (a tokenizer.json). On success *out owns a tokenizer; the caller
 // frees it with tok_free. On failure *out is NULL and st names the file and problem.
+// Every id (vocab and added tokens) must be below TOK_MAX_IDS.
 int tok_load(Tokenizer **out, const char *path, Status *st);
+// The same for a model's tokenizer (path = DIR/tokenizer.json): every id the
+// tokenizer can produce must be below vocab, the model's vocab_size, since
+// each id indexes the embedding; otherwise the load fails naming the token,
+// its id and DIR/config.json. vocab <= 0 means no model bound (as tok_load).
+int tok_load_model(Tokenizer **out, const char *path, int vocab, Status *st);
 void tok_free(Tokenizer *tok);
 
 // Encodes len bytes of UTF-8 text into token ids, without adding BOS/EOS or any

@@ -103,7 +103,7 @@ done
 expect 1 "--ctx 100000 is longer than the model supports \(.*config.json: max_position_embeddings [0-9]+\)" ev --ids "$good/ids.txt" --ctx 100000 --k 8 --bsel 1
 expect 1 "the text has 48 tokens, fewer than --ctx 64" ev --ids "$good/ids.txt" --ctx 64 --k 8 --bsel 1
 : >"$work/empty_text.txt"
-d=$(mkcase withtok); cp "$(dirname "$0")/tokenizer/gpt2.json" "$d/tokenizer.json"
+d=$(mkcase withtok); cp "$(dirname "$0")/tokenizer/bytes256.json" "$d/tokenizer.json"
 expect 1 "$work/empty_text.txt: corpus is empty" "$bin" eval --model "$d" --text "$work/empty_text.txt" --ctx 16 --k 8 --bsel 1 --json "$work/out.npy"
 # An ids file given as --text: refused, naming it (it would be tokenized as digits).
 expect 1 "$good/ids.txt: holds only integers separated by commas/whitespace, i.e. a token-ids file; pass it with --ids" \

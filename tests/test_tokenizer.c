@@ -427,6 +427,111 @@ static void test_speed(const char *dir) {
     free(unit);
 }
 
+// Writes gpt2.json with text inserted right after the first occurrence of
+// `after`; returns 0 on success.
+static int write_variant(const char *dir, const char *out, const char *after, const char *insert) {
+    char good[1024];
+    snprintf(good, sizeof good, "%s/gpt2.json", dir);
+    size_t len = 0;
+    char *json = slurp(good, &len);
+    char *at = json ? strstr(json, after) : NULL;
+    if (!at) {
+        free(json);
+        return -1;
+    }
+    FILE *f = fopen(out, "wb");
+    size_t head = (size_t)(at - json) + strlen(after);
+    fwrite(json, 1, head, f);
+    fputs(insert, f);
+    fputs(json + head, f);
+    fclose(f);
+    free(json);
+    return 0;
+}
+
+// Ids are bounded: by the model's vocab_size when the tokenizer is loaded for a
+// model (every id indexes the embedding), else by TOK_MAX_IDS, so a vocab id of
+// 1e9 is refused instead of sizing an 8 GB table.
+static void test_id_bounds(const char *dir) {
+    char good[1024], path[1024];
+    snprintf(good, sizeof good, "%s/gpt2.json", dir);
+    Tokenizer *tok = NULL;
+    Status st = {{0}};
+    int rc = tok_load_model(&tok, good, 256, &st);
+    EXPECT(rc == -1 && tok == NULL, "gpt2.json (ids up to 3002) loaded for a 256-id model");
+    EXPECT(strstr(st.msg, good) && strstr(st.msg, "config.json: vocab_size 256") &&
+               strstr(st.msg, "outside the model's vocabulary [0, 256)"),
+           "message lacks the file, the id range or config.json: \"%s\"", st.msg);
+    printf("ok   ids beyond the model -> %s\n", st.msg);
+    rc = tok_load_model(&tok, good, 3002, &st);
+    EXPECT(rc == -1 && strstr(st.msg, "id 3002"), "id 3002 accepted for a 3002-id model: %s", rc ? st.msg : "");
+    if (!rc) tok_free(tok), tok = NULL;
+    rc = tok_load_model(&tok, good, 3003, &st);
+    EXPECT(rc == 0 && tok_vocab_size(tok) == 3003, "gpt2.json refused for a 3003-id model: %s", st.msg);
+    tok_free(tok);
+    tok = NULL;
+
+    snprintf(path, sizeof path, "/tmp/test_tokenizer_bigid_%d.json", (int)getpid());
+    EXPECT(write_variant(dir, path, "\"vocab\":{", "\"spindle_big\":1000000000,") == 0, "cannot write %s", path);
+    double t0 = now_s();
+    rc = tok_load(&tok, path, &st);
+    EXPECT(rc == -1 && tok == NULL && strstr(st.msg, path) && strstr(st.msg, "id 1000000000"),
+           "vocab id 1e9 not refused: rc %d \"%s\"", rc, st.msg);
+    EXPECT(now_s() - t0 < 5.0, "refusing id 1e9 took %.1f s", now_s() - t0);
+    printf("ok   vocab id 1e9 -> %s\n", st.msg);
+    if (!rc) tok_free(tok);
+    unlink(path);
+}
+
+// An added whitespace token with lstrip/rstrip over 1 MB of tabs: linear time
+// (a quadratic scan took minutes), and the ids HF gives: one token when both
+// strips are set (later matches fall inside the first one's stripped span),
+// one per tab otherwise.
+static void test_whitespace_token_speed(const char *dir) {
+    size_t n = 1u << 20;
+    char *tabs = malloc(n);
+    memset(tabs, '\t', n);
+    const struct {
+        const char *l, *r;
+        size_t want;
+    } cases[] = {{"true", "true", 1}, {"true", "false", n}, {"false", "true", n}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char path[256], added[256];
+        snprintf(path, sizeof path, "/tmp/test_tokenizer_tab_%d.json", (int)getpid());
+        snprintf(added, sizeof added,
+                 "{\"id\":3003,\"content\":\"\\t\",\"single_word\":false,\"lstrip\":%s,\"rstrip\":%s,"
+                 "\"normalized\":false,\"special\":false},", cases[k].l, cases[k].r);
+        EXPECT(write_variant(dir, path, "\"added_tokens\":[", added) == 0, "cannot write %s", path);
+        Tokenizer *tok = NULL;
+        Status st = {{0}};
+        if (tok_load(&tok, path, &st)) {
+            printf("FAIL %s\n", st.msg);
+            g_failures++;
+            unlink(path);
+            continue;
+        }
+        int32_t tab = tok_find(tok, "\t");
+        int32_t *ids = NULL;
+        size_t got = 0;
+        double t0 = now_s();
+        int rc = tok_encode(tok, tabs, n, &ids, &got, &st);
+        double dt = now_s() - t0;
+        EXPECT(rc == 0, "encode: %s", st.msg);
+        EXPECT(got == cases[k].want, "lstrip %s rstrip %s: %zu ids, HF gives %zu", cases[k].l, cases[k].r, got,
+               cases[k].want);
+        size_t other = 0;
+        for (size_t i = 0; i < got; i++) other += ids[i] != tab;
+        EXPECT(tab >= 0 && other == 0, "%zu ids are not the tab token %d", other, (int)tab);
+        // Generous (sanitizer builds are slower); quadratic took minutes.
+        EXPECT(dt < 10.0, "1 MB of tabs took %.1f s (lstrip %s rstrip %s)", dt, cases[k].l, cases[k].r);
+        printf("ok   1 MB of tabs, lstrip %s rstrip %s: %zu ids in %.3f s\n", cases[k].l, cases[k].r, got, dt);
+        free(ids);
+        tok_free(tok);
+        unlink(path);
+    }
+    free(tabs);
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: %s <dir with tokenizer goldens>\n", argv[0]);
@@ -435,6 +540,8 @@ int main(int argc, char **argv) {
     run_goldens(argv[1]);
     test_bad_inputs(argv[1]);
     test_speed(argv[1]);
+    test_id_bounds(argv[1]);
+    test_whitespace_token_speed(argv[1]);
     if (g_failures) {
         printf("test_tokenizer: %d failure(s)\n", g_failures);
         return 1;

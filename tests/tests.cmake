@@ -28,6 +28,9 @@ add_executable(test_tokenizer tests/test_tokenizer.c)
 target_link_libraries(test_tokenizer PRIVATE spindle_core)
 add_test(NAME tokenizer COMMAND test_tokenizer ${CMAKE_SOURCE_DIR}/tests/tokenizer)
 
+add_test(NAME parser_refusals COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_parser_refusals.sh
+         $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/parser_refusals)
+
 add_test(NAME bad_input COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_bad_input.sh
          $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/bad)
 
