@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "config.h"
 #include "fileio.h"
 #include "run_state.h"
 #include "safetensors.h"
@@ -99,17 +100,22 @@ int export_indexer(const char *run_dir, const char *out_dir, int64_t at_step, in
         goto done;
     }
     const int L = cJSON_GetArraySize(layers);
-    if (L < 1 || L > 100000) {
-        status_fail(st, "%s: \"layers\" must list the trained layers", path);
+    if (L < 1 || L > CONFIG_MAX_LAYERS) {
+        status_fail(st, "%s: \"layers\" must list 1 to %d trained layers", path, CONFIG_MAX_LAYERS);
         goto done;
     }
+    // Layer indices as an exported indexer may hold them (indexer_set_load
+    // reads them back against a model of at most CONFIG_MAX_LAYERS layers).
+    static char seen[CONFIG_MAX_LAYERS];
+    memset(seen, 0, sizeof seen);
     const cJSON *e;
     cJSON_ArrayForEach(e, layers) {
         int l;
-        if (json_int(e, 0, 100000, &l)) {
-            status_fail(st, "%s: \"layers\" holds something other than a layer index", path);
+        if (json_int(e, 0, CONFIG_MAX_LAYERS - 1, &l) || seen[l]) {
+            status_fail(st, "%s: \"layers\" must hold distinct layer indices in [0, %d)", path, CONFIG_MAX_LAYERS);
             goto done;
         }
+        seen[l] = 1;
     }
     rs.n_layers = L, rs.n_params = indexer_n_params(&c);
     if (run_state_sizes_fit(run_dir, at_step, L, rs.n_params, st)) {
