@@ -6,7 +6,7 @@
 # logits (logits.npy), and the oracle goldens (oracle_k{K}_bsel{S}.npy) in fp32:
 #   fp32:  max |Δlogit| ≤ 2e-3 (the CPU twin's tolerance); also the oracle.
 #   mixed: normalised MSE Σ(gpu − ref)² / Σ ref² ≤ 1e-4 and top-1 agreement
-#          (argmax per row) ≥ 99% — issue 5's bf16 bounds. 16-bit layer GEMMs
+#          (argmax per row) ≥ 99%. 16-bit layer GEMMs
 #          round each operand to 8 (bf16) or 11 (f16) mantissa bits: the
 #          logits move by ~0.3% rms; where a row's top two logits are that
 #          close the argmax may flip.
