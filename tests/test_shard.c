@@ -759,6 +759,55 @@ static void cap_fn(void *ctx, int layer, const float *xn, const float *q, const 
         }
 }
 
+// Two shard folders of the same run settings (e.g. written on the CPU and on
+// the GPU): the same tokens, and every layer's x and lse within tol relative to
+// the largest magnitude of each (x) or in absolute terms (lse).
+static int run_compare(const char *dir_a, const char *dir_b, double tol) {
+    Status st;
+    char **pa, **pb;
+    int na, nb;
+    if (shard_list(dir_a, &pa, &na, &st) || shard_list(dir_b, &pb, &nb, &st))
+        return fprintf(stderr, "%s\n", st.msg), 1;
+    EXPECT(na > 0 && na == nb, "%d shards in %s, %d in %s", na, dir_a, nb, dir_b);
+    double worst_x = 0, worst_lse = 0;
+    for (int i = 0; i < na && i < nb; i++) {
+        ShardReader *ra, *rb;
+        if (shard_open(&ra, pa[i], NULL, NULL, &st)) return fprintf(stderr, "%s\n", st.msg), 1;
+        if (shard_open(&rb, pb[i], NULL, NULL, &st)) return fprintf(stderr, "%s\n", st.msg), 1;
+        const ShardHeader *ha = shard_header(ra), *hb = shard_header(rb);
+        EXPECT(ha->n_seq == hb->n_seq && ha->ctx == hb->ctx && ha->d_model == hb->d_model &&
+                   ha->n_heads == hb->n_heads && ha->n_layers == hb->n_layers &&
+                   !memcmp(ha->layers, hb->layers, sizeof(int) * (size_t)ha->n_layers),
+               "%s and %s: other shapes or layers", pa[i], pb[i]);
+        const size_t T = (size_t)ha->ctx, nx = T * (size_t)ha->d_model, nl = T * (size_t)ha->n_heads;
+        int32_t *ta = malloc(sizeof(int32_t) * T), *tb = malloc(sizeof(int32_t) * T);
+        float *xa = malloc(sizeof(float) * nx), *xb = malloc(sizeof(float) * nx);
+        float *la = malloc(sizeof(float) * nl), *lb = malloc(sizeof(float) * nl);
+        for (int64_t sq = 0; sq < ha->n_seq && !failures; sq++)
+            for (int li = 0; li < ha->n_layers; li++) {
+                const int l = ha->layers[li];
+                if (shard_read(ra, sq, l, ta, T, xa, nx, la, nl, &st) || shard_read(rb, sq, l, tb, T, xb, nx, lb, nl, &st))
+                    return fprintf(stderr, "%s\n", st.msg), 1;
+                EXPECT(!memcmp(ta, tb, sizeof(int32_t) * T), "%s seq %lld: tokens differ", pa[i], (long long)sq);
+                double m = 0, e = 0, el = 0;
+                for (size_t j = 0; j < nx; j++) {
+                    m = fmax(m, fabs(xa[j]));
+                    e = fmax(e, fabs((double)xa[j] - xb[j]));
+                    if (!isfinite(xb[j])) e = INFINITY;
+                }
+                for (size_t j = 0; j < nl; j++) el = isfinite(lb[j]) ? fmax(el, fabs((double)la[j] - lb[j])) : INFINITY;
+                worst_x = fmax(worst_x, e / (m > 0 ? m : 1)), worst_lse = fmax(worst_lse, el);
+            }
+        free(ta), free(tb), free(xa), free(xb), free(la), free(lb);
+        shard_close(ra), shard_close(rb);
+    }
+    printf("compare: max |x_a - x_b| / max |x_a| = %.3e, max |lse_a - lse_b| = %.3e (tol %.1e)\n", worst_x,
+           worst_lse, tol);
+    EXPECT(worst_x <= tol && worst_lse <= tol, "shards differ by more than %g", tol);
+    shard_free_list(pa, na), shard_free_list(pb, nb);
+    return failures ? 1 : 0;
+}
+
 static int run_verify(const char *model_dir, const char *shard_dir, const char *ids_path) {
     Status st;
     Model m;
@@ -872,7 +921,8 @@ int main(int argc, char **argv) {
     }
     if (argc == 3 && !strcmp(argv[1], "seeds")) return run_seeds(argv[2]);
     if (argc == 5 && !strcmp(argv[1], "verify")) return run_verify(argv[2], argv[3], argv[4]);
+    if (argc == 5 && !strcmp(argv[1], "compare")) return run_compare(argv[2], argv[3], atof(argv[4]));
     fprintf(stderr, "usage: test_shard unit TMP_DIR | test_shard seeds DIR | test_shard verify MODEL_DIR SHARD_DIR "
-                    "IDS_FILE\n");
+                    "IDS_FILE | test_shard compare SHARD_DIR_A SHARD_DIR_B TOL\n");
     return 2;
 }

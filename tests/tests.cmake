@@ -75,6 +75,10 @@ if(SPINDLE_CUDA)
   add_test(NAME goldens_cuda COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_goldens_cuda.sh
            $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/goldens_cuda)
   set_tests_properties(goldens_cuda PROPERTIES SKIP_RETURN_CODE 77)
+  # teacher and train with --device cuda against the CPU twin.
+  add_test(NAME gpu_cli COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_gpu_cli.sh $<TARGET_FILE:spindle>
+           $<TARGET_FILE:test_shard> ${GOLDENS} ${TEST_TMP}/gpu_cli)
+  set_tests_properties(gpu_cli PROPERTIES SKIP_RETURN_CODE 77)
 endif()
 
 # The command-line grammar of every command (cli/args.h): --help, unknown

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# test_gpu_cli.sh SPINDLE TEST_SHARD GOLDENS WORK: the commands' GPU paths
+# against their CPU twins, end to end, on a tiny golden checkpoint.
+#  - teacher --device cuda writes the shards the CPU twin writes: the same
+#    tokens, x and lse within 1e-4 (x stored in fp32) or within bf16 rounding
+#    (the default bf16 x); a run that stores only layer 0 (the forward stops
+#    after it) agrees with the CPU twin too;
+#  - train --device cuda: a run stopped after some steps and continued with
+#    `train --out RUN --resume` alone ends within 1e-3 of an uninterrupted GPU
+#    run and of the CPU twin's run (the GPU sums gradients with atomics, so
+#    only the CPU twin promises identical bytes); --resume with another
+#    --device is refused (exit 2).
+# Exit 0 all pass, 1 a failure, 77 (CTest: skipped) without a usable GPU or in
+# a build without CUDA; with SPINDLE_REQUIRE_GPU=1 no GPU is a failure.
+set -u
+bin=$1 check_bin=$2 goldens=$3 work=$4
+rm -rf "$work" && mkdir -p "$work"
+g=$goldens/llama_f32_default   # 2 layers, d_model 64, 4/2 heads
+if ! "$bin" logits --model "$g" --ids "$g/ids.txt" --out "$work/probe.npy" --device cuda >/dev/null 2>"$work/probe.err"; then
+    if grep -qE "no usable GPU|built without CUDA" "$work/probe.err"; then
+        [ "${SPINDLE_REQUIRE_GPU:-0}" = 1 ] && { echo "FAIL: SPINDLE_REQUIRE_GPU=1 but: $(cat "$work/probe.err")"; exit 1; }
+        echo "skipped: $(cat "$work/probe.err")"
+        exit 77
+    fi
+    echo "FAIL: spindle logits --device cuda: $(cat "$work/probe.err")"
+    exit 1
+fi
+fails=0
+check() { if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fails=$((fails + 1)); fi; }
+for i in 1 2 3 4 5 6; do cat "$g/ids.txt"; done >"$work/ids.txt"
+teacher() { "$bin" teacher --model "$g" --ids "$work/ids.txt" --ctx 48 --seqs-per-shard 2 "$@" 2>>"$work/teacher.log"; }
+
+for dev in cpu cuda; do
+    teacher --device "$dev" --x-dtype fp32 --out "$work/t32-$dev"
+    teacher --device "$dev" --out "$work/t16-$dev"
+    teacher --device "$dev" --x-dtype fp32 --layers 0 --out "$work/t0-$dev"
+done
+check "teacher fp32 x: GPU within 1e-4 of the CPU twin" "'$check_bin' compare '$work/t32-cpu' '$work/t32-cuda' 1e-4"
+check "teacher bf16 x: GPU within bf16 rounding of the CPU twin" "'$check_bin' compare '$work/t16-cpu' '$work/t16-cuda' 1e-2"
+check "teacher --layers 0 (the forward stops early): GPU within 1e-4" "'$check_bin' compare '$work/t0-cpu' '$work/t0-cuda' 1e-4"
+
+args=(train --model "$g" --shards "$work/t16-cpu" --steps 12 --d-index 16 --d-rope 8 --recall-k 8 --eval-every 6
+      --ckpt-every 2 --min-pos 4 --query-frac 0.5 --lr 1e-2 --warmup 2)
+"$bin" "${args[@]}" --device cpu --out "$work/run-cpu" 2>"$work/train-cpu.log"
+check "train on the CPU twin" "[ $? = 0 ]"
+"$bin" "${args[@]}" --device cuda --out "$work/run-gpu" 2>"$work/train-gpu.log"
+check "train --device cuda" "[ $? = 0 ]"
+"$bin" "${args[@]}" --device cuda --out "$work/run-stop" --stop-after 5 2>"$work/train-stop.log"
+"$bin" train --out "$work/run-stop" --resume --device cpu 2>"$work/err"; rc=$?
+check "resume with another --device exits 2 naming both" "[ $rc = 2 ] && grep -q cuda '$work/err' && grep -q cpu '$work/err'"
+"$bin" train --out "$work/run-stop" --resume 2>"$work/train-resume.log"
+check "train --out RUN --resume alone finishes the GPU run" "[ $? = 0 ] && grep -q 'checkpoint .*ckpt-00000012.bin' '$work/train-resume.log'"
+for r in cpu gpu stop; do "$bin" export --run "$work/run-$r" --out "$work/ix-$r" 2>/dev/null; done
+check "three exports" "[ -s '$work/ix-cpu/model.safetensors' ] && [ -s '$work/ix-gpu/model.safetensors' ] && [ -s '$work/ix-stop/model.safetensors' ]"
+python3 - "$work" <<'PY'
+import sys
+import numpy as np
+from safetensors.numpy import load_file
+w = sys.argv[1]
+a, b, c = (load_file(f"{w}/ix-{r}/model.safetensors") for r in ("cpu", "gpu", "stop"))
+assert a.keys() == b.keys() == c.keys() and a, "different tensors"
+def rel(x, y):
+    return max(float(np.abs(x[k] - y[k]).max() / max(np.abs(x[k]).max(), 1e-30)) for k in x)
+gc, gr = rel(a, b), rel(b, c)
+print(f"gpu vs cpu twin: {gc:.3e}; gpu resumed vs uninterrupted: {gr:.3e} (max |diff| / max |w| per tensor)")
+sys.exit(0 if gc <= 1e-3 and gr <= 1e-3 else 1)
+PY
+check "GPU run within 1e-3 of the CPU twin's, resumed within 1e-3 of uninterrupted" "[ $? = 0 ]"
+echo "$fails failure(s)"
+[ $fails = 0 ]
