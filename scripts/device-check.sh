@@ -20,7 +20,8 @@
 #   6. SmolLM2 end to end (scripts/device-smollm2.sh: teacher -> 50 training
 #      steps -> export -> eval on the CPU twin and on the GPU, compared), once
 #      its GGUF has arrived in parts (SKIP_SMOLLM2=1 leaves it out);
-#   7. runs the CPU ctest suite (every test but the CUDA ones; the ones needing
+#   7. runs the ctest suite but the twin and golden tests run above (gpu_cli runs
+#      teacher and train on the GPU against the CPU twin; the tests needing
 #      models/ or corpus/ skip themselves, since those folders do not travel).
 # RACECHECK_KERNELS="re1 re2" runs racecheck once per regex, on those kernels only
 # (on an H200 with CUDA 13.0 every such filtered run ends in the tool's "Internal
@@ -278,8 +279,8 @@ if [ "${SKIP_SMOLLM2:-0}" != 1 ]; then
 fi
 
 # Serially, as scripts/test.sh runs it.
-[ "${SKIP_CTEST:-0}" = 1 ] || step "CPU ctest suite (all but cuda_twins and goldens_cuda, serial)"
-[ "${SKIP_CTEST:-0}" = 1 ] || (cd "$B" && timeout 300 ctest --timeout 240 -E '^(cuda_twins|goldens_cuda)$' --output-on-failure) >"$OUT/ctest.txt" 2>&1
+[ "${SKIP_CTEST:-0}" = 1 ] || step "CPU ctest suite (all but cuda_twins and goldens_cuda, serial; gpu_cli runs on the GPU)"
+[ "${SKIP_CTEST:-0}" = 1 ] || (cd "$B" && SPINDLE_REQUIRE_GPU=1 timeout 300 ctest --timeout 240 -E '^(cuda_twins|goldens_cuda)$' --output-on-failure) >"$OUT/ctest.txt" 2>&1
 rc=$?
 [ "${SKIP_CTEST:-0}" = 1 ] || grep -E "tests passed|Not Run|\*\*\*|Skipped|Failed|Passed" "$OUT/ctest.txt" | tail -40
 [ "${SKIP_CTEST:-0}" = 1 ] || [ $rc -eq 0 ] || fail "ctest exit $rc"
