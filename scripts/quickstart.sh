@@ -20,7 +20,7 @@
 #
 #   scripts/quickstart.sh [--clean] [--device auto|cpu|cuda]
 #
-# Sizes (env; a rerun with other sizes needs --clean): CTX=1024 TRAIN_SEQ=40 STEPS=256 LR=3e-3 K=128
+# Sizes (env; a rerun with other sizes needs --clean): CTX=1024 TRAIN_SEQ=32 STEPS=256 LR=6e-3 K=128
 # BSEL=1 EVAL_SEQ=4.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -42,7 +42,7 @@ while (($#)); do
 done
 case "$device" in auto|cpu|cuda) ;; *) echo "quickstart: --device $device: expected auto, cpu or cuda" >&2; exit 2 ;; esac
 
-CTX=${CTX:-1024} TRAIN_SEQ=${TRAIN_SEQ:-40} STEPS=${STEPS:-256} LR=${LR:-3e-3} K=${K:-128} BSEL=${BSEL:-1}
+CTX=${CTX:-1024} TRAIN_SEQ=${TRAIN_SEQ:-32} STEPS=${STEPS:-256} LR=${LR:-6e-3} K=${K:-128} BSEL=${BSEL:-1}
 EVAL_SEQ=${EVAL_SEQ:-4}
 HELD_SEQ=2  # held-out shards: train's held-out recall and check-export.py read them
 model=models/smollm2 out=results/quickstart
