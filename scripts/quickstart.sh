@@ -13,7 +13,7 @@
 #   then     a table (ΔNLL, mass recall, top-1 agreement) and a check: the script fails unless the
 #            trained indexer's ΔNLL is below half the floor's
 #
-# About 6 minutes on 2 CPU cores after set-up, 2.6 GB of disk. With a GPU (nvidia-smi lists one and nvcc
+# About 6 minutes on 2 CPU cores after set-up, 2.5 GB of disk. With a GPU (nvidia-smi lists one and nvcc
 # is found) it builds build-cuda/ and runs every step with --device cuda; --device cpu forces the CPU.
 # Results land in results/quickstart/ (logs in results/quickstart/logs/). A rerun reuses what is
 # complete there and continues what was interrupted; --clean starts over.
@@ -28,6 +28,7 @@ cd "$root"
 
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d; s/^# \{0,1\}//'; }
 die() { echo "quickstart: ERROR: $*" >&2; exit 1; }
+trap 'echo "quickstart: ERROR: line $LINENO failed (exit $?): $BASH_COMMAND" >&2' ERR
 clean=0 device=auto
 while (($#)); do
   case "$1" in
@@ -86,7 +87,7 @@ if [ "$device" = cuda ]; then
   scripts/build.sh build-cuda -DSPINDLE_CUDA=ON || die "the CUDA build failed (build-cuda/); --device cpu runs on the CPU"
   bin=build-cuda/spindle
   nvidia-smi -L >/dev/null 2>&1 || die "--device cuda: nvidia-smi lists no GPU"
-  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | awk 'NR == 1')
   where="GPU ($gpu), --device cuda"
 else
   scripts/build.sh build
@@ -151,7 +152,7 @@ end "3 export" "$out/indexer"
 
 # --- 4. check the export with another stack ----------------------------------------------------------
 begin "4/6 check-export.py: numpy recomputes the exported scores (first and last layer)"
-shard=$(ls "$out"/shards_heldout/*.h5 | head -1)
+shard=$(ls "$out"/shards_heldout/*.h5 | awk 'NR == 1')
 layers=$(python3 -c 'import json,sys; l=json.load(open(sys.argv[1]))["layers"]; print(l[0], l[-1])' "$out/indexer/config.json")
 for l in $layers; do run check-export python3 scripts/check-export.py "$bin" "$out/indexer" "$shard" "$l"; done
 end "4 check-export"
@@ -159,10 +160,11 @@ end "4 check-export"
 # --- 5. logits with the indexer (sparse prefill) -----------------------------------------------------
 begin "5/6 logits: one held-out file, dense and with the indexer (k $K, b_sel $BSEL)"
 if [ ! -f "$out/logits_indexer.npy" ]; then
-  text=$(find corpus/heldout -type f -size +16k -name '*.txt' | LC_ALL=C sort | head -1)
+  text=$(find corpus/heldout -type f -size +16k -name '*.txt' | LC_ALL=C sort | awk 'NR == 1')
   [ -n "$text" ] || die "corpus/heldout: no file of 16 KB or more to run logits on"
   run logits "$bin" tokenize --model "$model" --text "$text" --out "$out/heldout_file.ids"
-  tr ',' '\n' <"$out/heldout_file.ids" | head -n "$CTX" | paste -sd, >"$out/heldout.ids"
+  # The first CTX ids (awk reads to the end: no SIGPIPE for set -o pipefail to trip on).
+  tr ',' '\n' <"$out/heldout_file.ids" | awk -v n="$CTX" 'NF && c < n { print; c++ }' | paste -sd, >"$out/heldout.ids"
   echo "$text" >"$out/heldout.source"
   run logits "$bin" logits --model "$model" --ids "$out/heldout.ids" --out "$out/logits_dense.npy" "${dev[@]}"
   run logits "$bin" logits --model "$model" --ids "$out/heldout.ids" --out "$out/logits_indexer.npy" \
