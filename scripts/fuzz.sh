@@ -27,6 +27,10 @@ done
 for v in "$runs" "$max_time" "$min_runs" "$seed"; do
   [[ "$v" =~ ^[0-9]+$ ]] || { echo "fuzz.sh: option values must be non-negative integers (got \"$v\")" >&2; exit 2; }
 done
+# clang and its sanitizer/libFuzzer runtimes (Debian: clang, libclang-rt-dev), installed when missing.
+if ! command -v clang >/dev/null; then
+  scripts/setup.sh --fuzz
+fi
 command -v clang >/dev/null || { echo "fuzz.sh: clang not found (the fuzz build needs it)" >&2; exit 1; }
 
 dir=build-fuzz

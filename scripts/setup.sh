@@ -6,6 +6,8 @@ set -euo pipefail
 
 pkgs=(build-essential cmake pkg-config libhdf5-dev libcjson-dev libopenblas-dev libpcre2-dev
       libutf8proc-dev libssl-dev python3 python3-pip)
+# --fuzz: also clang with its sanitizer and libFuzzer runtimes (scripts/fuzz.sh).
+[ "${1:-}" = --fuzz ] && pkgs+=(clang libclang-rt-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
