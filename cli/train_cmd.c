@@ -236,7 +236,7 @@ int cmd_train(int argc, char **argv) {
         {"--heads", 1, "H^I of the expanded variant (default 4, at most 64)", NULL},
         {"--key-norm", 1, "none, rms or layer (default layer)", NULL},
         {"--eval-every", 1, "held-out recall every N steps (default 50)", NULL},
-        {"--recall-k", 1, "k of the held-out recall (default 256)", NULL},
+        {"--recall-k", 1, "k of the held-out recall (default ctx/8, at most 256; below ctx/2)", NULL},
         {"--ckpt-every", 1, "checkpoint every N steps (default 25; always at the end)", NULL},
         {"--resume", 0, "continue the run in --out from its newest valid checkpoint, with the settings in its "
                         "config.json (an empty or missing --out starts fresh)", NULL},
@@ -308,7 +308,7 @@ int cmd_train(int argc, char **argv) {
     }
     int use_cuda, prec;
     if ((rc = backbone_flags(CMD, tc.use_cuda ? "cuda" : "cpu", NULL, &use_cuda, &prec))) return rc;
-    if (fresh && !args_get(flags, nf, "--layers")) {  // every layer the shards hold
+    if (fresh) {  // the shards' ctx and, without --layers, every layer they hold
         char **paths;
         int n;
         ShardReader *r;
@@ -322,9 +322,23 @@ int cmd_train(int argc, char **argv) {
         shard_free_list(paths, n);
         if (rc) return cli_fail(CMD, &st);
         const ShardHeader *h = shard_header(r);
-        tc.n_layers = h->n_layers < TRAIN_MAX_LAYERS ? h->n_layers : TRAIN_MAX_LAYERS;
-        memcpy(tc.layers, h->layers, sizeof(int) * (size_t)tc.n_layers);
+        if (!args_get(flags, nf, "--layers")) {
+            tc.n_layers = h->n_layers < TRAIN_MAX_LAYERS ? h->n_layers : TRAIN_MAX_LAYERS;
+            memcpy(tc.layers, h->layers, sizeof(int) * (size_t)tc.n_layers);
+        }
+        // The held-out recall@k means something only well below the context: k defaults to ctx/8
+        // (at most 256) and is refused from ctx/2 on.
+        const int ctx = h->ctx;
         shard_close(r);
+        if (!args_get(flags, nf, "--recall-k")) {
+            tc.recall_k = ctx / 8 < 256 ? (ctx / 8 > 0 ? ctx / 8 : 1) : 256;
+            fprintf(stderr, "spindle " CMD ": held-out recall@%d (the default: ctx %d / 8, at most 256)\n", tc.recall_k,
+                    ctx);
+        } else if (2 * tc.recall_k >= ctx) {
+            fprintf(stderr, "spindle " CMD ": --recall-k %d must be below half the shards' ctx %d (%s)\n", tc.recall_k,
+                    ctx, tc.shards_dir);
+            return 2;
+        }
     }
     if (fresh) {
         // Only *.tmp files of a run killed before its config.json was written: remove them.

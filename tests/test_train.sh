@@ -269,6 +269,14 @@ one_args[8]=2  # the value of --steps
 check "eval of a one-layer indexer: sparse at layer 0 only, the dense layer counted whole (sparsity half the oracle's)" \
   "python3 -c \"import json,sys; r={x['mode']: x for x in json.load(open('$work/ev1.json'))}; i, o = r['indexer'], r['oracle']; sys.exit(not (i['sparse_layers'] == [0] and o['sparse_layers'] == [0, 1] and i['provenance']['indexer_layers'] == [0] and abs(i['sparsity'] - o['sparsity'] / 2) < 1e-6 and abs(i['sparsity_sparse_layers'] - o['sparsity']) < 1e-6 and i['mass_recall'] >= 0.5 and abs(2 * i['mass_recall'] - 1 - i['mass_recall_sparse_layers']) < 1e-5))\""
 
+# The held-out recall's k: ctx/8 by default (ctx 48: 6), refused from ctx/2 on, before any run folder.
+"$bin" train --model "$g" --shards "$work/shards" --heldout "$work/held" --out "$work/rk" --steps 2 --d-index 16 \
+  --d-rope 8 --min-pos 4 2>"$work/err"; rc=$?
+check "recall-k defaults to ctx/8 and says so" "[ $rc = 0 ] && grep -q 'held-out recall@6 (the default: ctx 48 / 8' '$work/err' && grep -q '\"recall_k\":[[:space:]]*6,' '$work/rk/config.json'"
+"$bin" train --model "$g" --shards "$work/shards" --out "$work/rk24" --steps 2 --d-index 16 --d-rope 8 --recall-k 24 \
+  2>"$work/err"; rc=$?
+check "--recall-k >= ctx/2 exits 2, names the ctx, leaves no folder" "[ $rc = 2 ] && grep -q 'below half the shards. ctx 48' '$work/err' && [ ! -e '$work/rk24' ]"
+
 check "no *.tmp left anywhere" "[ -z \"\$(find '$work' -name '*.tmp' ! -path '*/victim.tmp*')\" ]"
 [ "$fails" = 0 ] && echo "all train checks passed"
 [ "$fails" = 0 ]
