@@ -11,6 +11,7 @@
 #include "cli_util.h"
 #include "commands.h"
 #include "export.h"
+#include "fileio.h"
 #include "indexer_ops.h"
 #include "npy.h"
 #include "model.h"
@@ -51,17 +52,6 @@ static int flag_int(const char *cmd, const char *flag, const char *value, long l
     }
     *out = v;
     return 0;
-}
-
-static int dir_is_empty_or_missing(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return 1;
-    struct dirent *e;
-    int empty = 1;
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) empty = 0;
-    closedir(d);
-    return empty;
 }
 
 // The run settings that flags set, applied onto tc (the defaults for a fresh

@@ -1,6 +1,7 @@
 // fileio.c: see fileio.h.
 #include "fileio.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <ftw.h>
 #include <string.h>
@@ -103,4 +104,14 @@ int remove_tree(const char *path, Status *st) {
     if (nftw(path, remove_entry, 16, FTW_DEPTH | FTW_PHYS))
         return status_fail(st, "%s: could not remove it (%s)", path, strerror(errno));
     return 0;
+}
+
+int dir_is_empty_or_missing(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return 1;
+    int empty = 1;
+    for (struct dirent *e; empty && (e = readdir(d));)
+        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) empty = 0;
+    closedir(d);
+    return empty;
 }

@@ -30,6 +30,8 @@ int atomic_write_file(const char *path, const void *data, size_t n, Status *st);
 
 // 1 if path exists and is a directory.
 int path_is_dir(const char *path);
+// 1 if dir does not exist or holds nothing (besides . and ..).
+int dir_is_empty_or_missing(const char *dir);
 // Removes path and, if it is a directory, everything below it, with the C
 // library (nftw + remove: no shell, so no path is ever interpreted). Symbolic
 // links are removed, never followed. A path that does not exist is not an

@@ -372,17 +372,6 @@ static int truncate_log(const char *path, long step, int csv, Status *st) {
     return atomic_commit(&af, st);
 }
 
-static int dir_is_empty_or_missing(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return 1;
-    struct dirent *e;
-    int empty = 1;
-    while ((e = readdir(d)))
-        if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) empty = 0;
-    closedir(d);
-    return empty;
-}
-
 // Sampled query positions of one step: each t in [min_pos, T) with
 // probability query_frac (at least one: T−1). Advances the run's PRNG.
 static int sample_queries(int *q, int T, int min_pos, double frac, uint64_t *rng) {
