@@ -207,9 +207,12 @@ def sentencepiece_cases(cases):
     sp = train_sentencepiece_style()
     replace_sp = normalizers.Replace(" ", "▁")
     sp_decoder = [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()]
-    # Gemma (1, 2, 3): spaces -> "▁" in the normalizer, no prefix, no pre-tokenizer.
+    # Gemma (1, 2, 3), as transformers' GemmaConverter writes it: spaces -> "▁" in
+    # the normalizer, no prefix, and a Split on " " that finds nothing left to
+    # split, so a whole piece between added tokens is one BPE word.
     cases["gemma3style"] = reload(sp, set_json(
-        normalizer=replace_sp, pre_tokenizer=None, decoder=decoders.Sequence(sp_decoder)))
+        normalizer=replace_sp, pre_tokenizer=pre_tokenizers.Split(" ", "merged_with_previous"),
+        decoder=decoders.Sequence(sp_decoder)))
     # Llama 2 / older SentencePiece conversions: "▁" prepended to every piece of
     # text between added tokens, and the decoder strips one leading space.
     cases["llama2style"] = reload(sp, set_json(
