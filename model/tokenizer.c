@@ -1,17 +1,22 @@
-// tokenizer.c: byte-level BPE from a Hugging Face tokenizer.json, written to
-// give the same ids as the HF `tokenizers` library (encode with
-// add_special_tokens=False).
+// tokenizer.c: BPE from a Hugging Face tokenizer.json (byte-level or
+// SentencePiece-style), written to give the same ids as the HF `tokenizers`
+// library (encode with add_special_tokens=False).
 //
 // The encode pipeline, in HF's order:
 //   1. added tokens whose "normalized" flag is false are cut out of the raw text
 //      (leftmost match first, the longest at that place; lstrip/rstrip/single_word
 //      applied as HF does);
-//   2. every remaining piece is normalized (NFC/NFD/NFKC/NFKD via utf8proc) and
-//      added tokens with "normalized": true are cut out of the normalized text;
-//   3. the pre-tokenizers split each piece (Split, Digits, ByteLevel; Sequence
-//      of these); ByteLevel also maps every byte to its GPT-2 "bytes_to_unicode"
-//      character;
-//   4. BPE per pre-token: repeatedly merge the adjacent pair with the lowest
+//   2. every remaining piece is normalized (NFC/NFD/NFKC/NFKD via utf8proc,
+//      Replace, Prepend: so Llama 2's Prepend("▁") applies to each piece between
+//      added tokens) and added tokens with "normalized": true are cut out of the
+//      normalized text;
+//   3. the pre-tokenizers split each piece (Split, Digits, ByteLevel, Metaspace;
+//      Sequence of these); ByteLevel also maps every byte to its GPT-2
+//      "bytes_to_unicode" character, Metaspace every ' ' to "▁". Each piece
+//      knows whether it starts at byte 0 of the input (Metaspace "first");
+//      with no pre-tokenizer (Gemma) a whole piece is one BPE word;
+//   4. BPE per pre-token: characters not in the vocab become <0xNN> byte tokens
+//      (byte_fallback) or unk; then repeatedly merge the adjacent pair with the lowest
 //      merge rank, leftmost on ties (a min-heap with stale entries skipped, as HF
 //      does, so a run of 10,000 spaces costs O(n log n), not O(n^2)).
 //
@@ -314,9 +319,36 @@ static const PairSlot *pairmap_get(const PairMap *m, int32_t a, int32_t b) {
 // The tokenizer
 // ---------------------------------------------------------------------------
 
-typedef enum { NORM_NFC, NORM_NFD, NORM_NFKC, NORM_NFKD } NormKind;
+typedef enum { NORM_NFC, NORM_NFD, NORM_NFKC, NORM_NFKD, NORM_REPLACE, NORM_PREPEND } NormKind;
 
-typedef enum { PRE_SPLIT, PRE_BYTE_LEVEL } PreKind;
+typedef struct {
+    NormKind kind;
+    char *pattern;  // Replace: the literal pattern (never empty)
+    char *content;  // Replace: its replacement; Prepend: the prefix
+} NormStep;
+
+typedef enum { PRE_SPLIT, PRE_BYTE_LEVEL, PRE_METASPACE } PreKind;
+
+// Metaspace's prepend_scheme: when the replacement character is put in front
+// of a piece that does not start with it.
+typedef enum { PREPEND_ALWAYS, PREPEND_FIRST, PREPEND_NEVER } PrependScheme;
+
+// Decoder steps, applied in order to the list of token strings (HF decode_chain).
+typedef enum {
+    DEC_BYTE_LEVEL,     // GPT-2 characters back to bytes; one string out
+    DEC_METASPACE,      // replacement -> ' '; dropped in the first token unless scheme never
+    DEC_REPLACE,        // literal pattern -> content, in each token
+    DEC_BYTE_FALLBACK,  // runs of <0xNN> tokens -> their bytes (U+FFFD per byte if not UTF-8)
+    DEC_FUSE,           // all tokens -> one string
+    DEC_STRIP,          // up to `start` leading and `stop` trailing `content` characters
+} DecKind;
+
+typedef struct {
+    DecKind kind;
+    char *pattern, *content;  // Replace: literal pattern and content; Metaspace/Strip: the character
+    PrependScheme scheme;     // Metaspace
+    int start, stop;          // Strip
+} DecStep;
 
 typedef enum {
     SPLIT_REMOVED,
@@ -333,6 +365,10 @@ typedef struct {
     SplitBehavior behavior;
     bool invert;
     bool add_prefix_space;  // ByteLevel only
+    char replacement[5];    // Metaspace: the character that stands for ' ' (UTF-8)
+    size_t rep_len;
+    PrependScheme scheme;   // Metaspace
+    bool split;             // Metaspace: cut before every replacement character
 } PreStep;
 
 typedef struct {
@@ -364,7 +400,7 @@ struct Tokenizer {
     bool fuse_unk;
     int32_t unk_id;  // -1: none
 
-    NormKind norms[16];
+    NormStep norms[16];
     int n_norms;
 
     PreStep *pre;
@@ -373,6 +409,11 @@ struct Tokenizer {
     AddedToken *added;
     int n_added;
     AddedIndex raw_index, norm_index;
+    int32_t *added_at;  // n_ids entries: id -> index into added, or -1
+
+    bool has_decoder;  // false: decode joins the tokens with ' ' (HF without a decoder)
+    DecStep *dec;
+    int n_dec;
 };
 
 // ---------------------------------------------------------------------------
@@ -651,6 +692,61 @@ static int load_model(Tokenizer *t, const cJSON *model, Status *st) {
     return 0;
 }
 
+static char *xstrdup(const char *s) {
+    char *p = strdup(s);
+    SPINDLE_CHECK(p != NULL);
+    return p;
+}
+
+// The "pattern" of a Replace normalizer or decoder (`what` names which). Only
+// {"String": "..."} is implemented; a Regex pattern is refused, and so is an
+// empty String (HF's replace would then change nothing).
+static int replace_fields(const Tokenizer *t, const cJSON *obj, const char *what, const char **pat,
+                          Status *st) {
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(obj, "pattern");
+    if (json_str(p, "Regex"))
+        return status_fail(st, "%s: %s Replace with a Regex pattern is not supported (only {\"String\": ...})",
+                           t->path, what);
+    *pat = json_str(p, "String");
+    if (!*pat)
+        return status_fail(st, "%s: %s Replace has no \"pattern\": {\"String\": ...}", t->path, what);
+    if (!**pat) return status_fail(st, "%s: %s Replace has an empty pattern", t->path, what);
+    return 0;
+}
+
+// One UTF-8 character from a JSON string member (Metaspace's "replacement",
+// Strip's "content"); `what` names the field in the message.
+static int json_char(const Tokenizer *t, const cJSON *obj, const char *name, const char *what,
+                     char out[5], size_t *len, Status *st) {
+    const char *s = json_str(obj, name);
+    if (!s || !*s || strlen(s) != utf8_len((unsigned char)s[0]) ||
+        utf8_first_invalid((const unsigned char *)s, strlen(s)) != strlen(s))
+        return status_fail(st, "%s: %s \"%s\" must be one character", t->path, what, name);
+    *len = strlen(s);
+    memcpy(out, s, *len);
+    out[*len] = '\0';
+    return 0;
+}
+
+// Metaspace's prepend_scheme, or the older add_prefix_space (true: always).
+// HF refuses add_prefix_space false unless prepend_scheme says never or first.
+static int json_prepend_scheme(const Tokenizer *t, const cJSON *obj, const char *what,
+                               PrependScheme *out, Status *st) {
+    const cJSON *it = cJSON_GetObjectItemCaseSensitive(obj, "prepend_scheme");
+    const char *s = json_str(obj, "prepend_scheme");
+    if (it && !s) return status_fail(st, "%s: %s \"prepend_scheme\" is not a string", t->path, what);
+    if (!s || strcmp(s, "always") == 0) *out = PREPEND_ALWAYS;
+    else if (strcmp(s, "first") == 0) *out = PREPEND_FIRST;
+    else if (strcmp(s, "never") == 0) *out = PREPEND_NEVER;
+    else
+        return status_fail(st, "%s: %s prepend_scheme \"%s\" is not one of always, first, never", t->path,
+                           what, s);
+    if (!json_bool(obj, "add_prefix_space", true) && *out == PREPEND_ALWAYS)
+        return status_fail(st, "%s: %s add_prefix_space false contradicts prepend_scheme always", t->path,
+                           what);
+    return 0;
+}
+
 static int load_normalizer(Tokenizer *t, const cJSON *norm, Status *st) {
     if (!norm || cJSON_IsNull(norm)) return 0;
     const char *type = json_str(norm, "type");
@@ -665,17 +761,30 @@ static int load_normalizer(Tokenizer *t, const cJSON *norm, Status *st) {
         }
         return 0;
     }
-    NormKind kind;
-    if (strcmp(type, "NFC") == 0) kind = NORM_NFC;
-    else if (strcmp(type, "NFD") == 0) kind = NORM_NFD;
-    else if (strcmp(type, "NFKC") == 0) kind = NORM_NFKC;
-    else if (strcmp(type, "NFKD") == 0) kind = NORM_NFKD;
+    NormStep step = {0};
+    if (strcmp(type, "NFC") == 0) step.kind = NORM_NFC;
+    else if (strcmp(type, "NFD") == 0) step.kind = NORM_NFD;
+    else if (strcmp(type, "NFKC") == 0) step.kind = NORM_NFKC;
+    else if (strcmp(type, "NFKD") == 0) step.kind = NORM_NFKD;
+    else if (strcmp(type, "Replace") == 0) step.kind = NORM_REPLACE;
+    else if (strcmp(type, "Prepend") == 0) step.kind = NORM_PREPEND;
     else
         return status_fail(st, "%s: normalizer type \"%s\" is not supported "
-                               "(supported: NFC, NFD, NFKC, NFKD, Sequence)", t->path, type);
+                               "(supported: NFC, NFD, NFKC, NFKD, Replace, Prepend, Sequence)", t->path, type);
     if (t->n_norms == (int)(sizeof t->norms / sizeof t->norms[0]))
         return status_fail(st, "%s: too many normalizers", t->path);
-    t->norms[t->n_norms++] = kind;
+    if (step.kind == NORM_REPLACE) {
+        const char *pat = NULL, *content = json_str(norm, "content");
+        if (replace_fields(t, norm, "normalizer", &pat, st)) return -1;
+        if (!content) return status_fail(st, "%s: normalizer Replace lacks a \"content\" string", t->path);
+        step.pattern = xstrdup(pat);
+        step.content = xstrdup(content);
+    } else if (step.kind == NORM_PREPEND) {
+        const char *prefix = json_str(norm, "prepend");
+        if (!prefix) return status_fail(st, "%s: normalizer Prepend lacks a \"prepend\" string", t->path);
+        step.content = xstrdup(prefix);
+    }
+    t->norms[t->n_norms++] = step;
     return 0;
 }
 
@@ -737,8 +846,16 @@ static int load_pre_tokenizer(Tokenizer *t, const cJSON *pre, Status *st) {
         return status_fail(st, "%s: Split pattern is neither {\"Regex\": ...} nor {\"String\": ...}",
                            t->path);
     }
+    if (strcmp(type, "Metaspace") == 0) {
+        PreStep *s = new_step(t);
+        s->kind = PRE_METASPACE;
+        s->split = json_bool(pre, "split", true);
+        if (json_char(t, pre, "replacement", "pre_tokenizer Metaspace", s->replacement, &s->rep_len, st))
+            return -1;
+        return json_prepend_scheme(t, pre, "pre_tokenizer Metaspace", &s->scheme, st);
+    }
     return status_fail(st, "%s: pre_tokenizer type \"%s\" is not supported "
-                           "(supported: ByteLevel, Split, Digits, Sequence)", t->path, type);
+                           "(supported: ByteLevel, Split, Digits, Metaspace, Sequence)", t->path, type);
 }
 
 static int normalize(const Tokenizer *t, const char *s, size_t n, char **out, size_t *out_len,
@@ -831,6 +948,65 @@ static int load_added_tokens(Tokenizer *t, const cJSON *list, Status *st) {
     }
     build_added_index(t, &t->raw_index, false);
     build_added_index(t, &t->norm_index, true);
+    t->added_at = xmalloc((size_t)(t->n_ids ? t->n_ids : 1) * sizeof *t->added_at);
+    for (int32_t i = 0; i < t->n_ids; i++) t->added_at[i] = -1;
+    for (int i = 0; i < t->n_added; i++) t->added_at[t->added[i].id] = i;
+    return 0;
+}
+
+static int load_decoder(Tokenizer *t, const cJSON *dec, Status *st) {
+    if (!dec || cJSON_IsNull(dec)) return 0;
+    t->has_decoder = true;
+    const char *type = json_str(dec, "type");
+    if (!type) return status_fail(st, "%s: decoder without a \"type\"", t->path);
+    if (strcmp(type, "Sequence") == 0) {
+        const cJSON *list = cJSON_GetObjectItemCaseSensitive(dec, "decoders");
+        if (!cJSON_IsArray(list))
+            return status_fail(st, "%s: Sequence decoder without a \"decoders\" array", t->path);
+        const cJSON *it;
+        cJSON_ArrayForEach(it, list) {
+            if (load_decoder(t, it, st)) return -1;
+        }
+        return 0;
+    }
+    DecStep step = {0};
+    if (strcmp(type, "ByteLevel") == 0) step.kind = DEC_BYTE_LEVEL;
+    else if (strcmp(type, "Metaspace") == 0) step.kind = DEC_METASPACE;
+    else if (strcmp(type, "Replace") == 0) step.kind = DEC_REPLACE;
+    else if (strcmp(type, "ByteFallback") == 0) step.kind = DEC_BYTE_FALLBACK;
+    else if (strcmp(type, "Fuse") == 0) step.kind = DEC_FUSE;
+    else if (strcmp(type, "Strip") == 0) step.kind = DEC_STRIP;
+    else
+        return status_fail(st, "%s: decoder type \"%s\" is not supported (supported: ByteLevel, Metaspace, "
+                               "Replace, ByteFallback, Fuse, Strip, Sequence)", t->path, type);
+    char ch[5];
+    size_t ch_len = 0;
+    if (step.kind == DEC_METASPACE) {
+        if (json_char(t, dec, "replacement", "decoder Metaspace", ch, &ch_len, st)) return -1;
+        if (json_prepend_scheme(t, dec, "decoder Metaspace", &step.scheme, st)) return -1;
+        step.pattern = xstrdup(ch);
+    } else if (step.kind == DEC_REPLACE) {
+        const char *pat = NULL, *content = json_str(dec, "content");
+        if (replace_fields(t, dec, "decoder", &pat, st)) return -1;
+        if (!content) return status_fail(st, "%s: decoder Replace lacks a \"content\" string", t->path);
+        step.pattern = xstrdup(pat);
+        step.content = xstrdup(content);
+    } else if (step.kind == DEC_STRIP) {
+        if (json_char(t, dec, "content", "decoder Strip", ch, &ch_len, st)) return -1;
+        const cJSON *a = cJSON_GetObjectItemCaseSensitive(dec, "start");
+        const cJSON *b = cJSON_GetObjectItemCaseSensitive(dec, "stop");
+        if (!cJSON_IsNumber(a) || !cJSON_IsNumber(b) || a->valuedouble < 0 || b->valuedouble < 0 ||
+            a->valuedouble > 1e6 || b->valuedouble > 1e6 || a->valuedouble != floor(a->valuedouble) ||
+            b->valuedouble != floor(b->valuedouble))
+            return status_fail(st, "%s: decoder Strip needs integer \"start\" and \"stop\" >= 0", t->path);
+        step.start = (int)a->valuedouble;
+        step.stop = (int)b->valuedouble;
+        step.pattern = xstrdup(ch);
+    }
+    DecStep *p = realloc(t->dec, (size_t)(t->n_dec + 1) * sizeof *p);
+    SPINDLE_CHECK(p != NULL);
+    t->dec = p;
+    t->dec[t->n_dec++] = step;
     return 0;
 }
 
@@ -848,6 +1024,10 @@ void tok_free(Tokenizer *t) {
     free(t->added);
     free(t->raw_index.order);
     free(t->norm_index.order);
+    free(t->added_at);
+    for (int i = 0; i < t->n_norms; i++) free(t->norms[i].pattern), free(t->norms[i].content);
+    for (int i = 0; i < t->n_dec; i++) free(t->dec[i].pattern), free(t->dec[i].content);
+    free(t->dec);
     free(t);
 }
 
@@ -893,6 +1073,7 @@ int tok_load_model(Tokenizer **out, const char *path, int vocab, Status *st) {
     if (load_normalizer(t, cJSON_GetObjectItemCaseSensitive(root, "normalizer"), st)) goto done;
     if (load_pre_tokenizer(t, cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"), st)) goto done;
     if (load_added_tokens(t, cJSON_GetObjectItemCaseSensitive(root, "added_tokens"), st)) goto done;
+    if (load_decoder(t, cJSON_GetObjectItemCaseSensitive(root, "decoder"), st)) goto done;
     *out = t;
     t = NULL;
     rc = 0;
@@ -930,6 +1111,7 @@ int tok_is_special(const Tokenizer *t, int32_t id) {
 typedef struct {
     const char *p;
     size_t n;
+    bool first;  // starts at byte 0 of the input text (HF: offsets_original().0 == 0)
 } Piece;
 
 typedef struct {
@@ -973,6 +1155,7 @@ typedef struct {
     pcre2_match_data *md;
     pcre2_match_context *mctx;
     pcre2_jit_stack *jit_stack;
+    bool origin;  // the text now given to split_added starts at byte 0 of the input
 } Work;
 
 static char *work_alloc(Work *w, size_t n) {
@@ -1013,6 +1196,27 @@ static void emit(Work *w, int32_t id) { VEC_PUSH(w->ids, w->n_ids, w->cap_ids, i
 // Normalization
 // ---------------------------------------------------------------------------
 
+// s[0..n) with every non-overlapping occurrence of pat (non-empty), leftmost
+// first, replaced by rep. Returns a malloc'ed NUL-terminated copy; *out_len its length.
+static char *replace_all(const char *s, size_t n, const char *pat, const char *rep, size_t *out_len) {
+    size_t pl = strlen(pat), rl = strlen(rep), count = 0;
+    for (const char *q = s; (q = memmem(q, n - (size_t)(q - s), pat, pl)) != NULL; q += pl) count++;
+    size_t len = n - count * pl + count * rl;
+    char *out = xmalloc(len + 1), *o = out;
+    const char *q = s, *end = s + n;
+    for (const char *m; (m = memmem(q, (size_t)(end - q), pat, pl)) != NULL; q = m + pl) {
+        memcpy(o, q, (size_t)(m - q));
+        o += m - q;
+        memcpy(o, rep, rl);
+        o += rl;
+    }
+    memcpy(o, q, (size_t)(end - q));
+    o += end - q;
+    *o = '\0';
+    *out_len = len;
+    return out;
+}
+
 // Applies the normalizers in order. *out is malloc'ed.
 static int normalize(const Tokenizer *t, const char *s, size_t n, char **out, size_t *out_len,
                      Status *st) {
@@ -1021,12 +1225,32 @@ static int normalize(const Tokenizer *t, const char *s, size_t n, char **out, si
     cur[n] = '\0';
     size_t len = n;
     for (int i = 0; i < t->n_norms; i++) {
+        const NormStep *step = &t->norms[i];
+        if (step->kind == NORM_REPLACE) {
+            char *next = replace_all(cur, len, step->pattern, step->content, &len);
+            free(cur);
+            cur = next;
+            continue;
+        }
+        if (step->kind == NORM_PREPEND) {
+            // HF prepends only to a non-empty string.
+            if (len == 0) continue;
+            size_t pl = strlen(step->content);
+            char *next = xmalloc(pl + len + 1);
+            memcpy(next, step->content, pl);
+            memcpy(next + pl, cur, len + 1);
+            free(cur);
+            cur = next;
+            len += pl;
+            continue;
+        }
         int opts = UTF8PROC_STABLE;
-        switch (t->norms[i]) {
+        switch (step->kind) {
         case NORM_NFC: opts |= UTF8PROC_COMPOSE; break;
         case NORM_NFD: opts |= UTF8PROC_DECOMPOSE; break;
         case NORM_NFKC: opts |= UTF8PROC_COMPOSE | UTF8PROC_COMPAT; break;
         case NORM_NFKD: opts |= UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT; break;
+        default: break;
         }
         utf8proc_uint8_t *res = NULL;
         utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t *)cur, (utf8proc_ssize_t)len, &res,
@@ -1149,7 +1373,8 @@ static int split_piece(Work *w, const PreStep *step, Piece in) {
     for (size_t i = 0; i < w->n_kept; i++) {
         Span sp = w->kept[i];
         if (sp.match || sp.e == sp.s) continue;
-        VEC_PUSH(w->next_pieces, w->n_next, w->cap_next, ((Piece){in.p + sp.s, sp.e - sp.s}));
+        VEC_PUSH(w->next_pieces, w->n_next, w->cap_next,
+                 ((Piece){in.p + sp.s, sp.e - sp.s, in.first && sp.s == 0}));
     }
     return 0;
 }
@@ -1181,8 +1406,43 @@ static int byte_level_piece(Work *w, const PreStep *step, Piece in) {
             memcpy(out + o, bm->utf8[b], bm->utf8_len[b]);
             o += bm->utf8_len[b];
         }
-        w->next_pieces[i] = (Piece){out, o};
+        w->next_pieces[i] = (Piece){out, o, pc.first};
     }
+    return 0;
+}
+
+// Metaspace (HF pre_tokenizers::Metaspace): every ' ' becomes the replacement
+// character; the replacement is put in front unless the piece starts with it
+// (scheme always, or first for the piece at byte 0 of the input); with split,
+// the piece is cut before every replacement character (Split MergedWithNext), so
+// "a▁▁b" gives "a", "▁", "▁b".
+static int metaspace_piece(Work *w, const PreStep *step, Piece in) {
+    size_t rl = step->rep_len, spaces = 0;
+    for (size_t i = 0; i < in.n; i++) spaces += in.p[i] == ' ';
+    bool prepend = step->scheme == PREPEND_ALWAYS || (step->scheme == PREPEND_FIRST && in.first);
+    char *out = work_alloc(w, in.n + spaces * (rl - 1) + rl);
+    size_t o = 0;
+    for (size_t i = 0; i < in.n; i++) {
+        if (in.p[i] == ' ') memcpy(out + o, step->replacement, rl), o += rl;
+        else out[o++] = in.p[i];
+    }
+    if (prepend && !(o >= rl && memcmp(out, step->replacement, rl) == 0)) {
+        memmove(out + rl, out, o);
+        memcpy(out, step->replacement, rl);
+        o += rl;
+    }
+    if (!step->split) {
+        VEC_PUSH(w->next_pieces, w->n_next, w->cap_next, ((Piece){out, o, in.first}));
+        return 0;
+    }
+    size_t from = 0;
+    for (size_t i = 1; i + rl <= o; i++) {
+        if (memcmp(out + i, step->replacement, rl) != 0) continue;
+        VEC_PUSH(w->next_pieces, w->n_next, w->cap_next, ((Piece){out + from, i - from, in.first && from == 0}));
+        from = i;
+        i += rl - 1;
+    }
+    VEC_PUSH(w->next_pieces, w->n_next, w->cap_next, ((Piece){out + from, o - from, in.first && from == 0}));
     return 0;
 }
 
@@ -1311,13 +1571,14 @@ static int encode_plain(Work *w, const char *p, size_t n) {
     const Tokenizer *t = w->tok;
     if (n == 0) return 0;
     w->n_pieces = 0;
-    VEC_PUSH(w->pieces, w->n_pieces, w->cap_pieces, ((Piece){p, n}));
+    VEC_PUSH(w->pieces, w->n_pieces, w->cap_pieces, ((Piece){p, n, w->origin}));
     for (int k = 0; k < t->n_pre; k++) {
         const PreStep *step = &t->pre[k];
         w->n_next = 0;
         for (size_t i = 0; i < w->n_pieces; i++) {
-            int rc = step->kind == PRE_BYTE_LEVEL ? byte_level_piece(w, step, w->pieces[i])
-                                                  : split_piece(w, step, w->pieces[i]);
+            int rc = step->kind == PRE_BYTE_LEVEL  ? byte_level_piece(w, step, w->pieces[i])
+                     : step->kind == PRE_METASPACE ? metaspace_piece(w, step, w->pieces[i])
+                                                   : split_piece(w, step, w->pieces[i]);
             if (rc) return -1;
         }
         Piece *tmp = w->pieces;
@@ -1350,6 +1611,7 @@ static int split_added(Work *w, const AddedIndex *ix, const char *s, size_t n,
     size_t start_offset = 0;
     size_t pos = 0;
     size_t ws_from = 1, ws_to = 0;  // the last whitespace run rstrip scanned (empty: none)
+    const bool base_origin = w->origin;  // s starts at byte 0 of the input
     while (pos < n) {
         // Leftmost position where some token matches; the longest there.
         const AddedToken *hit = NULL;
@@ -1398,14 +1660,19 @@ static int split_added(Work *w, const AddedIndex *ix, const char *s, size_t n,
                 ws_to = stop;
             }
         }
-        if (start_offset < start && plain(w, s + start_offset, start - start_offset)) return -1;
+        w->origin = base_origin && start_offset == 0;
+        int rc = start_offset < start ? plain(w, s + start_offset, start - start_offset) : 0;
+        w->origin = base_origin;
+        if (rc) return -1;
         // A match inside whitespace that an earlier token's rstrip took ends up with an
         // empty span once lstrip clamps its start; HF drops empty splits, so it gives no token.
         if (start < stop) emit(w, hit->id);
         if (stop > start_offset) start_offset = stop;
     }
-    if (start_offset < n && plain(w, s + start_offset, n - start_offset)) return -1;
-    return 0;
+    w->origin = base_origin && start_offset == 0;
+    int rc = start_offset < n ? plain(w, s + start_offset, n - start_offset) : 0;
+    w->origin = base_origin;
+    return rc ? -1 : 0;
 }
 
 // A raw text part: normalize, then cut out the normalized added tokens.
@@ -1428,7 +1695,7 @@ int tok_encode(const Tokenizer *t, const char *text, size_t len, int32_t **ids, 
     if (bad != len)
         return status_fail(st, "%s: input text is not valid UTF-8 (byte 0x%02X at byte offset %zu)",
                            t->path, (unsigned char)text[bad], bad);
-    Work w = {.tok = t, .st = st};
+    Work w = {.tok = t, .st = st, .origin = true};
     int rc = split_added(&w, &t->raw_index, text, len, encode_raw_part);
     if (rc == 0) {
         *ids = w.ids ? w.ids : xmalloc(sizeof(int32_t));
@@ -1443,47 +1710,189 @@ int tok_encode(const Tokenizer *t, const char *text, size_t len, int32_t **ids, 
 // Decoding
 // ---------------------------------------------------------------------------
 
+// Decoding works on a list of strings, as HF's decode_chain does: the tokens'
+// strings go through the decoder steps in order, then are joined ("" with a
+// decoder, " " without one).
+typedef struct {
+    char *s;
+    size_t n;
+} DStr;
+
+typedef struct {
+    DStr *v;
+    size_t n, cap;
+} DList;
+
+static void dlist_push(DList *l, char *s, size_t n) { VEC_PUSH(l->v, l->n, l->cap, ((DStr){s, n})); }
+
+static char *mem_copy(const char *s, size_t n) {
+    char *p = xmalloc(n + 1);
+    memcpy(p, s, n);
+    p[n] = '\0';
+    return p;
+}
+
+static void dlist_free(DList *l) {
+    for (size_t i = 0; i < l->n; i++) free(l->v[i].s);
+    free(l->v);
+    *l = (DList){0};
+}
+
+// The strings of l joined with sep (may be NULL: nothing between).
+static DStr dlist_join(const DList *l, const char *sep) {
+    size_t sl = sep ? strlen(sep) : 0, total = 0;
+    for (size_t i = 0; i < l->n; i++) total += l->v[i].n + (i ? sl : 0);
+    char *out = xmalloc(total + 1);
+    size_t o = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        if (i && sl) memcpy(out + o, sep, sl), o += sl;
+        memcpy(out + o, l->v[i].s, l->v[i].n);
+        o += l->v[i].n;
+    }
+    out[o] = '\0';
+    return (DStr){out, o};
+}
+
+// The byte of a byte-fallback token "<0xNN>" (HF: six bytes, u8::from_str_radix
+// of the two in the middle, which also takes a leading '+'), or -1.
+static int byte_token_value(const char *s, size_t n) {
+    if (n != 6 || memcmp(s, "<0x", 3) != 0 || s[5] != '>') return -1;
+    int v = 0;
+    for (int k = 3; k < 5; k++) {
+        char c = s[k];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0 && !(k == 3 && c == '+')) return -1;
+        v = d < 0 ? 0 : 16 * v + d;
+    }
+    return v;
+}
+
+// ByteFallback: a run of byte tokens becomes one string of its bytes when they
+// are valid UTF-8, else one U+FFFD per byte.
+static void flush_bytes(DList *out, unsigned char *bytes, size_t *nb) {
+    if (*nb == 0) return;
+    if (utf8_first_invalid(bytes, *nb) == *nb) {
+        dlist_push(out, mem_copy((const char *)bytes, *nb), *nb);
+    } else {
+        for (size_t i = 0; i < *nb; i++) dlist_push(out, mem_copy("\xEF\xBF\xBD", 3), 3);
+    }
+    *nb = 0;
+}
+
+static void decode_step(const Tokenizer *t, const DecStep *d, DList *in, DList *out) {
+    switch (d->kind) {
+    case DEC_BYTE_LEVEL: {
+        // Every character maps back to a byte, or the token is copied as it is.
+        size_t total = 0;
+        for (size_t i = 0; i < in->n; i++) total += in->v[i].n;
+        char *buf = xmalloc(total + 1);
+        size_t o = 0;
+        for (size_t i = 0; i < in->n; i++) {
+            const char *tokstr = in->v[i].s;
+            size_t tl = in->v[i].n, start = o;
+            bool all_mapped = true;
+            for (size_t k = 0; k < tl;) {
+                uint32_t cp = utf8_decode((const unsigned char *)tokstr + k);
+                int b = cp < 324 ? t->bytes.byte_of_cp[cp] : -1;
+                if (b < 0) {
+                    all_mapped = false;
+                    break;
+                }
+                buf[o++] = (char)b;
+                k += utf8_len((unsigned char)tokstr[k]);
+            }
+            if (!all_mapped) {
+                o = start;
+                memcpy(buf + o, tokstr, tl);
+                o += tl;
+            }
+        }
+        buf[o] = '\0';
+        dlist_push(out, buf, o);
+        break;
+    }
+    case DEC_METASPACE:
+        // The replacement character becomes ' '; in the first token (the one
+        // whose prefix the pre-tokenizer added) every one of them is dropped.
+        for (size_t i = 0; i < in->n; i++) {
+            bool drop = i == 0 && d->scheme != PREPEND_NEVER;
+            size_t len = 0;
+            char *s = replace_all(in->v[i].s, in->v[i].n, d->pattern, drop ? "" : " ", &len);
+            dlist_push(out, s, len);
+        }
+        break;
+    case DEC_REPLACE:
+        for (size_t i = 0; i < in->n; i++) {
+            size_t len = 0;
+            char *s = replace_all(in->v[i].s, in->v[i].n, d->pattern, d->content, &len);
+            dlist_push(out, s, len);
+        }
+        break;
+    case DEC_BYTE_FALLBACK: {
+        unsigned char *bytes = xmalloc(in->n + 1);
+        size_t nb = 0;
+        for (size_t i = 0; i < in->n; i++) {
+            int b = byte_token_value(in->v[i].s, in->v[i].n);
+            if (b >= 0) {
+                bytes[nb++] = (unsigned char)b;
+                continue;
+            }
+            flush_bytes(out, bytes, &nb);
+            dlist_push(out, in->v[i].s, in->v[i].n);
+            in->v[i].s = NULL;  // moved
+        }
+        flush_bytes(out, bytes, &nb);
+        free(bytes);
+        break;
+    }
+    case DEC_FUSE: {
+        DStr all = dlist_join(in, NULL);
+        dlist_push(out, all.s, all.n);
+        break;
+    }
+    case DEC_STRIP: {
+        // Up to `start` leading and `stop` trailing copies of the character.
+        size_t cl = strlen(d->pattern);
+        for (size_t i = 0; i < in->n; i++) {
+            const char *s = in->v[i].s;
+            size_t a = 0, b = in->v[i].n;
+            for (int k = 0; k < d->start && b - a >= cl && memcmp(s + a, d->pattern, cl) == 0; k++) a += cl;
+            for (int k = 0; k < d->stop && b - a >= cl && memcmp(s + b - cl, d->pattern, cl) == 0; k++) b -= cl;
+            dlist_push(out, mem_copy(s + a, b - a), b - a);
+        }
+        break;
+    }
+    }
+}
+
 int tok_decode(const Tokenizer *t, const int32_t *ids, size_t n, char **text, size_t *len,
                Status *st) {
     *text = NULL;
     *len = 0;
-    size_t cap = 64, o = 0;
-    char *out = xmalloc(cap);
+    DList cur = {0};
     for (size_t i = 0; i < n; i++) {
         const char *tokstr = tok_token(t, ids[i]);
         if (!tokstr) {
-            free(out);
+            dlist_free(&cur);
             return status_fail(st, "%s: cannot decode id %d (position %zu): no such token", t->path,
                                (int)ids[i], i);
         }
-        size_t tl = strlen(tokstr);
-        if (o + tl + 1 > cap) {
-            while (o + tl + 1 > cap) cap *= 2;
-            char *p = realloc(out, cap);
-            SPINDLE_CHECK(p != NULL);
-            out = p;
-        }
-        // Every character maps back to a byte, or the token is copied as it is.
-        size_t start = o;
-        bool all_mapped = true;
-        for (size_t k = 0; k < tl;) {
-            uint32_t cp = utf8_decode((const unsigned char *)tokstr + k);
-            int b = cp < 324 ? t->bytes.byte_of_cp[cp] : -1;
-            if (b < 0) {
-                all_mapped = false;
-                break;
-            }
-            out[o++] = (char)b;
-            k += utf8_len((unsigned char)tokstr[k]);
-        }
-        if (!all_mapped) {
-            o = start;
-            memcpy(out + o, tokstr, tl);
-            o += tl;
-        }
+        // HF decodes a normalized added token as it matches it: its content
+        // normalized ("spindle_marker" under a Prepend("▁") normalizer is "▁spindle_marker").
+        int32_t a = t->added_at ? t->added_at[ids[i]] : -1;
+        if (a >= 0 && t->added[a].normalized) dlist_push(&cur, mem_copy(t->added[a].content, t->added[a].len), t->added[a].len);
+        else dlist_push(&cur, mem_copy(tokstr, strlen(tokstr)), strlen(tokstr));
     }
-    out[o] = '\0';
-    *text = out;
-    *len = o;
+    for (int k = 0; k < t->n_dec; k++) {
+        DList next = {0};
+        decode_step(t, &t->dec[k], &cur, &next);
+        dlist_free(&cur);
+        cur = next;
+    }
+    DStr all = dlist_join(&cur, t->has_decoder ? NULL : " ");
+    dlist_free(&cur);
+    *text = all.s;
+    *len = all.n;
     return 0;
 }

@@ -1,12 +1,18 @@
-// tokenizer.h: byte-level BPE from a Hugging Face tokenizer.json, token for
-// token equal to the HF `tokenizers` library (see docs/tokenizer.md).
+// tokenizer.h: BPE from a Hugging Face tokenizer.json, byte-level (GPT-2,
+// Qwen, Llama 3) or SentencePiece-style (Gemma, Llama 2: "▁" for spaces and
+// <0xNN> byte fallback), token for token equal to the HF `tokenizers` library
+// (see docs/tokenizer.md).
 //
-// Supported: model "BPE" (byte-level; merges as "a b" strings or ["a","b"]
-// pairs; ignore_merges, unk_token/fuse_unk, byte_fallback); normalizers NFC,
-// NFD, NFKC, NFKD (through utf8proc) and Sequence of them; pre-tokenizers
-// ByteLevel (with or without its GPT-2 regex), Split (Regex or String; every
-// behavior; invert), Digits and Sequence; added tokens (special or not,
-// single_word/lstrip/rstrip/normalized) matched before pre-splitting. Split
+// Supported: model "BPE" (merges as "a b" strings or ["a","b"] pairs;
+// ignore_merges, unk_token/fuse_unk, byte_fallback); normalizers NFC, NFD,
+// NFKC, NFKD (through utf8proc), Replace (String pattern), Prepend and Sequence
+// of them; pre-tokenizers ByteLevel (with or without its GPT-2 regex), Split
+// (Regex or String; every behavior; invert), Digits, Metaspace (prepend_scheme
+// always/first/never or the older add_prefix_space; split or not) and
+// Sequence; decoders ByteLevel, Metaspace, Replace (String), ByteFallback,
+// Fuse, Strip and Sequence (none: tokens joined with ' ', as HF); added tokens
+// (special or not, single_word/lstrip/rstrip/normalized) matched before
+// pre-splitting. Split
 // regexes are rewritten to Oniguruma's meaning of \s, \w, \h and run through
 // PCRE2 with UTF and Unicode properties (JIT unless SPINDLE_PCRE2_NO_JIT=1).
 // Anything else in the file is refused with a message naming it.
@@ -41,14 +47,17 @@ int tok_encode(const Tokenizer *tok, const char *text, size_t len, int32_t **ids
 
 // Number of ids (vocabulary plus added tokens: one more than the largest id).
 int tok_vocab_size(const Tokenizer *tok);
-// The token's string as stored in tokenizer.json (byte-level form), or NULL.
+// The token's string as stored in tokenizer.json (byte-level or "▁" form), or NULL.
 const char *tok_token(const Tokenizer *tok, int32_t id);
 
-// Decodes ids back to bytes as HF's ByteLevel decoder does: each token's
-// characters map back to bytes through the GPT-2 byte table; a token with a
-// character outside that table (e.g. an added token with spaces or non-Latin
-// text) is copied as its UTF-8. The result may be invalid UTF-8 when the ids
-// split a character (HF would show U+FFFD there). *text is malloc'ed, NUL
+// Decodes ids back to text with the file's decoder, as HF's decode with
+// skip_special_tokens=False: the tokens' strings (a normalized added token as
+// it was matched) go through the decoder steps, then are joined. ByteLevel maps
+// each token's characters back to bytes through the GPT-2 byte table (a token
+// with a character outside it is copied as its UTF-8); the result may then be
+// invalid UTF-8 when the ids split a character (HF would show U+FFFD there).
+// ByteFallback turns a run of <0xNN> tokens into its bytes, or one U+FFFD per
+// byte when they are not valid UTF-8, as HF does. *text is malloc'ed, NUL
 // terminated, *len excludes the NUL; the caller frees it. Unknown ids are an error.
 int tok_decode(const Tokenizer *tok, const int32_t *ids, size_t n_ids, char **text, size_t *len,
                Status *st);

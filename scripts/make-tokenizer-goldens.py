@@ -5,8 +5,14 @@ Trains small byte-level BPE tokenizers with the Hugging Face `tokenizers`
 library on text that every Debian machine has (the common licenses and a few
 Python standard-library sources), in the pre-tokenizer styles of the model
 families spindle loads (GPT-2, Qwen2, SmolLM2, Llama 3), plus a few synthetic
-pre-tokenizer mixes that exercise every Split behavior. For each tokenizer and
-each test text it writes the ids of
+pre-tokenizer mixes that exercise every Split behavior. It also trains a
+SentencePiece-style BPE (byte_fallback with <0x00>..<0xFF> in the vocab, "▁"
+for spaces, whitespace-run pieces "▁▁", "▁▁▁", ..., "\t\t", ... as Gemma's
+vocabulary has) and writes it in the forms real files use: Gemma's Replace
+normalizer with no pre-tokenizer, Llama 2's Prepend + Replace normalizers,
+and the Metaspace pre-tokenizer (prepend_scheme first / always, split or not,
+the older add_prefix_space spelling), with their decoders. For each tokenizer
+and each test text it writes the ids of
     tokenizer.encode(text, add_special_tokens=False).ids
 The HF library is the reference; the C tokenizer must match it token for token.
 
@@ -97,6 +103,11 @@ TEXT = (
 SPACES = (" " * 10000 + "x\n" + "\t" * 500 + "y" + "\n" * 200 + " \n" * 50 + "z" + " " * 777)
 EDGE = "<|endoftext|>"  # the whole text one special token
 SHORT = " a"
+# Starts with a special token (Metaspace "first" must not prepend after it),
+# then whitespace runs of every length next to words, and byte-fallback text.
+LEAD = ("<|im_start|>user  hi\t\tthere <|mask|>  x\n" + "".join(" " * k + "w" for k in range(1, 40))
+        + "\n" + "".join("\t" * k + "t" for k in range(1, 12)) + "\n\n\n\n  \n\t \t  end  "
+        + "数字 0123456789 𝔘𝔫𝔦𝔠𝔬𝔡𝔢 🦀🦀 ▁literal▁ <0x41> x")
 
 
 def training_files():
@@ -136,6 +147,100 @@ def train(pre_tokenizer, normalizer=None, vocab_size=3000, ignore_merges=False):
     tok.add_tokens([AddedToken("spindle_marker", special=False)])
     tok.add_tokens([AddedToken("spindle", single_word=True, special=False)])
     return tok
+
+
+BYTE_TOKENS = [f"<0x{b:02X}>" for b in range(256)]
+# Whitespace runs that Gemma's vocabulary has as single pieces.
+WS_RUNS = ["▁" * k for k in range(2, 32)] + ["\t" * k for k in range(2, 9)] + ["\n" * k for k in range(2, 6)]
+
+
+def train_sentencepiece_style(vocab_size=3000):
+    """BPE with byte_fallback, trained on Metaspace pre-tokens; then the byte
+    tokens are made plain vocab entries (not added tokens, as in Gemma's and
+    Llama 2's files), and whitespace-run pieces with their merges are added at
+    the front of the merge list (SentencePiece converters give every split of
+    a piece into two vocab pieces as a merge), before the added tokens."""
+    tok = Tokenizer(models.BPE(byte_fallback=True, unk_token="<unk>", fuse_unk=True))
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(prepend_scheme="always", split=True)
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=2,
+                                  special_tokens=["<unk>"] + BYTE_TOKENS + SPECIALS,
+                                  initial_alphabet=["\t", "\n"], limit_alphabet=400,
+                                  show_progress=False)
+    tok.train_from_iterator(corpus(), trainer=trainer)
+    data = json.loads(tok.to_str())
+    data["added_tokens"] = [t for t in data["added_tokens"] if t["content"] not in BYTE_TOKENS]
+    vocab = data["model"]["vocab"]
+    merges = data["model"]["merges"]
+    if merges and not isinstance(merges[0], list):
+        merges = [m.split(" ") for m in merges]
+    for ch in ("▁", "\t", "\n"):
+        assert ch in vocab, ch
+    new_merges = []
+    for run in WS_RUNS:
+        if run not in vocab:
+            vocab[run] = len(vocab)
+        for k in range(1, len(run)):
+            a, b = run[:k], run[k:]
+            if a in vocab and b in vocab:
+                new_merges.append([a, b])
+    data["model"]["merges"] = new_merges + [m for m in merges if m not in new_merges]
+    tok = Tokenizer.from_str(json.dumps(data, ensure_ascii=False))
+    tok.add_special_tokens([AddedToken("<|mask|>", lstrip=True, rstrip=True, special=True)])
+    tok.add_tokens([AddedToken("spindle_marker", special=False)])
+    tok.add_tokens([AddedToken("spindle", single_word=True, special=False)])
+    return tok
+
+
+def set_json(**parts):
+    """Sets top-level members (normalizer, pre_tokenizer, decoder) of the
+    tokenizer.json: each value a tokenizers object, a dict, or None."""
+    def edit(data):
+        for key, value in parts.items():
+            if value is None or isinstance(value, dict):
+                data[key] = value
+            else:
+                data[key] = json.loads(value.__getstate__())
+    return edit
+
+
+def sentencepiece_cases(cases):
+    sp = train_sentencepiece_style()
+    replace_sp = normalizers.Replace(" ", "▁")
+    sp_decoder = [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()]
+    # Gemma (1, 2, 3), as transformers' GemmaConverter writes it: spaces -> "▁" in
+    # the normalizer, no prefix, and a Split on " " that finds nothing left to
+    # split, so a whole piece between added tokens is one BPE word.
+    cases["gemma3style"] = reload(sp, set_json(
+        normalizer=replace_sp, pre_tokenizer=pre_tokenizers.Split(" ", "merged_with_previous"),
+        decoder=decoders.Sequence(sp_decoder)))
+    # Llama 2 / older SentencePiece conversions: "▁" prepended to every piece of
+    # text between added tokens, and the decoder strips one leading space.
+    cases["llama2style"] = reload(sp, set_json(
+        normalizer=normalizers.Sequence([normalizers.Prepend("▁"), replace_sp]), pre_tokenizer=None,
+        decoder=decoders.Sequence(sp_decoder + [decoders.Strip(" ", 1, 0)])))
+    # Metaspace pre-tokenizer, prefix only at the start of the input, no split
+    # (whitespace runs reach BPE whole), as Mistral-style files have.
+    cases["metaspace_first"] = reload(sp, set_json(
+        normalizer=None, pre_tokenizer=pre_tokenizers.Metaspace(prepend_scheme="first", split=False),
+        decoder=decoders.Sequence([decoders.Metaspace(prepend_scheme="first"), decoders.ByteFallback(),
+                                   decoders.Fuse()])))
+    # Metaspace with split and prefix on every piece; byte fallback decoded first.
+    cases["metaspace_always"] = reload(sp, set_json(
+        normalizer=normalizers.NFKC(),
+        pre_tokenizer=pre_tokenizers.Metaspace(prepend_scheme="always", split=True),
+        decoder=decoders.Sequence([decoders.ByteFallback(), decoders.Metaspace(prepend_scheme="always")])))
+    # The older spelling (add_prefix_space, str_rep), prefix never after it, and
+    # no decoder at all (HF then joins the tokens with spaces).
+    cases["metaspace_legacy"] = reload(sp, set_json(
+        normalizer=None,
+        pre_tokenizer={"type": "Sequence", "pretokenizers": [
+            {"type": "Metaspace", "replacement": "▁", "str_rep": "▁", "add_prefix_space": True},
+            {"type": "Digits", "individual_digits": True}]},
+        decoder=None))
+    cases["metaspace_never"] = reload(sp, set_json(
+        normalizer=None, pre_tokenizer=pre_tokenizers.Metaspace(prepend_scheme="never", split=True),
+        decoder={"type": "Metaspace", "replacement": "▁", "add_prefix_space": True,
+                 "prepend_scheme": "never"}))
 
 
 def reload(tok, edit=None):
@@ -253,6 +358,7 @@ def build_cases():
         set_pre_tokenizer(mix3)(data)
         set_normalizer(normalizers.Sequence([normalizers.NFD(), normalizers.NFC()]))(data)
     cases["mix_split3"] = reload(gpt2, mix3_edit)
+    sentencepiece_cases(cases)
     return cases
 
 
@@ -275,7 +381,7 @@ def write_expected(path, tok_rel, text_name, text, tok):
 
 def main():
     os.makedirs(OUT, exist_ok=True)
-    texts = {"text": TEXT, "spaces": SPACES, "edge": EDGE, "short": SHORT, "empty": ""}
+    texts = {"text": TEXT, "spaces": SPACES, "edge": EDGE, "short": SHORT, "empty": "", "lead": LEAD}
     for name, text in texts.items():
         with open(os.path.join(OUT, name + ".txt"), "w", encoding="utf-8", newline="") as f:
             f.write(text)

@@ -387,7 +387,7 @@ static void test_bad_inputs(const char *dir) {
 
 // ~1 MB of varied text must encode in well under a second or two.
 static void test_speed(const char *dir) {
-    const char *names[] = {"gpt2.json", "qwen2.json", "llama3.json"};
+    const char *names[] = {"gpt2.json", "qwen2.json", "llama3.json", "gemma3style.json", "metaspace_always.json"};
     char path[1024];
     snprintf(path, sizeof path, "%s/text.txt", dir);
     size_t len = 0;
@@ -532,6 +532,60 @@ static void test_whitespace_token_speed(const char *dir) {
     free(tabs);
 }
 
+// Writes dir/src with the first occurrence of `old` replaced by `new`; 0 on success.
+static int write_replaced(const char *dir, const char *src, const char *out, const char *old, const char *new) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, src);
+    size_t len = 0;
+    char *json = slurp(path, &len);
+    char *at = json ? strstr(json, old) : NULL;
+    if (!at) {
+        free(json);
+        return -1;
+    }
+    FILE *f = fopen(out, "wb");
+    fwrite(json, 1, (size_t)(at - json), f);
+    fputs(new, f);
+    fputs(at + strlen(old), f);
+    fclose(f);
+    free(json);
+    return 0;
+}
+
+// SentencePiece-style constructs that are not implemented are refused at load,
+// naming the file and the field (a Regex Replace, unknown decoders, a Metaspace
+// replacement of more than one character, an unknown prepend_scheme).
+static void test_sentencepiece_refusals(const char *dir) {
+    const struct {
+        const char *src, *old, *new, *mention;
+    } cases[] = {
+        {"gemma3style.json", "\"normalizer\":{\"type\":\"Replace\",\"pattern\":{\"String\"",
+         "\"normalizer\":{\"type\":\"Replace\",\"pattern\":{\"Regex\"", "normalizer Replace with a Regex"},
+        {"gemma3style.json", "\"normalizer\":{\"type\":\"Replace\"", "\"normalizer\":{\"type\":\"Precompiled\"",
+         "normalizer type \"Precompiled\""},
+        {"gemma3style.json", "{\"type\":\"Fuse\"}", "{\"type\":\"CTC\"}", "decoder type \"CTC\""},
+        {"gemma3style.json", "{\"type\":\"Replace\",\"pattern\":{\"String\":\"▁\"}",
+         "{\"type\":\"Replace\",\"pattern\":{\"Regex\":\"▁\"}", "decoder Replace with a Regex"},
+        {"metaspace_first.json", "\"replacement\":\"▁\"", "\"replacement\":\"▁▁\"",
+         "pre_tokenizer Metaspace \"replacement\" must be one character"},
+        {"metaspace_first.json", "\"prepend_scheme\":\"first\"", "\"prepend_scheme\":\"sometimes\"",
+         "prepend_scheme \"sometimes\""},
+        {"metaspace_first.json", "\"prepend_scheme\":\"first\"", "\"add_prefix_space\":false",
+         "add_prefix_space false"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        char path[256];
+        snprintf(path, sizeof path, "/tmp/test_tokenizer_sp%zu_%d.json", k, (int)getpid());
+        if (write_replaced(dir, cases[k].src, path, cases[k].old, cases[k].new)) {
+            printf("FAIL %s has no \"%s\" to replace\n", cases[k].src, cases[k].old);
+            g_failures++;
+            continue;
+        }
+        expect_load_error(path, cases[k].mention);
+        unlink(path);
+    }
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: %s <dir with tokenizer goldens>\n", argv[0]);
@@ -542,6 +596,7 @@ int main(int argc, char **argv) {
     test_speed(argv[1]);
     test_id_bounds(argv[1]);
     test_whitespace_token_speed(argv[1]);
+    test_sentencepiece_refusals(argv[1]);
     if (g_failures) {
         printf("test_tokenizer: %d failure(s)\n", g_failures);
         return 1;
