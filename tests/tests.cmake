@@ -27,6 +27,10 @@ add_test(NAME units COMMAND test_units ${TEST_TMP})
 add_executable(test_tokenizer tests/test_tokenizer.c)
 target_link_libraries(test_tokenizer PRIVATE spindle_core)
 add_test(NAME tokenizer COMMAND test_tokenizer ${CMAKE_SOURCE_DIR}/tests/tokenizer)
+# The real Gemma 3 270M tokenizer.json (scripts/get-gemma3.sh) against HF tokenizers' ids.
+add_test(NAME gemma3_tokenizer COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_gemma3_tokenizer.sh $<TARGET_FILE:spindle>
+         ${CMAKE_SOURCE_DIR}/models/gemma3-270m ${CMAKE_SOURCE_DIR}/tests/tokenizer ${TEST_TMP}/gemma3_tokenizer)
+set_tests_properties(gemma3_tokenizer PROPERTIES SKIP_RETURN_CODE 77)
 
 add_test(NAME parser_refusals COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_parser_refusals.sh
          $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/parser_refusals)
