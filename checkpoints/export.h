@@ -7,7 +7,7 @@
 //   model.layers.{l}.self_attn.indexer.k_norm.bias   [d_I]   (LayerNorm)
 //   model.layers.{l}.self_attn.indexer.ww.weight     [H, d_model] (expanded)
 // and INDEXER/config.json the base checkpoint's fingerprint, the layers, the
-// indexer configuration (model/indexer.h), default k and b_sel, steps, tokens.
+// indexer configuration (kernels/indexer.h), default k and b_sel, steps, tokens.
 #pragma once
 #include <stdint.h>
 
@@ -20,15 +20,7 @@
 int export_indexer(const char *run_dir, const char *out_dir, int64_t at_step, int default_k, int default_bsel,
                    Status *st);
 
-typedef struct IndexerSet {
-    IndexerConfig cfg;
-    char fingerprint[65];
-    int n_model_layers;  // the base model's layer count (params is indexed by model layer)
-    float **params;      // [n_model_layers]; NULL where a layer has no indexer
-    int default_k, default_bsel;
-} IndexerSet;
-
-// Loads an exported indexer folder for a model of n_model_layers layers whose
+// Loads an exported indexer folder (an IndexerSet, kernels/indexer.h) for a model of n_model_layers layers whose
 // fingerprint is expect_fp (NULL: not checked; a mismatch is refused, naming
 // both). Release with indexer_set_free.
 int indexer_set_load(IndexerSet *s, const char *dir, int n_model_layers, const char *expect_fp, Status *st);

@@ -171,7 +171,7 @@ typedef struct {
     cJSON *env;        // written with the results
     const char *json;  // rewritten (atomically) after every measurement, so a
                        // run cut short keeps what it measured
-    Progress pr;       // one item per measurement (data/progress.h)
+    Progress pr;       // one item per measurement (base/progress.h)
     int64_t done;
 } Bench;
 

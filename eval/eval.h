@@ -52,7 +52,7 @@ typedef struct {
     int n_bsel;
     const struct IndexerSet *indexer;  // not NULL: indexer rows at every (k, bsel) too
     int max_seq;   // sequences taken from the token stream (non-overlapping windows)
-    int progress;  // print progress lines to stderr (data/progress.h)
+    int progress;  // print progress lines to stderr (base/progress.h)
     // Retrieval (optional): n_tasks kinds × n_depths depths × task_n seeded
     // instances, haystacks from the same token stream; needs tok.
     const Tokenizer *tok;

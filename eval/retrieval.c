@@ -6,26 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-// --- PRNG: splitmix64 (Steele, Lea, Flood 2014), the same stream on every machine ------------
-
-static uint64_t rng_next(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-// Uniform in [0, n), n > 0, without modulo bias (rejects the top partial block).
-static uint64_t rng_below(uint64_t *s, uint64_t n) {
-    uint64_t limit = UINT64_MAX - UINT64_MAX % n;
-    uint64_t x;
-    do x = rng_next(s);
-    while (x >= limit);
-    return x % n;
-}
-
-// Uniform in [0, 1) with 53 random bits.
-static double rng_unit(uint64_t *s) { return (double)(rng_next(s) >> 11) * 0x1.0p-53; }
+#include "rng.h"
 
 // --- Templates -------------------------------------------------------------------------------
 
@@ -175,7 +156,7 @@ int retrieval_make(const Tokenizer *tok, const int32_t *haystack, size_t n_hay, 
         }
     }
     depths[0] = depth;
-    for (int i = 1; i < n_needles; i++) depths[i] = rng_unit(&rng);
+    for (int i = 1; i < n_needles; i++) depths[i] = rng_uniform(&rng);
 
     // Text pieces, each tokenized on its own.
     char buf[512];

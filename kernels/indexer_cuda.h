@@ -1,8 +1,8 @@
 // indexer_cuda.h: the indexer on the GPU (only with SPINDLE_HAVE_CUDA), the
 // CUDA twins of kernels/indexer_ops.h and train/adamw.h with the same
-// semantics, argument order and definitions (model/indexer.h; docs/design.md
+// semantics, argument order and definitions (kernels/indexer.h; docs/design.md
 // "Indexer", "Loss"). Pointers are device pointers unless named *_host;
-// cfg is a host struct. params/grads use the flat layout of model/indexer.h.
+// cfg is a host struct. params/grads use the flat layout of kernels/indexer.h.
 // x [T, d_model] is the layer's normed attention input; tq [T, Hq·dh],
 // tk [T, Hkv·dh] the teacher's q, k as attention uses them; tlse [Hq, T].
 // No T×T buffer: the loss is fused flash style over key tiles; inference

@@ -1,8 +1,8 @@
 // indexer_ops.h: the indexer's pairwise ops (query × key), CPU twin. Names end
 // in _cpu; a CUDA twin keeps the names with _cuda. Arguments go outputs →
 // inputs → dimensions; parameter gradients accumulate (+=) into a buffer of
-// the layout in model/indexer.h. Definitions of q^I, k^I, w, score and Q are
-// in model/indexer.h; the teacher (docs/design.md
+// the layout in kernels/indexer.h. Definitions of q^I, k^I, w, score and Q are
+// in kernels/indexer.h; the teacher (docs/design.md
 // "Teacher distribution") is
 //   a_{h,t}(j) = exp(s·q_{h,t}·k_{h/G,j} − lse_{h,t}),  P_t(j) = (1/Hq) Σ_h a_{h,t}(j),  j ≤ t
 // rebuilt tile by tile from the teacher q [T, Hq·dh], k [T, Hkv·dh] and

@@ -8,7 +8,7 @@
 #include <omp.h>
 #include <string.h>
 
-#include "export.h"
+#include "indexer.h"
 #include "indexer_ops.h"
 #include "ops.h"
 #include "rope.h"

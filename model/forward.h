@@ -33,7 +33,7 @@ typedef struct {
     void *ctx;
 } ForwardTap;
 
-struct IndexerSet;  // checkpoints/export.h
+struct IndexerSet;  // kernels/indexer.h
 
 typedef struct {
     const Sparsity *sparse;  // NULL: dense attention everywhere

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "export.h"
+#include "indexer.h"
 #include "indexer_cuda.h"
 #include "ops_cuda.h"
 #include "oracle_cuda.h"

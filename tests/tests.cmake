@@ -5,7 +5,7 @@ set(TEST_TMP ${CMAKE_BINARY_DIR}/test-tmp)
 file(MAKE_DIRECTORY ${TEST_TMP})
 
 add_executable(test_goldens tests/test_goldens.c)
-target_link_libraries(test_goldens PRIVATE spindle_core)
+target_link_libraries(test_goldens PRIVATE spindle_data)
 file(GLOB golden_cases RELATIVE ${GOLDENS} ${GOLDENS}/*/logits.npy)
 foreach(case_file ${golden_cases})
   get_filename_component(case ${case_file} DIRECTORY)
@@ -21,11 +21,11 @@ foreach(f ${oracle_files})
 endforeach()
 
 add_executable(test_units tests/test_units.c)
-target_link_libraries(test_units PRIVATE spindle_core)
+target_link_libraries(test_units PRIVATE spindle_data)
 add_test(NAME units COMMAND test_units ${TEST_TMP})
 
 add_executable(test_tokenizer tests/test_tokenizer.c)
-target_link_libraries(test_tokenizer PRIVATE spindle_core)
+target_link_libraries(test_tokenizer PRIVATE spindle_model)
 add_test(NAME tokenizer COMMAND test_tokenizer ${CMAKE_SOURCE_DIR}/tests/tokenizer)
 # The real Gemma 3 270M tokenizer.json (scripts/get-gemma3.sh) against HF tokenizers' ids.
 add_test(NAME gemma3_tokenizer COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_gemma3_tokenizer.sh $<TARGET_FILE:spindle>
@@ -39,7 +39,7 @@ add_test(NAME bad_input COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_bad_input.sh
          $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/bad)
 
 add_executable(test_smollm2 tests/test_smollm2.c)
-target_link_libraries(test_smollm2 PRIVATE spindle_core)
+target_link_libraries(test_smollm2 PRIVATE spindle_data)
 add_test(NAME smollm2_vs_transformers COMMAND test_smollm2 $<TARGET_FILE:spindle>
          ${CMAKE_SOURCE_DIR}/models/smollm2 ${GOLDENS}/smollm2 ${TEST_TMP})
 set_tests_properties(smollm2_vs_transformers PROPERTIES SKIP_RETURN_CODE 77)
@@ -48,19 +48,19 @@ add_test(NAME oracle_cli COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_oracle_cli.
          $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/oracle_cli)
 
 add_executable(test_retrieval tests/test_retrieval.c)
-target_link_libraries(test_retrieval PRIVATE spindle_core)
+target_link_libraries(test_retrieval PRIVATE spindle_eval spindle_data)
 add_test(NAME retrieval COMMAND test_retrieval ${CMAKE_SOURCE_DIR}/tests/tokenizer
          ${CMAKE_SOURCE_DIR}/models/smollm2 ${TEST_TMP}/retrieval ${CMAKE_SOURCE_DIR}/corpus/heldout)
 set_tests_properties(retrieval PROPERTIES SKIP_RETURN_CODE 77)
 
 add_executable(test_shard tests/test_shard.c)
-target_link_libraries(test_shard PRIVATE spindle_core)
+target_link_libraries(test_shard PRIVATE spindle_data)
 add_test(NAME shard COMMAND test_shard unit ${TEST_TMP}/shard)
 add_test(NAME teacher_cli COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_teacher.sh $<TARGET_FILE:spindle>
          $<TARGET_FILE:test_shard> ${GOLDENS} ${TEST_TMP}/teacher)
 
 add_executable(test_indexer tests/test_indexer.c)
-target_link_libraries(test_indexer PRIVATE spindle_core)
+target_link_libraries(test_indexer PRIVATE spindle_kernels)
 add_test(NAME indexer COMMAND test_indexer)
 
 add_test(NAME train_resume_export COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_train.sh
@@ -72,7 +72,7 @@ if(SPINDLE_CUDA)
   add_executable(test_cuda_twins tests/test_cuda_twins.c tests/twins/common.c tests/twins/oracle.c
     tests/twins/indexer.c tests/twins/sdpa.c tests/twins/score.c)
   target_include_directories(test_cuda_twins PRIVATE tests/twins)
-  target_link_libraries(test_cuda_twins PRIVATE spindle_core)
+  target_link_libraries(test_cuda_twins PRIVATE spindle_cli)
   add_test(NAME cuda_twins COMMAND test_cuda_twins)
   set_tests_properties(cuda_twins PROPERTIES SKIP_RETURN_CODE 77)
   # `spindle logits --device cuda` (fp32 and bf16) on every dense golden case.
@@ -89,3 +89,25 @@ endif()
 # flags, --flag=value, malformed values and missing required flags.
 add_test(NAME cli_grammar COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_cli.sh
          $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/cli)
+
+# The dependency order of the folders (docs/design.md, "Code layout and
+# dependency order"): with each library's own include path, a header of the
+# same or a lower folder compiles and a header of a higher folder is refused.
+set(layering_cases
+  "spindle_base|status.h,fileio.h,progress.h,rng.h|ops.h,indexer.h,model.h"
+  "spindle_kernels|ops.h,indexer.h,indexer_ops.h,status.h,rng.h|model.h,forward.h,config.h,rope.h,export.h"
+  "spindle_model|forward.h,backbone.h,tokenizer.h,indexer.h,fileio.h|shard.h,corpus.h,npy.h,export.h,trainer.h"
+  "spindle_data|shard.h,corpus.h,ids.h,npy.h,model.h|export.h,run_state.h,trainer.h,eval.h,cli_util.h"
+  "spindle_checkpoints|export.h,run_state.h,shard.h|trainer.h,adamw.h,eval.h,cli_util.h"
+  "spindle_train|trainer.h,adamw.h,export.h|eval.h,retrieval.h,cli_util.h,commands.h"
+  "spindle_eval|eval.h,retrieval.h,export.h|trainer.h,schedule.h,cli_util.h,commands.h"
+  "spindle_cli|commands.h,cli_util.h,trainer.h,eval.h|")
+set(layering_args)
+foreach(c ${layering_cases})
+  string(REPLACE "|" ";" parts "${c}")
+  list(GET parts 0 lib)
+  list(GET parts 1 allowed)
+  list(GET parts 2 forbidden)
+  list(APPEND layering_args "${lib}=$<JOIN:$<TARGET_PROPERTY:${lib},INCLUDE_DIRECTORIES>,:>=${allowed}=${forbidden}")
+endforeach()
+add_test(NAME layering COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_layering.sh ${CMAKE_C_COMPILER} ${layering_args})

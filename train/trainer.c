@@ -24,6 +24,7 @@
 #include "forward.h"
 #include "indexer_ops.h"
 #include "model.h"
+#include "rng.h"
 #include "rope.h"
 #include "run_state.h"
 #include "schedule.h"

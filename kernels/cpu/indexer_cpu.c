@@ -17,7 +17,7 @@
 // is summed in a per-thread buffer (tiles go round-robin to threads, schedule
 // static) and the buffers are added in thread order: for a fixed thread count
 // the result is bitwise reproducible. Finally the projections' backward
-// (model/indexer.c) takes dq^I, dw, dk^I through RoPE, the key norm and the
+// (kernels/cpu/indexer.c) takes dq^I, dw, dk^I through RoPE, the key norm and the
 // GEMMs into dW_q, dW_w, dW_k and the norm's parameters.
 #include <cblas.h>
 #include <math.h>

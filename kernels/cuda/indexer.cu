@@ -1,11 +1,11 @@
 // indexer.cu: the indexer on the GPU, CUDA twin of kernels/cpu/indexer_cpu.c
-// and of the projections in model/indexer.c (head-collapsed variant, fp32).
+// and of the projections in kernels/cpu/indexer.c (head-collapsed variant, fp32).
 //
 // What. The projections q^I = R(W_q x), k^I = R(N(W_k x)) and their backward;
 // the fused distillation loss KL(P ‖ Q) with the gradients of every indexer
 // parameter; the attention-mass recall of the indexer's top-k; the indexer's
 // supports (top-k per query, or per block of b_sel queries by the aggregated
-// A_B(j) = Σ_{t∈B, t≥j} Q_t(j)). Definitions: model/indexer.h, docs/design.md "Indexer".
+// A_B(j) = Σ_{t∈B, t≥j} Q_t(j)). Definitions: kernels/indexer.h, docs/design.md "Indexer".
 //
 // How.
 //   Projections: the GEMMs go through cuBLAS (fp32, TF32 off), the key norm is
@@ -527,7 +527,7 @@ static void require_shapes(const IndexerConfig *cfg, int dh, const char *fn) {
 }
 
 // cos/sin tables [n, d_rope/2] for positions 0..n−1, built on the host exactly
-// as model/indexer.c forms them, uploaded once and kept (regrown when a longer
+// as kernels/cpu/indexer.c forms them, uploaded once and kept (regrown when a longer
 // sequence or another θ / d_rope comes). Never freed.
 static struct {
     float theta;

@@ -7,7 +7,7 @@
 # may ever crash (under ASan + UBSan in the sanitizer build).
 #
 # -DSPINDLE_FUZZ=ON (with CC=clang, in its own build folder; scripts/fuzz.sh):
-# the library and the targets are built with ASan + UBSan and coverage
+# the libraries (every one links spindle_base, which carries the flags) and the targets are built with ASan + UBSan and coverage
 # instrumentation, and each target is linked with libFuzzer when clang has it
 # (else with the driver). `cmake --build DIR --target fuzz` builds them all.
 option(SPINDLE_FUZZ "Build the fuzz targets with libFuzzer, ASan and UBSan (needs clang)" OFF)
@@ -35,12 +35,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { (void)d; (void)n; retur
   unset(CMAKE_REQUIRED_LINK_OPTIONS)
   if(SPINDLE_HAVE_LIBFUZZER)
     set(FUZZ_USE_LIBFUZZER ON)
-    target_compile_options(spindle_core PUBLIC ${FUZZ_SAN} -fsanitize=fuzzer-no-link)
+    target_compile_options(spindle_base PUBLIC ${FUZZ_SAN} -fsanitize=fuzzer-no-link)
   else()
     message(STATUS "clang has no libFuzzer runtime: the fuzz targets use tests/fuzz/driver.c")
-    target_compile_options(spindle_core PUBLIC ${FUZZ_SAN})
+    target_compile_options(spindle_base PUBLIC ${FUZZ_SAN})
   endif()
-  target_link_options(spindle_core INTERFACE -fsanitize=address,undefined)
+  target_link_options(spindle_base INTERFACE -fsanitize=address,undefined)
   add_custom_target(fuzz)
 endif()
 
@@ -50,7 +50,8 @@ foreach(src ${fuzz_sources})
   add_executable(${target} ${src})
   set_target_properties(${target} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/fuzz)
   target_include_directories(${target} PRIVATE ${FUZZ_DIR})
-  target_link_libraries(${target} PRIVATE spindle_core)
+  # The parsers under test live in model/, data/ and checkpoints/.
+  target_link_libraries(${target} PRIVATE spindle_checkpoints)
   if(FUZZ_USE_LIBFUZZER)
     target_compile_options(${target} PRIVATE -fsanitize=fuzzer)
     target_link_options(${target} PRIVATE -fsanitize=fuzzer)

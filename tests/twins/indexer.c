@@ -1,5 +1,5 @@
 // indexer.c: twin checks of the indexer on the GPU (kernels/indexer_cuda.h)
-// against the CPU twin (kernels/indexer_ops.h, model/indexer.c, train/adamw.c).
+// against the CPU twin (kernels/indexer_ops.h, kernels/cpu/indexer.c, train/adamw.c).
 //
 // Inputs: x ~ N(0, 1); parameters from indexer_init with the norm's gain and
 // bias perturbed (so their gradients are not trivially those of g = 1, b = 0);

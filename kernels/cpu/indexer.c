@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ops.h"
+#include "rng.h"
 
 IndexerConfig indexer_config_default(int d_model) {
     IndexerConfig c = {0};
@@ -73,37 +74,19 @@ int indexer_param_tensors(IndexerTensor out[INDEXER_MAX_TENSORS], const IndexerC
     return n;
 }
 
-// splitmix64: a 64-bit state stepped by the golden-ratio increment and mixed.
-static uint64_t splitmix64(uint64_t *s) {
-    uint64_t z = (*s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-// Uniform in (0, 1]: the top 53 bits, shifted off zero so log() is finite.
-static double uniform01(uint64_t *s) { return ((splitmix64(s) >> 11) + 1) * 0x1.0p-53; }
-
-// Box-Muller: two uniforms give N(0, 1) (we keep the cosine branch only, so
-// every draw consumes exactly two PRNG steps).
-static double normal01(uint64_t *s) {
-    const double u1 = uniform01(s), u2 = uniform01(s);
-    return sqrt(-2.0 * log(u1)) * cos(2.0 * M_PI * u2);
-}
-
 void indexer_init(const IndexerConfig *c, float *params, uint64_t seed) {
     const IndexerLayout L = indexer_layout(c);
     const int64_t dm = c->d_model, dI = c->d_index, H = c->n_heads;
     const double std = 1.0 / sqrt((double)dm);
     uint64_t s = seed;
-    for (int64_t i = 0; i < H * dI * dm; i++) params[L.wq + i] = (float)(std * normal01(&s));
-    for (int64_t i = 0; i < dI * dm; i++) params[L.wk + i] = (float)(std * normal01(&s));
+    for (int64_t i = 0; i < H * dI * dm; i++) params[L.wq + i] = (float)(std * rng_normal(&s));
+    for (int64_t i = 0; i < dI * dm; i++) params[L.wk + i] = (float)(std * rng_normal(&s));
     if (L.k_norm >= 0)
         for (int64_t i = 0; i < dI; i++) params[L.k_norm + i] = 1.0f;
     if (L.k_norm_bias >= 0)
         for (int64_t i = 0; i < dI; i++) params[L.k_norm_bias + i] = 0.0f;
     if (L.ww >= 0)
-        for (int64_t i = 0; i < H * dm; i++) params[L.ww + i] = (float)(std * normal01(&s));
+        for (int64_t i = 0; i < H * dm; i++) params[L.ww + i] = (float)(std * rng_normal(&s));
 }
 
 void indexer_rope(float *v, const IndexerConfig *c, const int *pos, int n, int H, int inverse) {

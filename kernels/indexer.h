@@ -1,5 +1,6 @@
 // indexer.h: the indexer of one full-attention layer — its configuration, its
-// flat parameter buffer, and the per-token projections (CPU, fp32).
+// flat parameter buffer, the per-token projections (CPU, fp32), and the set of
+// trained indexers of a model that the forward passes read.
 //
 // Definitions (docs/design.md, "Indexer"). x_t = the layer's normed attention input
 // [d_model]; d_I = d_index; H = n_heads (1 for the head-collapsed form).
@@ -128,3 +129,14 @@ void indexer_queries_backward(float *grads, const float *dq, const float *dw, co
 // parts. u and stat are what the forward saved.
 void indexer_keys_backward(float *grads, const float *dk, const IndexerConfig *cfg, const float *params,
                            const float *x, const float *u, const float *stat, int T);
+
+// The trained indexers of one model: one configuration, and per model layer a
+// flat parameter buffer or NULL where the layer has none. Built by
+// indexer_set_load (checkpoints/export.h), read by the forward passes.
+typedef struct IndexerSet {
+    IndexerConfig cfg;
+    char fingerprint[65];
+    int n_model_layers;  // the base model's layer count (params is indexed by model layer)
+    float **params;      // [n_model_layers]; NULL where a layer has no indexer
+    int default_k, default_bsel;
+} IndexerSet;
