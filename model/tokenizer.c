@@ -393,8 +393,8 @@ struct Tokenizer {
 
     StrMap vocab;    // model vocab: token string -> id
     PairMap merges;  // (a, b) -> rank, merged id
-    char **id_to_token;  // n_ids entries, NULL for holes
-    int32_t n_ids;
+    char **id_to_token;  // n_ids entries (room for cap_ids), NULL for holes
+    int32_t n_ids, cap_ids;
     bool ignore_merges;
     bool byte_fallback;
     bool fuse_unk;
@@ -574,15 +574,21 @@ static int fail_id_range(const Tokenizer *t, double id, const char *token, Statu
                        token, id, t->max_ids - 1);
 }
 
-// Grows id_to_token so that id fits.
+// Grows id_to_token so that id fits. The room grows geometrically: one
+// realloc per id would copy the table once per token (quadratic in the
+// vocabulary wherever realloc cannot extend in place, e.g. under ASan).
 static void ensure_id(Tokenizer *t, int32_t id) {
     if (id < t->n_ids) return;
-    int32_t n = id + 1;
-    char **p = realloc(t->id_to_token, (size_t)n * sizeof *p);
-    SPINDLE_CHECK(p != NULL);
-    for (int32_t i = t->n_ids; i < n; i++) p[i] = NULL;
-    t->id_to_token = p;
-    t->n_ids = n;
+    if (id >= t->cap_ids) {
+        int64_t cap = t->cap_ids ? 2 * (int64_t)t->cap_ids : 1024;
+        if (cap <= id) cap = (int64_t)id + 1;
+        char **p = realloc(t->id_to_token, (size_t)cap * sizeof *p);
+        SPINDLE_CHECK(p != NULL);
+        t->id_to_token = p;
+        t->cap_ids = (int32_t)(cap < INT32_MAX ? cap : INT32_MAX);
+    }
+    for (int32_t i = t->n_ids; i <= id; i++) t->id_to_token[i] = NULL;
+    t->n_ids = id + 1;
 }
 
 static void set_token(Tokenizer *t, int32_t id, const char *s) {
