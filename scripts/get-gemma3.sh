@@ -36,15 +36,8 @@ log() { echo "get-gemma3: $*"; }
 die() { echo "get-gemma3: ERROR: $*" >&2; exit 1; }
 sha() { sha256sum "$1" | cut -d' ' -f1; }
 
-need=()
-"$PY" -c "import numpy" 2>/dev/null || need+=("numpy==2.4.6")
-"$PY" -c "import gguf" 2>/dev/null || need+=("gguf==0.19.0")
-"$PY" -c "import safetensors" 2>/dev/null || need+=("safetensors==0.8.0")
-"$PY" -c "import tokenizers" 2>/dev/null || need+=("tokenizers==0.23.3")
-if ((${#need[@]})); then
-  log "installing ${need[*]}"
-  "$PY" -m pip install -q "${need[@]}"
-fi
+. "$ROOT/scripts/conversion-deps.sh"
+conversion_deps get-gemma3 "$PY"
 
 if ((FORCE == 0)) && [[ -f "$OUT/SOURCE.txt" && -f "$OUT/SHA256SUMS" ]]; then
   if grep -q "^gguf_sha256: ${GGUF_SHA256}\$" "$OUT/SOURCE.txt" && (cd "$OUT" && sha256sum --quiet -c SHA256SUMS); then

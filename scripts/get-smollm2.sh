@@ -29,15 +29,8 @@ die() { echo "get-smollm2: ERROR: $*" >&2; exit 1; }
 sha() { sha256sum "$1" | cut -d' ' -f1; }
 
 # --- Python dependencies (installed only when missing; versions known to work) -----------------
-need=()
-"$PY" -c "import numpy" 2>/dev/null || need+=("numpy==2.4.6")
-"$PY" -c "import gguf" 2>/dev/null || need+=("gguf==0.19.0")
-"$PY" -c "import safetensors" 2>/dev/null || need+=("safetensors==0.8.0")
-"$PY" -c "import tokenizers" 2>/dev/null || need+=("tokenizers==0.23.3")
-if ((${#need[@]})); then
-  log "installing ${need[*]}"
-  "$PY" -m pip install -q "${need[@]}"
-fi
+. "$ROOT/scripts/conversion-deps.sh"
+conversion_deps get-smollm2 "$PY"
 
 # --- Already done? -----------------------------------------------------------------------------
 if ((FORCE == 0)) && [[ -f "$OUT/SOURCE.txt" && -f "$OUT/SHA256SUMS" ]]; then
