@@ -427,26 +427,32 @@ static void test_speed(const char *dir) {
     free(unit);
 }
 
-// Writes gpt2.json with text inserted right after the first occurrence of
-// `after`; returns 0 on success.
-static int write_variant(const char *dir, const char *out, const char *after, const char *insert) {
-    char good[1024];
-    snprintf(good, sizeof good, "%s/gpt2.json", dir);
+// Writes dir/src with the first occurrence of `old` replaced by `new`; 0 on success.
+static int write_replaced(const char *dir, const char *src, const char *out, const char *old, const char *new) {
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, src);
     size_t len = 0;
-    char *json = slurp(good, &len);
-    char *at = json ? strstr(json, after) : NULL;
+    char *json = slurp(path, &len);
+    char *at = json ? strstr(json, old) : NULL;
     if (!at) {
         free(json);
         return -1;
     }
     FILE *f = fopen(out, "wb");
-    size_t head = (size_t)(at - json) + strlen(after);
-    fwrite(json, 1, head, f);
-    fputs(insert, f);
-    fputs(json + head, f);
+    fwrite(json, 1, (size_t)(at - json), f);
+    fputs(new, f);
+    fputs(at + strlen(old), f);
     fclose(f);
     free(json);
     return 0;
+}
+
+// Writes gpt2.json with text inserted right after the first occurrence of
+// `after`; returns 0 on success.
+static int write_variant(const char *dir, const char *out, const char *after, const char *insert) {
+    char with[1024];
+    snprintf(with, sizeof with, "%s%s", after, insert);
+    return write_replaced(dir, "gpt2.json", out, after, with);
 }
 
 // Ids are bounded: by the model's vocab_size when the tokenizer is loaded for a
@@ -532,25 +538,6 @@ static void test_whitespace_token_speed(const char *dir) {
     free(tabs);
 }
 
-// Writes dir/src with the first occurrence of `old` replaced by `new`; 0 on success.
-static int write_replaced(const char *dir, const char *src, const char *out, const char *old, const char *new) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", dir, src);
-    size_t len = 0;
-    char *json = slurp(path, &len);
-    char *at = json ? strstr(json, old) : NULL;
-    if (!at) {
-        free(json);
-        return -1;
-    }
-    FILE *f = fopen(out, "wb");
-    fwrite(json, 1, (size_t)(at - json), f);
-    fputs(new, f);
-    fputs(at + strlen(old), f);
-    fclose(f);
-    free(json);
-    return 0;
-}
 
 // SentencePiece-style constructs that are not implemented are refused at load,
 // naming the file and the field (a Regex Replace, unknown decoders, a Metaspace
