@@ -17,15 +17,25 @@ void rmsnorm_forward_cpu(float *out, const float *in, const float *w, int R, int
 // (already multiplied by the RoPE attention factor). Dims ≥ rot pass through.
 void rope_forward_cpu(float *x, const float *cos, const float *sin, int T, int H, int dh, int rot);
 
-// out[i] = silu(gate[i]) · up[i]. out may alias gate.
-void swiglu_forward_cpu(float *out, const float *gate, const float *up, int64_t n);
+// The activation of a gated MLP: silu(x) = x / (1 + exp(−x)) (SwiGLU), or
+// gelu_tanh(x) = 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³))) (GeGLU, torch's
+// approximate="tanh").
+typedef enum { ACT_SILU, ACT_GELU_TANH } Act;
+
+// out[i] = act(gate[i]) · up[i]. out may alias gate.
+void glu_forward_cpu(float *out, const float *gate, const float *up, int64_t n, Act act);
+
+// x[i] = cap · tanh(x[i] / cap) in place (logit soft-capping), cap > 0.
+void softcap_forward_cpu(float *x, int64_t n, float cap);
 
 // Causal GQA attention, tiled (flash style: online softmax over key tiles, no
 // T×T buffer). q [T, Hq·dh], k/v [T, Hkv·dh], out [T, Hq·dh]; query head h reads
 // key/value head h / (Hq/Hkv). lse [Hq, T] (may be NULL) receives each row's
-// log-sum-exp of scale·q·k, the teacher statistic.
+// log-sum-exp of scale·q·k, the teacher statistic. window 0: causal (key j
+// visible to query t iff j ≤ t); window W > 0: sliding window, key j visible
+// iff t − W < j ≤ t (W ≥ T is causal).
 void attention_forward_cpu(float *out, float *lse, const float *q, const float *k, const float *v,
-                           int T, int Hq, int Hkv, int dh, float scale);
+                           int T, int Hq, int Hkv, int dh, float scale, int window);
 
 // Re-executes the process once with OPENBLAS_CORETYPE / OMP_WAIT_POLICY set when
 // they are missing and would make it slow (see blas_init.c). Call

@@ -33,23 +33,25 @@ static void test_half_floats(void) {
 }
 
 // Naive causal GQA attention with a full score row per query: the reference.
+// window W > 0: keys t − W < j ≤ t only.
 static void attention_naive(float *out, float *lse, const float *q, const float *k, const float *v,
-                            int T, int Hq, int Hkv, int dh, float scale) {
+                            int T, int Hq, int Hkv, int dh, float scale, int window) {
     double *p = malloc(sizeof(double) * T);
     for (int h = 0; h < Hq; h++) {
         int kh = h / (Hq / Hkv);
         for (int t = 0; t < T; t++) {
             double mx = -INFINITY, sum = 0;
-            for (int j = 0; j <= t; j++) {
+            const int j_lo = window > 0 && t - window + 1 > 0 ? t - window + 1 : 0;
+            for (int j = j_lo; j <= t; j++) {
                 double s = 0;
                 for (int d = 0; d < dh; d++) s += (double)q[(t * Hq + h) * dh + d] * k[(j * Hkv + kh) * dh + d];
                 p[j] = s * scale;
                 mx = p[j] > mx ? p[j] : mx;
             }
-            for (int j = 0; j <= t; j++) sum += (p[j] = exp(p[j] - mx));
+            for (int j = j_lo; j <= t; j++) sum += (p[j] = exp(p[j] - mx));
             for (int d = 0; d < dh; d++) {
                 double a = 0;
-                for (int j = 0; j <= t; j++) a += p[j] * v[(j * Hkv + kh) * dh + d];
+                for (int j = j_lo; j <= t; j++) a += p[j] * v[(j * Hkv + kh) * dh + d];
                 out[(t * Hq + h) * dh + d] = (float)(a / sum);
             }
             lse[h * T + t] = (float)(mx + log(sum));
@@ -59,10 +61,14 @@ static void attention_naive(float *out, float *lse, const float *q, const float 
 }
 
 static void test_attention(void) {
-    const int cases[][4] = {{1, 4, 4, 16}, {5, 8, 2, 16}, {64, 3, 3, 64}, {130, 8, 1, 32}, {300, 4, 2, 64}};
+    // T, Hq, Hkv, dh, window (0: causal; W = 1, W inside a key tile, W across
+    // tiles and not a multiple of them, W ≥ T)
+    const int cases[][5] = {{1, 4, 4, 16, 0},   {5, 8, 2, 16, 0},   {64, 3, 3, 64, 0},  {130, 8, 1, 32, 0},
+                            {300, 4, 2, 64, 0}, {130, 4, 1, 32, 1}, {130, 4, 1, 32, 7}, {300, 4, 1, 64, 150},
+                            {300, 2, 1, 32, 300}, {1, 2, 1, 16, 1}};
     unsigned seed = 7;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        int T = cases[c][0], Hq = cases[c][1], Hkv = cases[c][2], dh = cases[c][3];
+        int T = cases[c][0], Hq = cases[c][1], Hkv = cases[c][2], dh = cases[c][3], W = cases[c][4];
         size_t nq = (size_t)T * Hq * dh, nkv = (size_t)T * Hkv * dh;
         float *q = malloc(4 * nq), *k = malloc(4 * nkv), *v = malloc(4 * nkv);
         float *o1 = malloc(4 * nq), *o2 = malloc(4 * nq), *l1 = malloc(4 * Hq * T), *l2 = malloc(4 * Hq * T);
@@ -70,14 +76,37 @@ static void test_attention(void) {
         for (size_t i = 0; i < nkv; i++) k[i] = (float)(rand_r(&seed) % 2001 - 1000) / 250.0f;
         for (size_t i = 0; i < nkv; i++) v[i] = (float)(rand_r(&seed) % 2001 - 1000) / 1000.0f;
         float scale = 1.0f / sqrtf((float)dh);
-        attention_forward_cpu(o1, l1, q, k, v, T, Hq, Hkv, dh, scale);
-        attention_naive(o2, l2, q, k, v, T, Hq, Hkv, dh, scale);
+        attention_forward_cpu(o1, l1, q, k, v, T, Hq, Hkv, dh, scale, W);
+        attention_naive(o2, l2, q, k, v, T, Hq, Hkv, dh, scale, W);
         double eo = 0, el = 0;
         for (size_t i = 0; i < nq; i++) eo = fmax(eo, fabs(o1[i] - o2[i]));
         for (int i = 0; i < Hq * T; i++) el = fmax(el, fabs(l1[i] - l2[i]) / fmax(1.0, fabs(l2[i])));
-        EXPECT(eo < 2e-5 && el < 2e-6, "attention T=%d Hq=%d Hkv=%d dh=%d: max out err %.3g, lse err %.3g",
-               T, Hq, Hkv, dh, eo, el);
+        EXPECT(eo < 2e-5 && el < 2e-6, "attention T=%d Hq=%d Hkv=%d dh=%d W=%d: max out err %.3g, lse err %.3g",
+               T, Hq, Hkv, dh, W, eo, el);
         free(q), free(k), free(v), free(o1), free(o2), free(l1), free(l2);
+    }
+}
+
+// glu_forward_cpu's two activations and softcap_forward_cpu at values worked
+// out in double (gelu_tanh as torch's approximate="tanh").
+static void test_glu_softcap(void) {
+    const float x[] = {-3.0f, -1.0f, 0.0f, 0.5f, 1.0f, 4.0f}, up[] = {1.0f, 2.0f, 1.0f, -1.0f, 1.0f, 0.5f};
+    float a[6], b[6], c[6];
+    glu_forward_cpu(a, x, up, 6, ACT_SILU);
+    glu_forward_cpu(b, x, up, 6, ACT_GELU_TANH);
+    for (int i = 0; i < 6; i++) {
+        const double g = x[i];
+        const double silu = g / (1.0 + exp(-g)) * up[i];
+        const double gelu = 0.5 * g * (1.0 + tanh(sqrt(2.0 / 3.14159265358979323846) * (g + 0.044715 * g * g * g))) * up[i];
+        EXPECT(fabs(a[i] - silu) <= 1e-6 * fmax(1.0, fabs(silu)), "silu glu at %g: %g vs %g", g, a[i], silu);
+        EXPECT(fabs(b[i] - gelu) <= 1e-6 * fmax(1.0, fabs(gelu)), "gelu_tanh glu at %g: %g vs %g", g, b[i], gelu);
+    }
+    EXPECT(fabsf(b[4] - 0.8411920f) < 1e-6f, "gelu_tanh(1) = %.7f, want 0.8411920", b[4]);
+    for (int i = 0; i < 6; i++) c[i] = 10.0f * x[i];
+    softcap_forward_cpu(c, 6, 30.0f);
+    for (int i = 0; i < 6; i++) {
+        const double want = 30.0 * tanh(10.0 * x[i] / 30.0);
+        EXPECT(fabs(c[i] - want) <= 1e-5, "softcap(%g, 30) = %g, want %g", 10.0 * x[i], c[i], want);
     }
 }
 
@@ -165,7 +194,7 @@ static void test_oracle(void) {
                T, Hq, Hkv, K, B, eo, er, es);
         // k >= T: exactly the dense kernel.
         oracle_attention_cpu(o1, NULL, NULL, q, k, v, T, Hq, Hkv, dh, scale, T, B);
-        attention_forward_cpu(o2, NULL, q, k, v, T, Hq, Hkv, dh, scale);
+        attention_forward_cpu(o2, NULL, q, k, v, T, Hq, Hkv, dh, scale, 0);
         EXPECT(!memcmp(o1, o2, 4 * nq), "oracle with k >= T is not bit-identical to dense (T=%d)", T);
         free(q), free(k), free(v), free(o1), free(o2), free(r1), free(r2), free(s1), free(s2);
     }
@@ -408,6 +437,7 @@ int main(int argc, char **argv) {
     tmp = argc > 1 ? argv[1] : "/tmp";
     test_half_floats();
     test_attention();
+    test_glu_softcap();
     test_oracle();
     test_given_supports();
     test_score();

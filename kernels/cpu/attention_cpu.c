@@ -1,9 +1,13 @@
-// attention_cpu.c: causal GQA attention, CPU twin, flash style.
+// attention_cpu.c: causal GQA attention, CPU twin, flash style, with an
+// optional sliding window (window W > 0: key j is visible to query t iff
+// t − W < j ≤ t; W = 0 or W ≥ T: plain causal).
 //
 // For each (query head, tile of BQ queries) the keys are streamed in tiles of
 // BK: S = scale·Q·Kᵀ (one small GEMM), an online softmax keeps each row's
 // running max m and sum l, and acc += exp(S − m)·V (a second GEMM). Memory is
-// O(BQ·BK) per thread whatever T is.
+// O(BQ·BK) per thread whatever T is. With a window, key tiles wholly before
+// the first row's window are skipped and each row's scores outside its band
+// are weight 0.
 #include <cblas.h>
 #include <math.h>
 #include <omp.h>
@@ -15,7 +19,8 @@
 enum { BQ = 64, BK = 128 };
 
 void attention_forward_cpu(float *out, float *lse, const float *q, const float *k, const float *v,
-                           int T, int Hq, int Hkv, int dh, float scale) {
+                           int T, int Hq, int Hkv, int dh, float scale, int window) {
+    const int W = window > 0 && window < T ? window : 0;  // 0: causal
     const int G = Hq / Hkv;
     const int64_t nq = (int64_t)Hq * dh, nkv = (int64_t)Hkv * dh;
     const int n_qt = (T + BQ - 1) / BQ;
@@ -34,25 +39,29 @@ void attention_forward_cpu(float *out, float *lse, const float *q, const float *
             const float *Q = q + t0 * nq + (int64_t)h * dh;
             for (int i = 0; i < nt; i++) m[i] = -INFINITY, l[i] = 0.0f;
             for (int64_t i = 0; i < (int64_t)nt * dh; i++) acc[i] = 0.0f;
-            for (int j0 = 0; j0 < t0 + nt; j0 += BK) {
+            const int jlo = W && t0 - W + 1 > 0 ? t0 - W + 1 : 0;  // first key any row here sees
+            for (int j0 = jlo; j0 < t0 + nt; j0 += BK) {
                 const int nk = t0 + nt - j0 < BK ? t0 + nt - j0 : BK;
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nt, nk, dh, scale, Q, (int)nq,
                             k + j0 * nkv + (int64_t)kh * dh, (int)nkv, 0.0f, S, BK);
                 for (int i = 0; i < nt; i++) {
                     float *s = S + i * BK;
-                    int nv = t0 + i - j0 + 1;  // keys j0..t0+i are visible
+                    int nv = t0 + i - j0 + 1;  // keys j0..t0+i are causal
                     if (nv > nk) nv = nk;
-                    if (nv <= 0) {
+                    int lo = W ? t0 + i - W + 1 - j0 : 0;  // keys before j0+lo are outside the window
+                    if (lo < 0) lo = 0;
+                    if (nv <= lo) {
                         for (int j = 0; j < nk; j++) s[j] = 0.0f;
                         continue;
                     }
                     float mx = m[i];
 #pragma omp simd reduction(max : mx)
-                    for (int j = 0; j < nv; j++) mx = s[j] > mx ? s[j] : mx;
+                    for (int j = lo; j < nv; j++) mx = s[j] > mx ? s[j] : mx;
                     const float corr = expf(m[i] - mx);
                     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
-                    for (int j = 0; j < nv; j++) sum += (s[j] = fast_expf(s[j] - mx));
+                    for (int j = lo; j < nv; j++) sum += (s[j] = fast_expf(s[j] - mx));
+                    for (int j = 0; j < lo; j++) s[j] = 0.0f;
                     for (int j = nv; j < nk; j++) s[j] = 0.0f;
                     l[i] = l[i] * corr + sum;
                     m[i] = mx;

@@ -42,10 +42,24 @@ void rope_forward_cpu(float *x, const float *cos, const float *sin, int T, int H
     }
 }
 
-void swiglu_forward_cpu(float *out, const float *gate, const float *up, int64_t n) {
+void glu_forward_cpu(float *out, const float *gate, const float *up, int64_t n, Act act) {
+    if (act == ACT_GELU_TANH) {
+        const float c = 0.7978845608028654f;  // sqrt(2/π)
+#pragma omp parallel for
+        for (int64_t i = 0; i < n; i++) {
+            const float g = gate[i];
+            out[i] = 0.5f * g * (1.0f + tanhf(c * (g + 0.044715f * g * g * g))) * up[i];
+        }
+        return;
+    }
 #pragma omp parallel for
     for (int64_t i = 0; i < n; i++) {
         float g = gate[i];
         out[i] = g / (1.0f + expf(-g)) * up[i];
     }
+}
+
+void softcap_forward_cpu(float *x, int64_t n, float cap) {
+#pragma omp parallel for
+    for (int64_t i = 0; i < n; i++) x[i] = cap * tanhf(x[i] / cap);
 }
