@@ -240,7 +240,6 @@ static void record_skip(Bench *b, const char *name, int T, const char *why) {
 typedef struct {
     const ModelConfig *c;
     int T, k, bsel;
-    int declined;      // a kernel of ours returned -1 for this shape
     int bf16_teacher;  // k_train: the teacher's P on tensor cores
     float scale;
     float *q, *k_, *v, *out, *lse, *x, *params, *grads;
@@ -255,17 +254,17 @@ typedef struct {
 static void k_sdpa(void *p) {
     Layer *L = p;
     attention_forward_bf16_cuda(L->ob, NULL, L->qb, L->kb, L->vb, L->T, L->c->n_heads, L->c->n_kv_heads,
-                                L->c->head_dim, L->scale);
+                                L->c->head_dim, L->scale, 0);
 }
 static void k_sdpa_lse(void *p) {
     Layer *L = p;
     attention_forward_bf16_cuda(L->ob, L->lse, L->qb, L->kb, L->vb, L->T, L->c->n_heads, L->c->n_kv_heads,
-                                L->c->head_dim, L->scale);
+                                L->c->head_dim, L->scale, 0);
 }
 static void k_att32(void *p) {
     Layer *L = p;
     attention_forward_cuda(L->out, NULL, L->q, L->k_, L->v, L->T, L->c->n_heads, L->c->n_kv_heads, L->c->head_dim,
-                           L->scale);
+                           L->scale, 0);
 }
 static void k_ix_select(void *p) {
     Layer *L = p;
@@ -300,7 +299,7 @@ static void k_sparse_block(void *p) {
 static void k_sparse_block_tc(void *p) {
     Layer *L = p;
     support_attention_block_tc_cuda(L->out, L->qb, L->kb, L->vb, L->T, L->c->n_heads, L->c->n_kv_heads,
-                                    L->c->head_dim, L->scale, L->k, L->bsel, L->sel_b, L->n_sel_b);
+                                    L->c->head_dim, L->scale, L->k, L->bsel, L->sel_b, L->n_sel_b, DT_F32);
 }
 static void k_oracle(void *p) {
     Layer *L = p;
@@ -309,9 +308,8 @@ static void k_oracle(void *p) {
 }
 static void k_oracle_bf16(void *p) {
     Layer *L = p;
-    if (oracle_select_bf16_cuda(L->sel, L->n_sel, L->qb, L->kb, L->lse, L->T, L->c->n_heads, L->c->n_kv_heads,
-                                L->c->head_dim, L->scale, L->k, 1) != 0)
-        L->declined = 1;
+    oracle_select_bf16_cuda(L->sel, L->n_sel, L->qb, L->kb, L->lse, L->T, L->c->n_heads, L->c->n_kv_heads,
+                            L->c->head_dim, L->scale, L->k, 1);
 }
 static void k_gemms(void *p) {
     Layer *L = p;
@@ -412,8 +410,7 @@ static void bench_layer(Bench *b, const ModelConfig *c, int T, int k, int bsel, 
     record(b, "sparse_attention", T, ms, all, reps, sp_flops, k, 1, "per-query supports, fp32");
     ms = measure(b, k_sparse_block, &L, all, &reps);
     record(b, "sparse_attention_block", T, ms, all, reps, sp_flops, k, bsel, "block-shared supports, fp32");
-    if (support_attention_block_tc_cuda(L.out, L.qb, L.kb, L.vb, T, Hq, Hkv, dh, L.scale, k, bsel, L.sel_b,
-                                        L.n_sel_b) != 0) {
+    if (!support_attention_block_tc_takes(Hq, Hkv, dh, k, bsel)) {  // it would time the fp32 fallback
         snprintf(note, sizeof note, "the tensor-core kernel does not take d_h %d, b_sel %d", dh, bsel);
         record_skip(b, "sparse_attention_block_tc", T, note);
     } else {
@@ -425,9 +422,7 @@ static void bench_layer(Bench *b, const ModelConfig *c, int T, int k, int bsel, 
         k_sdpa_lse(&L);
         ms = measure(b, k_oracle, &L, all, &reps);
         record(b, "oracle_select", T, ms, all, reps, att_flops / 2, k, 1, "P from q, k, lse (given) + top-k, fp32");
-        L.declined = 0;
-        k_oracle_bf16(&L);
-        if (L.declined) {
+        if (!oracle_select_tc_takes(Hq, Hkv, dh, k, 1)) {  // it would time the fp32 fallback
             record_skip(b, "oracle_select_bf16", T, "the tensor-core oracle does not take this shape");
         } else {
             ms = measure(b, k_oracle_bf16, &L, all, &reps);
@@ -560,7 +555,7 @@ int cmd_bench(int argc, char **argv) {
     if (n_layers > 0 && n_layers < m.cfg.n_layers) m.cfg.n_layers = n_layers;
     ModelConfig *c = &m.cfg;
     char why[256];
-    if (!sdpa_supported(1024, c->n_heads, c->n_kv_heads, c->head_dim, why, sizeof why))
+    if (!sdpa_supported(1024, c->n_heads, c->n_kv_heads, c->head_dim, 0, why, sizeof why))
         fprintf(stderr, "spindle " CMD ": note: cuDNN SDPA does not take this model's heads (%s)\n", why);
 
     char gpu[256], date[32];

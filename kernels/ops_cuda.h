@@ -16,6 +16,8 @@
 extern "C" {
 #endif
 
+#include "ops.h"  // Act (the gated MLP's activation), shared with the CPU twin; C linkage here too
+
 // ---- helpers (kernels/cuda/common.cu) ----------------------------------------
 
 // Number of usable GPUs, 0 when there is none or no driver (any error from
@@ -47,6 +49,10 @@ void cuda_f32_to_bf16(void *dst, const float *src, int64_t n);
 void cuda_bf16_to_f32(float *dst, const void *src, int64_t n);
 // The two 16-bit storage types; the same conversions for either.
 typedef enum { HALF_BF16 = 0, HALF_F16 = 1 } HalfType;
+// The storage type of an op's output where it can be any of the three
+// (e.g. support_attention_block_tc_cuda): fp32, or rounded to bf16 / f16
+// (nearest even; the bits cuda_f32_to_half gives).
+typedef enum { DT_F32 = 0, DT_BF16 = 1, DT_F16 = 2 } DType;
 void cuda_f32_to_half(void *dst, const float *src, int64_t n, HalfType h);
 void cuda_half_to_f32(float *dst, const void *src, int64_t n, HalfType h);
 
@@ -92,25 +98,32 @@ void rope_forward_cuda(float *x, const float *cos, const float *sin, int T, int 
 void head_norm_rope_cuda(float *x, void *x16, const float *w, const float *cos, const float *sin, int T, int H,
                          int dh, int rot, float eps, HalfType h);
 
-// out[i] = silu(gate[i]) · up[i]. out may alias gate.
-void swiglu_forward_cuda(float *out, const float *gate, const float *up, int64_t n);
+// out[i] = act(gate[i]) · up[i] (act: ACT_SILU or ACT_GELU_TANH, as
+// glu_forward_cpu). out may alias gate. (glu.cu)
+void glu_forward_cuda(float *out, const float *gate, const float *up, int64_t n, Act act);
 // The same, rounded to bf16 / f16 into out (the down projection's operand).
-void swiglu_forward_half_cuda(void *out, const float *gate, const float *up, int64_t n, HalfType h);
+void glu_forward_half_cuda(void *out, const float *gate, const float *up, int64_t n, Act act, HalfType h);
 // The same from 16-bit gate and up of type h (fp32 arithmetic). out may alias gate.
-void swiglu_forward_half_in_cuda(void *out, const void *gate, const void *up, int64_t n, HalfType h);
+void glu_forward_half_in_cuda(void *out, const void *gate, const void *up, int64_t n, Act act, HalfType h);
 
 // Causal GQA attention, fp32, flash style (online softmax over key tiles, no T×T
 // buffer). q [T, Hq·dh], k/v [T, Hkv·dh], out [T, Hq·dh]; lse [Hq, T] (may be
-// NULL) gets each row's log-sum-exp of scale·q·k. dh ≤ 256.
+// NULL) gets each row's log-sum-exp of scale·q·k. dh ≤ 256. window as
+// attention_forward_cpu: 0 causal, W > 0 key j visible to query t iff
+// t − W < j ≤ t (key tiles wholly outside every row's window are skipped).
 void attention_forward_cuda(float *out, float *lse, const float *q, const float *k, const float *v, int T,
-                            int Hq, int Hkv, int dh, float scale);
+                            int Hq, int Hkv, int dh, float scale, int window);
 
 // ---- glue of the forward pass (kernels/cuda/elementwise.cu) ---------------------------
 
-// out[t, :] = table[ids[t], :] for t < T; ids is a device array of T valid row
-// indices, table [rows, C] fp32 / bf16 (void*), out [T, C] fp32. Exact.
-void embedding_forward_cuda(float *out, const int32_t *ids, const float *table, int T, int C);
-void embedding_forward_bf16_cuda(float *out, const int32_t *ids, const void *table, int T, int C);
+// out[t, :] = table[ids[t], :] · scale for t < T (one fp32 multiply: Gemma's
+// × sqrt(d_model); scale 1 is the row exactly); ids is a device array of T
+// valid row indices, table [rows, C] fp32 / bf16 (void*), out [T, C] fp32.
+void embedding_forward_cuda(float *out, const int32_t *ids, const float *table, int T, int C, float scale);
+void embedding_forward_bf16_cuda(float *out, const int32_t *ids, const void *table, int T, int C, float scale);
+
+// x[i] = cap · tanh(x[i] / cap) in place (soft-capping), as softcap_forward_cpu.
+void softcap_forward_cuda(float *x, int64_t n, float cap);
 
 // out[i] = a[i] + b[i] (the residual stream). out may alias a or b.
 void residual_forward_cuda(float *out, const float *a, const float *b, int64_t n);

@@ -11,6 +11,8 @@
 #pragma once
 #include <stdint.h>
 
+#include "ops_cuda.h"  // DType
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -44,36 +46,40 @@ void support_attention_cuda(float *out, float *recall, float *support, const flo
                             const float *v, const float *lse, int T, int Hq, int Hkv, int dh, float scale, int topk,
                             int bsel, const int32_t *sel, const int32_t *n_sel);
 
-// support_attention_cuda for bsel > 1 on tensor cores: q, k, v in bf16 (void*,
-// [T, H·dh] as the fp32 ones), out fp32 [T, Hq·dh]; no recall / support (the
-// statistics stay with support_attention_cuda). Same semantics: query t of block
-// b = t / bsel attends every head to the keys of sel[b] that are ≤ t, or to {t}
-// alone. The attention weights are rounded to bf16 before they multiply v (as in
-// any bf16 flash kernel), so it matches support_attention_cpu on the same
-// bf16-rounded inputs up to that rounding (≤ 2⁻⁸ relative per weight), not to
-// fp32 rounding. Takes dh ∈ {64, 128} and bsel a multiple of 16 up to 128, with
-// 16-byte aligned q, k, v; any other call returns -1 without launching (the
-// caller falls back to support_attention_cuda). Returns 0 when it ran
-// (asynchronously, like any launch). Twin check: tests/twins/oracle.c.
-// (sparse_attention_tc.cu)
-int support_attention_block_tc_cuda(float *out, const void *q, const void *k, const void *v, int T, int Hq, int Hkv,
-                                    int dh, float scale, int topk, int bsel, const int32_t *sel, const int32_t *n_sel);
-// The same with the output rounded to bf16 (nearest even; void* to bf16 [T,
-// Hq·dh]): the o-projection's operand in the bf16 forward, written directly
-// instead of fp32 and then converted (the same bits).
-int support_attention_block_tc_bf16_cuda(void *out, const void *q, const void *k, const void *v, int T, int Hq,
-                                         int Hkv, int dh, float scale, int topk, int bsel, const int32_t *sel,
-                                         const int32_t *n_sel);
+// support_attention_cuda from bf16 q, k, v (void*, [T, H·dh] as the fp32 ones),
+// on tensor cores where the kernel takes the shape; out [T, Hq·dh] of type
+// out_type (DT_F32, or DT_BF16 / DT_F16 rounded to nearest even: the
+// o-projection's operand, the bits fp32 out and cuda_f32_to_half give); no
+// recall / support (the statistics stay with support_attention_cuda). Same
+// semantics: query t of block b = t / bsel attends every head to the keys of
+// sel[b] that are ≤ t, or to {t} alone. On the tensor-core path the attention
+// weights are rounded to bf16 before they multiply v (as in any bf16 flash
+// kernel), so it matches support_attention_cpu on the same bf16-rounded inputs
+// up to that rounding (≤ 2⁻⁸ relative per weight), not to fp32 rounding. The
+// kernel takes dh ∈ {64, 128}, bsel a multiple of 16 up to 128 and 16-byte
+// aligned q, k, v; every other call (dh 256, bsel 1, …) runs
+// support_attention_cuda on fp32 copies, inside this op. Asynchronous, like
+// any launch. Twin check: tests/twins/oracle.c. (sparse_attention_tc.cu)
+void support_attention_block_tc_cuda(void *out, const void *q, const void *k, const void *v, int T, int Hq, int Hkv,
+                                     int dh, float scale, int topk, int bsel, const int32_t *sel, const int32_t *n_sel,
+                                     DType out_type);
+// 1 when support_attention_block_tc_cuda takes the tensor-core path for this
+// shape (aligned pointers assumed), 0 when it falls back (for benchmarks).
+int support_attention_block_tc_takes(int Hq, int Hkv, int dh, int topk, int bsel);
 
-// oracle_select_cuda for bf16 q, k (void*, [T, H·dh] as the fp32 ones) on
-// tensor cores: the same rows (P per query, A_B per block) from bf16 products
-// summed in fp32, the same exact top-k. lse fp32 [Hq, T] as given. Takes
-// dh ∈ {64, 128}, bsel = 1 or a multiple of 16 up to 128, and group sizes whose
-// staged q rows fit in shared memory; returns -1 without launching for anything
-// else, 0 when it ran. Judged by tests/twins/oracle.c against double-precision
-// P over the same bf16-rounded q, k. (oracle_tc.cu)
-int oracle_select_bf16_cuda(int32_t *sel, int32_t *n_sel, const void *q, const void *k, const float *lse, int T,
-                            int Hq, int Hkv, int dh, float scale, int topk, int bsel);
+// oracle_select_cuda for bf16 q, k (void*, [T, H·dh] as the fp32 ones): on
+// tensor cores the same rows (P per query, A_B per block) from bf16 products
+// summed in fp32, the same exact top-k. lse fp32 [Hq, T] as given. The kernel
+// takes dh ∈ {64, 128, 256}, bsel = 1 or a multiple of 16 up to 128, and group
+// sizes whose staged q rows fit in shared memory (dh 256, G 4: bsel ≤ 64);
+// anything else runs oracle_select_cuda on fp32 copies of q, k inside this op.
+// Judged by tests/twins/oracle.c against double-precision P over the same
+// bf16-rounded q, k. (oracle_tc.cu)
+void oracle_select_bf16_cuda(int32_t *sel, int32_t *n_sel, const void *q, const void *k, const float *lse, int T,
+                             int Hq, int Hkv, int dh, float scale, int topk, int bsel);
+// 1 when oracle_select_bf16_cuda takes the tensor-core path for this shape
+// (aligned pointers assumed), 0 when it falls back (for benchmarks).
+int oracle_select_tc_takes(int Hq, int Hkv, int dh, int topk, int bsel);
 
 // oracle_attention_cpu on the GPU: lse (dense attention's), oracle_select_cuda,
 // support_attention_cuda. With topk ≥ T it equals dense attention.

@@ -350,7 +350,7 @@ static void forward_impl(FwdCuda *f, const int32_t *ids, int T, float *hidden_ho
     double t_lap = omp_get_wtime();
 
     // Which dense attention: cuDNN SDPA in bf16 mode where it takes the shape.
-    const int use_sdpa = f->prec == FWD_BF16 && sdpa_supported(T, Hq, Hkv, dh, NULL, 0);
+    const int use_sdpa = f->prec == FWD_BF16 && sdpa_supported(T, Hq, Hkv, dh, 0, NULL, 0);
     const int want_stats = sp && o->stats && (o->stats->recall || o->stats->support);
     const int need_lse = (o->tap && !sp) || want_stats;
 
@@ -407,7 +407,7 @@ static void forward_impl(FwdCuda *f, const int32_t *ids, int T, float *hidden_ho
 
     int n_dense_sparse = 0;  // layers left dense in a sparse pass (their stats: every key kept)
     cuda_to_device(d_ids, ids, sizeof(int32_t) * TT);
-    embedding_forward_cuda(x, d_ids, f->embed, T, H);
+    embedding_forward_cuda(x, d_ids, f->embed, T, H, 1.0f);
     if (prof) prof->other += lap(&t_lap);
 
     int stopped = 0;  // o->stop_after_tap: the pass ended after that layer's tap
@@ -422,7 +422,7 @@ static void forward_impl(FwdCuda *f, const int32_t *ids, int T, float *hidden_ho
 
         const void *att_in;  // the o-projection's operand
         if (has_ix && ip) {  // a trained indexer picks the support
-            if (want_stats) attention_forward_cuda(att, lse, q, k, v, T, Hq, Hkv, dh, scale);  // P's lse
+            if (want_stats) attention_forward_cuda(att, lse, q, k, v, T, Hq, Hkv, dh, scale, 0);  // P's lse
             indexer_select_cuda(sel, n_sel, &ix->cfg, ip[l], xn, T, sp->topk, sp->bsel,
                                 indexer_scores_mode(f->prec));
             // bf16 mode, block-shared, no statistics: the tensor-core kernel where it takes
@@ -432,11 +432,12 @@ static void forward_impl(FwdCuda *f, const int32_t *ids, int T, float *hidden_ho
             if (use_sdpa && sp->bsel > 1 && !want_stats) {
                 cuda_f32_to_bf16(vb, v, (int64_t)T * nkv);
                 if (f->half == HALF_BF16)
-                    tc = support_attention_block_tc_bf16_cuda(ob, qb, kb, vb, T, Hq, Hkv, dh, scale, sp->topk,
-                                                              sp->bsel, sel, n_sel);
+                    support_attention_block_tc_cuda(ob, qb, kb, vb, T, Hq, Hkv, dh, scale, sp->topk, sp->bsel, sel,
+                                                    n_sel, DT_BF16);
                 else
-                    tc = support_attention_block_tc_cuda(att, qb, kb, vb, T, Hq, Hkv, dh, scale, sp->topk,
-                                                         sp->bsel, sel, n_sel);
+                    support_attention_block_tc_cuda(att, qb, kb, vb, T, Hq, Hkv, dh, scale, sp->topk, sp->bsel, sel,
+                                                    n_sel, DT_F32);
+                tc = 0;
             }
             if (tc != 0)
                 support_attention_cuda(att, d_rec, d_sup, q, k, v, lse, T, Hq, Hkv, dh, scale, sp->topk,
@@ -448,7 +449,7 @@ static void forward_impl(FwdCuda *f, const int32_t *ids, int T, float *hidden_ho
         } else if (use_sdpa) {
             n_dense_sparse += sp != NULL;
             cuda_f32_to_bf16(vb, v, (int64_t)T * nkv);
-            attention_forward_bf16_cuda(ob, o->tap ? lse : NULL, qb, kb, vb, T, Hq, Hkv, dh, scale);
+            attention_forward_bf16_cuda(ob, o->tap ? lse : NULL, qb, kb, vb, T, Hq, Hkv, dh, scale, 0);
             if (f->half == HALF_BF16) att_in = ob;
             else {  // an f16 model: widen, then round to f16
                 cuda_bf16_to_f32(att, ob, (int64_t)T * nq);
@@ -456,7 +457,7 @@ static void forward_impl(FwdCuda *f, const int32_t *ids, int T, float *hidden_ho
             }
         } else {
             n_dense_sparse += sp != NULL;
-            attention_forward_cuda(att, o->tap ? lse : NULL, q, k, v, T, Hq, Hkv, dh, scale);
+            attention_forward_cuda(att, o->tap ? lse : NULL, q, k, v, T, Hq, Hkv, dh, scale, 0);
             att_in = gemm_input(f, att, hb, (int64_t)T * nq);
         }
         if (prof) prof->attention += lap(&t_lap);
@@ -482,15 +483,15 @@ static void forward_impl(FwdCuda *f, const int32_t *ids, int T, float *hidden_ho
             // traffic of the two widest tensors of the layer.
             matmul_forward_half_out_cuda(gate, in, w->w_gate, T, H, I, f->half);
             matmul_forward_half_out_cuda(up, in, w->w_up, T, H, I, f->half);
-            swiglu_forward_half_in_cuda(hb, gate, up, (int64_t)T * I, f->half);
+            glu_forward_half_in_cuda(hb, gate, up, (int64_t)T * I, ACT_SILU, f->half);
         } else {
             gemm(f, gate, in, w->w_gate, w->b_gate, T, H, I);
             gemm(f, up, in, w->w_up, w->b_up, T, H, I);
             if (f->prec == FWD_FP32) {
-                swiglu_forward_cuda(gate, gate, up, (int64_t)T * I);
+                glu_forward_cuda(gate, gate, up, (int64_t)T * I, ACT_SILU);
                 down_in = gate;
             } else {  // straight into the 16-bit operand (the same bits as gemm_input of the fp32 result)
-                swiglu_forward_half_cuda(hb, gate, up, (int64_t)T * I, f->half);
+                glu_forward_half_cuda(hb, gate, up, (int64_t)T * I, ACT_SILU, f->half);
             }
         }
         gemm_residual(f, x, xn, down_in, w->w_down, w->b_down, T, I, H);

@@ -16,11 +16,15 @@
 //     (8 bits of mantissa) gives a relative error with variance ≈ 2·(2⁻⁹)²/3
 //     ≈ 2.5e-6 per product, so nmse ≈ 2.5e-6 expected; 1e-4 leaves 40×.
 //   bf16 conversion: exact (round to nearest even on both sides).
-//   swiglu bf16 / f16 out: exact against swiglu then the conversion kernel.
+//   glu (SiLU and GELU-tanh) bf16 / f16 out: exact against glu then the
+//     conversion kernel; softcap: fp32 (tanhf on both sides).
 //   f16 matmul, same operands, and f16 conversion: as for bf16 (the GEMM of
 //     the mixed mode on an F16 checkpoint).
-//   embedding gather (fp32 table; bf16 table vs the bf16-rounded table) and
-//     residual add: exact (a copy, one fp32 add), aliased outputs included.
+//   embedding gather (fp32 table; bf16 table vs the bf16-rounded table; scale
+//     1 and sqrt(640)) and residual add: exact (a copy and one fp32 multiply,
+//     one fp32 add), aliased outputs included.
+//   attention: causal and sliding windows (W = 1, 7, 45, T, T + 3; W = 512 at
+//     T = 2048), fp32 tolerances for out and lse.
 //
 // The other parts live in tests/twins/ (twins.h lists them); each documents
 // its own tolerances.
@@ -259,40 +263,42 @@ static void check_head_norm_rope(int T, int H, int dh, int rot, int with_norm) {
     cuda_free(d_x), cuda_free(d_w), cuda_free(d_c), cuda_free(d_s), cuda_free(x16), cuda_free(d_wide);
 }
 
-static void check_swiglu(int64_t n, int alias) {
+// glu_forward in its three precisions for one activation.
+static void check_glu(int64_t n, int alias, Act act) {
+    const char *an = act == ACT_GELU_TANH ? "gelu_tanh" : "silu";
     char shape[96];
-    snprintf(shape, sizeof shape, "n=%lld%s", (long long)n, alias ? " out=gate" : "");
+    snprintf(shape, sizeof shape, "n=%lld %s%s", (long long)n, an, alias ? " out=gate" : "");
     float *gate = randn(n, 3.0f), *up = randn(n, 1.0f), *ref = host_alloc(n);
-    swiglu_forward_cpu(ref, gate, up, n);
+    glu_forward_cpu(ref, gate, up, n, act);
     float *d_g = dev_from(gate, n), *d_u = dev_from(up, n);
     float *d_out = alias ? d_g : dev_poisoned(n);
-    swiglu_forward_cuda(d_out, d_g, d_u, n);
+    glu_forward_cuda(d_out, d_g, d_u, n, act);
     float *got = host_from_dev(d_out, n);
-    compare("swiglu", shape, got, ref, n, F32_NMSE, F32_MAX);
+    compare("glu", shape, got, ref, n, F32_NMSE, F32_MAX);
     free(got);
     // The fused 16-bit output must equal the fp32 result rounded by the
     // conversion kernel, bit for bit (both widened back to fp32 to compare).
     for (int h = 0; !alias && h < 2; h++) {
         void *fused = cuda_malloc(2 * (size_t)n);
-        swiglu_forward_half_cuda(fused, d_g, d_u, n, (HalfType)h);
-        check_half_out(h == HALF_BF16 ? "swiglu bf16 out" : "swiglu f16 out", shape, fused, d_out, n, (HalfType)h);
+        glu_forward_half_cuda(fused, d_g, d_u, n, act, (HalfType)h);
+        check_half_out(h == HALF_BF16 ? "glu bf16 out" : "glu f16 out", shape, fused, d_out, n, (HalfType)h);
         cuda_free(fused);
         float *d_a = dev_poisoned(n), *a;
         // 16-bit gate and up in as well: the CPU twin on the rounded inputs,
-        // rounded (expf may differ by an fp32 ulp: at most one 16-bit ulp).
+        // rounded (expf / tanhf may differ by an fp32 ulp: at most one 16-bit ulp).
         float *g_r = host_alloc(n), *u_r = host_alloc(n), *ref_h = host_alloc(n);
         for (int64_t i = 0; i < n; i++)
             g_r[i] = h == HALF_BF16 ? bf16_round(gate[i]) : f16_round(gate[i]),
             u_r[i] = h == HALF_BF16 ? bf16_round(up[i]) : f16_round(up[i]);
-        swiglu_forward_cpu(ref_h, g_r, u_r, n);
+        glu_forward_cpu(ref_h, g_r, u_r, n, act);
         for (int64_t i = 0; i < n; i++) ref_h[i] = h == HALF_BF16 ? bf16_round(ref_h[i]) : f16_round(ref_h[i]);
         void *g16 = cuda_malloc(2 * (size_t)n), *u16 = cuda_malloc(2 * (size_t)n);
         cuda_f32_to_half(g16, d_g, n, (HalfType)h);
         cuda_f32_to_half(u16, d_u, n, (HalfType)h);
-        swiglu_forward_half_in_cuda(g16, g16, u16, n, (HalfType)h);  // out aliasing gate
+        glu_forward_half_in_cuda(g16, g16, u16, n, act, (HalfType)h);  // out aliasing gate
         cuda_half_to_f32(d_a, g16, n, (HalfType)h);
         a = host_from_dev(d_a, n);
-        compare(h == HALF_BF16 ? "swiglu bf16 in/out" : "swiglu f16 in/out", shape, a, ref_h, n, 1e-7,
+        compare(h == HALF_BF16 ? "glu bf16 in/out" : "glu f16 in/out", shape, a, ref_h, n, 1e-7,
                 h == HALF_BF16 ? 8e-3 : 1e-3);
         free(a), free(g_r), free(u_r), free(ref_h);
         cuda_free(g16), cuda_free(u16), cuda_free(d_a);
@@ -305,18 +311,34 @@ static void check_swiglu(int64_t n, int alias) {
     free(ref);
 }
 
-static void check_attention(int T, int Hq, int Hkv, int dh) {
+// x = cap·tanh(x / cap) in place, inputs spread well past ±cap.
+static void check_softcap(int64_t n, float cap) {
     char shape[96];
-    snprintf(shape, sizeof shape, "T=%d Hq=%d Hkv=%d dh=%d", T, Hq, Hkv, dh);
+    snprintf(shape, sizeof shape, "n=%lld cap=%g", (long long)n, cap);
+    float *x = randn(n, 2.0f * cap), *ref = host_alloc(n);
+    memcpy(ref, x, sizeof(float) * (size_t)n);
+    softcap_forward_cpu(ref, n, cap);
+    float *d_x = dev_from(x, n);
+    softcap_forward_cuda(d_x, n, cap);
+    float *got = host_from_dev(d_x, n);
+    compare("softcap", shape, got, ref, n, F32_NMSE, F32_MAX);
+    free(got), free(x), free(ref);
+    cuda_free(d_x);
+}
+
+// window 0: causal; W > 0: sliding window (t − W < j ≤ t).
+static void check_attention(int T, int Hq, int Hkv, int dh, int window) {
+    char shape[96];
+    snprintf(shape, sizeof shape, "T=%d Hq=%d Hkv=%d dh=%d W=%d", T, Hq, Hkv, dh, window);
     const int64_t nq = (int64_t)T * Hq * dh, nkv = (int64_t)T * Hkv * dh, nl = (int64_t)Hq * T;
     const float scale = 1.0f / sqrtf((float)dh);
     // q has sd 2 so that the softmax rows are peaked, not flat.
     float *q = randn(nq, 2.0f), *k = randn(nkv, 1.0f), *v = randn(nkv, 1.0f);
     float *ref = host_alloc(nq), *ref_lse = host_alloc(nl);
-    attention_forward_cpu(ref, ref_lse, q, k, v, T, Hq, Hkv, dh, scale);
+    attention_forward_cpu(ref, ref_lse, q, k, v, T, Hq, Hkv, dh, scale, window);
     float *d_q = dev_from(q, nq), *d_k = dev_from(k, nkv), *d_v = dev_from(v, nkv);
     float *d_out = dev_poisoned(nq), *d_lse = dev_poisoned(nl);
-    attention_forward_cuda(d_out, d_lse, d_q, d_k, d_v, T, Hq, Hkv, dh, scale);
+    attention_forward_cuda(d_out, d_lse, d_q, d_k, d_v, T, Hq, Hkv, dh, scale, window);
     float *got = host_from_dev(d_out, nq), *got_lse = host_from_dev(d_lse, nl);
     compare("attention out", shape, got, ref, nq, F32_NMSE, F32_MAX);
     compare("attention lse", shape, got_lse, ref_lse, nl, F32_NMSE, F32_MAX);
@@ -335,31 +357,33 @@ static void check_attention(int T, int Hq, int Hkv, int dh) {
 }
 
 // Gather rows of a [rows, C] table by T random ids (repeats, first and last row
-// included); the CPU twin is forward.c's memcpy loop. Exact.
-static void check_embedding(int T, int rows, int C) {
+// included), times scale (1: the row itself; Gemma's sqrt(d_model)); the CPU
+// twin is forward.c's loop. Exact (one fp32 multiply on both sides).
+static void check_embedding(int T, int rows, int C, float scale) {
     char shape[96];
-    snprintf(shape, sizeof shape, "T=%d rows=%d C=%d", T, rows, C);
+    snprintf(shape, sizeof shape, "T=%d rows=%d C=%d scale=%g", T, rows, C, scale);
     const int64_t n_tab = (int64_t)rows * C, n_out = (int64_t)T * C;
     float *tab = randn(n_tab, 1.0f), *ref = host_alloc(n_out), *tab_r = host_alloc(n_tab), *ref_r = host_alloc(n_out);
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)T);
     if (!ids) abort();
     for (int t = 0; t < T; t++) ids[t] = t == 0 ? rows - 1 : t == 1 ? 0 : (int32_t)(twins_u64() % (uint64_t)rows);
     for (int64_t i = 0; i < n_tab; i++) tab_r[i] = bf16_round(tab[i]);
-    for (int t = 0; t < T; t++) {
-        memcpy(ref + (int64_t)t * C, tab + (int64_t)ids[t] * C, sizeof(float) * C);
-        memcpy(ref_r + (int64_t)t * C, tab_r + (int64_t)ids[t] * C, sizeof(float) * C);
-    }
+    for (int t = 0; t < T; t++)
+        for (int c = 0; c < C; c++) {
+            ref[(int64_t)t * C + c] = tab[(int64_t)ids[t] * C + c] * scale;
+            ref_r[(int64_t)t * C + c] = tab_r[(int64_t)ids[t] * C + c] * scale;
+        }
     int32_t *d_ids = cuda_malloc(sizeof(int32_t) * (size_t)T);
     cuda_to_device(d_ids, ids, sizeof(int32_t) * (size_t)T);
     float *d_tab = dev_from(tab, n_tab), *d_out = dev_poisoned(n_out);
-    embedding_forward_cuda(d_out, d_ids, d_tab, T, C);
+    embedding_forward_cuda(d_out, d_ids, d_tab, T, C, scale);
     float *got = host_from_dev(d_out, n_out);
     compare("embedding fp32", shape, got, ref, n_out, 0.0, 0.0);
     free(got);
     void *b_tab = cuda_malloc(2 * (size_t)n_tab);
     cuda_f32_to_bf16(b_tab, d_tab, n_tab);
     cuda_memset(d_out, 0xFF, sizeof(float) * n_out);
-    embedding_forward_bf16_cuda(d_out, d_ids, b_tab, T, C);
+    embedding_forward_bf16_cuda(d_out, d_ids, b_tab, T, C, scale);
     got = host_from_dev(d_out, n_out);
     compare("embedding bf16", shape, got, ref_r, n_out, 0.0, 0.0);
     free(got);
@@ -415,16 +439,32 @@ void twins_backbone(int quick) {
             check_head_norm_rope(T, 3, dh, dh / 2, 0);
             check_head_norm_rope(T, 5, dh, 0, 1);
         }
-        check_swiglu((int64_t)T * 1536 + 3, 0);
-        check_swiglu((int64_t)T * 77, 1);
-        check_embedding(T, 1000, 576);
-        check_embedding(T, 3, 77);
+        for (int act = ACT_SILU; act <= ACT_GELU_TANH; act++) {
+            check_glu((int64_t)T * 1536 + 3, 0, (Act)act);
+            check_glu((int64_t)T * 77, 1, (Act)act);
+        }
+        check_softcap((int64_t)T * 1000 + 7, 30.0f);
+        check_softcap((int64_t)T * 77, 50.0f);
+        check_embedding(T, 1000, 576, 1.0f);
+        check_embedding(T, 3, 77, 1.0f);
+        check_embedding(T, 1000, 640, sqrtf(640.0f));  // Gemma 3 270M: × sqrt(d_model)
         for (int alias = 0; alias < 3; alias++) check_residual((int64_t)T * 576 + alias, alias);
         for (int dh = 64; dh <= 256; dh *= 2) {
-            check_attention(T, 8, 8, dh);   // MHA
-            check_attention(T, 16, 2, dh);  // GQA 8:1
+            check_attention(T, 8, 8, dh, 0);   // MHA
+            check_attention(T, 16, 2, dh, 0);  // GQA 8:1
+        }
+        // Sliding windows, Gemma 3 270M's heads (4 / 1, d_h 256) and GQA 8:1:
+        // W = 1 (each query its own key), W = 7 (inside one 32-key tile), W = 45
+        // (across tiles, not a multiple of them), W = T (causal) and W > T.
+        const int windows[] = {1, 7, 45, T, T + 3};
+        for (int wi = 0; wi < 5; wi++) {
+            if (T == 1 && wi > 0) break;
+            check_attention(T, 4, 1, 256, windows[wi]);
+            if (wi == 2) check_attention(T, 16, 2, 64, windows[wi]);
         }
     }
+    // A long sequence with Gemma 3's window: key tiles wholly outside the window are skipped.
+    if (!quick) check_attention(2048, 4, 1, 256, 512);
 
 }
 

@@ -197,7 +197,7 @@ extern "C" void oracle_attention_cuda(float *out, float *recall, float *support,
     if (T <= 0) return;
     oracle_check_shape("oracle_attention_cuda", Hq, Hkv, dh, topk, bsel);
     if (topk >= T) {  // every support is the whole causal set: dense attention
-        attention_forward_cuda(out, NULL, q, k, v, T, Hq, Hkv, dh, scale);
+        attention_forward_cuda(out, NULL, q, k, v, T, Hq, Hkv, dh, scale, 0);
         if (recall || support) {
             oracle_dense_counts_kernel1<<<(T + 255) / 256, 256>>>(recall, support, T);
             CUDA_CHECK(cudaGetLastError());
@@ -208,7 +208,7 @@ extern "C" void oracle_attention_cuda(float *out, float *recall, float *support,
     float *lse = (float *)cuda_malloc(sizeof(float) * (size_t)Hq * T);
     int32_t *sel = (int32_t *)cuda_malloc(sizeof(int32_t) * (size_t)rows * topk);
     int32_t *n_sel = (int32_t *)cuda_malloc(sizeof(int32_t) * (size_t)rows);
-    attention_forward_cuda(out, lse, q, k, v, T, Hq, Hkv, dh, scale);  // out: scratch, for lse only
+    attention_forward_cuda(out, lse, q, k, v, T, Hq, Hkv, dh, scale, 0);  // out: scratch, for lse only
     oracle_select_cuda(sel, n_sel, q, k, lse, T, Hq, Hkv, dh, scale, topk, bsel);
     support_attention_cuda(out, recall, support, q, k, v, lse, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel);
     cuda_free(lse);

@@ -7,6 +7,13 @@
 // then the exact top-k of each row (topk_rows_cuda). lse is given (fp32,
 // [Hq, T], natural log of s·q·k sums, as attention_forward_bf16_cuda writes it).
 //
+// Shapes: dh ∈ {64, 128, 256}, bsel = 1 or a multiple of 16 up to 128, and
+// the G heads' staged q rows in shared memory (at dh 256 and G = 4: per query
+// and bsel ≤ 64, not 128). Any other call (or unaligned q, k) is served by
+// oracle_select_cuda on fp32 copies of q and k — the same rows up to the
+// summation order, so the same function of the bf16 values; the op never
+// declines. oracle_select_tc_takes says which path a shape takes.
+//
 // Why: the fp32 oracle spends 4.4 TFLOP of CUDA-core FMAs at 32K on the Hq
 // per-head products (293 ms, 20× cuDNN attention; docs/performance.md); on
 // bf16 mma.sync the same products take a few ms and the exponentials as long.
@@ -192,24 +199,44 @@ static void ot_launch(float *R, int64_t ld, const void *q, const void *k, const 
     CUDA_CHECK(cudaGetLastError());
 }
 
-extern "C" int oracle_select_bf16_cuda(int32_t *sel, int32_t *n_sel, const void *q, const void *k, const float *lse,
-                                       int T, int Hq, int Hkv, int dh, float scale, int topk, int bsel) {
-    if ((dh != 64 && dh != 128) || Hkv <= 0 || Hq <= 0 || Hq % Hkv != 0 || topk < 1) return -1;
-    if (bsel != 1 && (bsel < 16 || bsel > OT_MAX_ROWS || bsel % 16 != 0)) return -1;
-    if (((uintptr_t)q | (uintptr_t)k) & 15) return -1;  // cp.async and uint4 loads: 16-byte rows
-    const int block = bsel > 1, M = block ? bsel : OT_QROWS, G = Hq / Hkv;
-    const size_t smem = ot_smem(M, G, dh);
+extern "C" int oracle_select_tc_takes(int Hq, int Hkv, int dh, int topk, int bsel) {
+    if ((dh != 64 && dh != 128 && dh != 256) || Hkv <= 0 || Hq <= 0 || Hq % Hkv != 0 || topk < 1) return 0;
+    if (bsel != 1 && (bsel < 16 || bsel > OT_MAX_ROWS || bsel % 16 != 0)) return 0;
+    const int M = bsel > 1 ? bsel : OT_QROWS, G = Hq / Hkv;
     int dev = 0, max_smem = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    if (smem > (size_t)max_smem) return -1;
-    if (T <= 0) return 0;
+    return ot_smem(M, G, dh) <= (size_t)max_smem;
+}
+
+// The shapes the kernel does not take: the fp32 oracle on widened q, k.
+static void oracle_select_widened(int32_t *sel, int32_t *n_sel, const void *q, const void *k, const float *lse, int T,
+                                  int Hq, int Hkv, int dh, float scale, int topk, int bsel) {
+    const int64_t nq = (int64_t)T * Hq * dh, nkv = (int64_t)T * Hkv * dh;
+    float *q32 = (float *)cuda_malloc(sizeof(float) * (size_t)nq);
+    float *k32 = (float *)cuda_malloc(sizeof(float) * (size_t)nkv);
+    cuda_bf16_to_f32(q32, q, nq);
+    cuda_bf16_to_f32(k32, k, nkv);
+    oracle_select_cuda(sel, n_sel, q32, k32, lse, T, Hq, Hkv, dh, scale, topk, bsel);
+    cuda_free(q32), cuda_free(k32);  // stream-ordered: after the selection's kernels
+}
+
+extern "C" void oracle_select_bf16_cuda(int32_t *sel, int32_t *n_sel, const void *q, const void *k, const float *lse,
+                                        int T, int Hq, int Hkv, int dh, float scale, int topk, int bsel) {
+    if (T <= 0) return;
+    // cp.async and uint4 loads need 16-byte rows (cudaMalloc gives 256).
+    if (!oracle_select_tc_takes(Hq, Hkv, dh, topk, bsel) || (((uintptr_t)q | (uintptr_t)k) & 15)) {
+        oracle_select_widened(sel, n_sel, q, k, lse, T, Hq, Hkv, dh, scale, topk, bsel);
+        return;
+    }
+    const int block = bsel > 1, M = block ? bsel : OT_QROWS, G = Hq / Hkv;
+    const size_t smem = ot_smem(M, G, dh);
 
     // Row r has length min((r+1)·bsel, T); rows no longer than topk take every key.
     const int rows = (T + bsel - 1) / bsel;
     const int first = T <= topk ? rows : (topk / bsel < rows ? topk / bsel : rows);
     if (first > 0) topk_rows_cuda(sel, n_sel, NULL, first, 0, bsel, bsel, T, topk);
-    if (first == rows) return 0;
+    if (first == rows) return;
     int64_t chunk = OT_BUFFER_FLOATS / T;  // rows per chunk (per query: a multiple of 64)
     if (!block) chunk = chunk < OT_QROWS ? (int64_t)OT_QROWS : chunk / OT_QROWS * OT_QROWS;
     chunk = chunk < 1 ? 1 : chunk;
@@ -219,9 +246,9 @@ extern "C" int oracle_select_bf16_cuda(int32_t *sel, int32_t *n_sel, const void 
         const int n = rows - r0 < chunk ? rows - r0 : (int)chunk;
         const int n_ctas = block ? n : (n + OT_QROWS - 1) / OT_QROWS;
         if (dh == 64) ot_launch<64>(buf, T, q, k, lse, T, Hq, Hkv, scale, block, bsel, r0, n_ctas, r0 + n, smem);
-        else ot_launch<128>(buf, T, q, k, lse, T, Hq, Hkv, scale, block, bsel, r0, n_ctas, r0 + n, smem);
+        else if (dh == 128) ot_launch<128>(buf, T, q, k, lse, T, Hq, Hkv, scale, block, bsel, r0, n_ctas, r0 + n, smem);
+        else ot_launch<256>(buf, T, q, k, lse, T, Hq, Hkv, scale, block, bsel, r0, n_ctas, r0 + n, smem);
         topk_rows_cuda(sel + (int64_t)r0 * topk, n_sel + r0, buf, n, T, (r0 + 1) * bsel, bsel, T, topk);
     }
     cuda_free(buf);  // freed in stream order, after the work queued on it
-    return 0;
 }

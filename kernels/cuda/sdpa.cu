@@ -16,6 +16,15 @@
 //   keep = row ≥ col                     pointwise CMP_GE → boolean (causal, top-left;
 //                                        the same as bottom-right for a square T×T)
 //   Sm   = keep ? Ss : −∞                pointwise BINARY_SELECT, −∞ a by-value scalar
+// and with a sliding window W (key j visible to query t iff t − W < j ≤ t),
+// the left bound of the band, as the cuDNN frontend's composite diagonal-band
+// mask lowers diagonal_band_left_bound = W (top-left aligned) for cuDNN < 9.21:
+//   row2 = gen_index(Sm, axis 2)         pointwise GEN_INDEX → int32
+//   col2 = gen_index(Sm, axis 3)         pointwise GEN_INDEX → int32
+//   colw = col2 + W                      pointwise ADD, W a by-value fp32 scalar → fp32
+//   keep2 = colw > row2                  pointwise CMP_GT → boolean (j > t − W)
+//   Sm   ← keep2 ? Sm : −∞               pointwise BINARY_SELECT
+// then, either way:
 //   m    = max_j Sm                      reduction MAX → [1,Hq,T,1]
 //   E    = exp(Sm − m)                   pointwise SUB, pointwise EXP
 //   l    = Σ_j E                         reduction ADD → [1,Hq,T,1]
@@ -33,10 +42,17 @@
 //
 // Plans: the graph is built, handed to heuristics (mode A, then FALLBACK), and
 // the first engine config whose execution plan finalizes is kept, with every
-// descriptor it came from, in a small table keyed by (T, Hq, Hkv, dh); a shape
+// descriptor it came from, in a small table keyed by (T, Hq, Hkv, dh, W) (W = 0
+// for causal, and for any W ≥ T, where the band is the causal triangle); a shape
 // cuDNN rejects is cached too, with the reason. The scale and −∞ are by-value
 // tensors fed at execution, so one plan serves every scale. One cuDNN handle
 // (default stream) and one workspace buffer (grown on demand) per process.
+//
+// Fallback: where cuDNN does not take a shape (or a windowed graph), the op
+// still runs: q, k, v are widened to fp32 scratch, attention_forward_cuda (the
+// fp32 flash kernel, with the window) computes out and lse, and out is
+// rounded to bf16 — slower, and more exact than cuDNN's bf16 P, but the same
+// function. sdpa_supported says which of the two paths a shape takes.
 //
 // Errors: building a plan never aborts; it stops at the first failing call and
 // records "<what failed>: <status>: <cuDNN's last error message>", which
@@ -54,6 +70,7 @@
 #include <string.h>
 
 #include "cuda_check.cuh"
+#include "ops_cuda.h"
 #include "sdpa_cuda.h"
 
 // ---- cuDNN status checks ---------------------------------------------------------------
@@ -251,13 +268,15 @@ static int matmul(Builder *b, cudnnBackendDescriptor_t *op, const char *what, cu
 
 // Tensor unique ids: the non-virtual ones are the variant pack's.
 enum {
-    UID_Q = 1, UID_K, UID_V, UID_O, UID_STATS, UID_SCALE, UID_NEG_INF,
+    UID_Q = 1, UID_K, UID_V, UID_O, UID_STATS, UID_SCALE, UID_NEG_INF, UID_WINDOW,
     UID_S = 101, UID_SS, UID_ROW, UID_COL, UID_KEEP, UID_SM, UID_MAX, UID_SUB, UID_EXP, UID_SUM, UID_LOG, UID_P,
+    UID_ROW2, UID_COL2, UID_COLW, UID_KEEP2, UID_SM2,
 };
-enum { N_IO = 7 };
+enum { N_IO = 8 };  // with the window's scalar (causal graphs pass the first 7)
 
 // Builds and finalizes the operation graph of the comment at the top. 1 on success.
-static int build_graph(Builder *b, cudnnBackendDescriptor_t *graph, int64_t T, int64_t Hq, int64_t Hkv, int64_t dh) {
+static int build_graph(Builder *b, cudnnBackendDescriptor_t *graph, int64_t T, int64_t Hq, int64_t Hkv, int64_t dh,
+                       int W) {
     const cudnnDataType_t BF = CUDNN_DATA_BFLOAT16, F32 = CUDNN_DATA_FLOAT, I32 = CUDNN_DATA_INT32,
                           BOOL = CUDNN_DATA_BOOLEAN;
     const bool V = true, NV = false;
@@ -285,8 +304,18 @@ static int build_graph(Builder *b, cudnnBackendDescriptor_t *graph, int64_t T, i
     if (!tensor(b, &sum, "tensor row sum", UID_SUM, F32, 1, Hq, T, 1, r0, r1, 1, 1, V, NV)) return 0;
     if (!tensor(b, &lg, "tensor log sum", UID_LOG, F32, 1, Hq, T, 1, r0, r1, 1, 1, V, NV)) return 0;
     if (!tensor(b, &p, "tensor P", UID_P, BF, 1, Hq, T, T, a0, a1, a2, 1, V, NV)) return 0;
+    // The window's band (W > 0 only).
+    cudnnBackendDescriptor_t wlen = NULL, row2 = NULL, col2 = NULL, colw = NULL, keep2 = NULL, sm2 = NULL;
+    if (W > 0) {
+        if (!tensor(b, &wlen, "tensor window", UID_WINDOW, F32, 1, 1, 1, 1, 1, 1, 1, 1, NV, true)) return 0;
+        if (!tensor(b, &row2, "tensor band row index", UID_ROW2, I32, 1, Hq, T, T, a0, a1, a2, 1, V, NV)) return 0;
+        if (!tensor(b, &col2, "tensor band col index", UID_COL2, I32, 1, Hq, T, T, a0, a1, a2, 1, V, NV)) return 0;
+        if (!tensor(b, &colw, "tensor col+window", UID_COLW, F32, 1, Hq, T, T, a0, a1, a2, 1, V, NV)) return 0;
+        if (!tensor(b, &keep2, "tensor band keep", UID_KEEP2, BOOL, 1, Hq, T, T, a0, a1, a2, 1, V, NV)) return 0;
+        if (!tensor(b, &sm2, "tensor band-masked S", UID_SM2, F32, 1, Hq, T, T, a0, a1, a2, 1, V, NV)) return 0;
+    }
 
-    enum { N_OPS = 14 };
+    enum { N_OPS = 19 };
     cudnnBackendDescriptor_t ops[N_OPS];
     int n = 0;
     if (!matmul(b, &ops[n++], "op bmm1 S=Q*K^T", q, kt, s)) return 0;
@@ -298,6 +327,19 @@ static int build_graph(Builder *b, cudnnBackendDescriptor_t *graph, int64_t T, i
     if (!pointwise(b, &ops[n++], "op row>=col", CUDNN_POINTWISE_CMP_GE, BOOL, -1, row, col, NULL, keep)) return 0;
     if (!pointwise(b, &ops[n++], "op causal select", CUDNN_POINTWISE_BINARY_SELECT, F32, -1, ss, neg_inf, keep, sm))
         return 0;
+    if (W > 0) {  // keep only j > t − W: col + W > row
+        if (!pointwise(b, &ops[n++], "op band gen_index row", CUDNN_POINTWISE_GEN_INDEX, F32, 2, sm, NULL, NULL, row2))
+            return 0;
+        if (!pointwise(b, &ops[n++], "op band gen_index col", CUDNN_POINTWISE_GEN_INDEX, F32, 3, sm, NULL, NULL, col2))
+            return 0;
+        if (!pointwise(b, &ops[n++], "op col+window", CUDNN_POINTWISE_ADD, F32, 3, col2, wlen, NULL, colw)) return 0;
+        if (!pointwise(b, &ops[n++], "op col+window>row", CUDNN_POINTWISE_CMP_GT, BOOL, -1, colw, row2, NULL, keep2))
+            return 0;
+        if (!pointwise(b, &ops[n++], "op band select", CUDNN_POINTWISE_BINARY_SELECT, F32, -1, sm, neg_inf, keep2,
+                       sm2))
+            return 0;
+        sm = sm2;  // the max, the exponentials and the sums read the band-masked scores
+    }
     if (!reduction(b, &ops[n++], "op row max", CUDNN_REDUCE_TENSOR_MAX, sm, mx)) return 0;
     if (!pointwise(b, &ops[n++], "op sub max", CUDNN_POINTWISE_SUB, F32, -1, sm, mx, NULL, sub)) return 0;
     if (!pointwise(b, &ops[n++], "op exp", CUDNN_POINTWISE_EXP, F32, -1, sub, NULL, NULL, ex)) return 0;
@@ -380,7 +422,7 @@ static int find_plan(Builder *b, cudnnBackendDescriptor_t graph, cudnnBackendHeu
 // ---- the plan table ----------------------------------------------------------------------
 
 typedef struct {
-    int T, Hq, Hkv, dh;
+    int T, Hq, Hkv, dh, W;  // W: 0 causal, else the sliding window (< T)
     int ok;                           // 1: plan ready; 0: cuDNN does not take the shape (why)
     char why[384];
     cudnnBackendDescriptor_t plan;
@@ -399,7 +441,7 @@ static void build_plan(SdpaPlan *e) {
     e->why[0] = 0;
     e->plan = NULL;
     e->workspace = 0;
-    debug("building T=%d Hq=%d Hkv=%d dh=%d", e->T, e->Hq, e->Hkv, e->dh);
+    debug("building T=%d Hq=%d Hkv=%d dh=%d W=%d", e->T, e->Hq, e->Hkv, e->dh, e->W);
     if (e->T < 1 || e->Hq < 1 || e->Hkv < 1 || e->dh < 1) {
         snprintf(e->why, sizeof e->why, "empty shape");
         return;
@@ -418,7 +460,7 @@ static void build_plan(SdpaPlan *e) {
     }
     cudnnBackendDescriptor_t graph, plan = NULL;
     int64_t engine = -1;
-    int ok = build_graph(b, &graph, e->T, e->Hq, e->Hkv, e->dh);
+    int ok = build_graph(b, &graph, e->T, e->Hq, e->Hkv, e->dh, e->W);
     if (ok) {
         // Only the first failure is kept (bcheck), so when both modes fail the
         // reason is that of mode A's best-ranked config.
@@ -446,9 +488,11 @@ static void build_plan(SdpaPlan *e) {
 }
 
 // The table entry for a shape, built on first use.
-static SdpaPlan *plan_for(int T, int Hq, int Hkv, int dh) {
+// W is already normalised (0 for causal and for W ≥ T).
+static SdpaPlan *plan_for(int T, int Hq, int Hkv, int dh, int W) {
     for (int i = 0; i < n_plans; i++)
-        if (plans[i].T == T && plans[i].Hq == Hq && plans[i].Hkv == Hkv && plans[i].dh == dh) return &plans[i];
+        if (plans[i].T == T && plans[i].Hq == Hq && plans[i].Hkv == Hkv && plans[i].dh == dh && plans[i].W == W)
+            return &plans[i];
     SdpaPlan *e;
     if (n_plans < MAX_PLANS) {
         e = &plans[n_plans++];
@@ -462,14 +506,18 @@ static SdpaPlan *plan_for(int T, int Hq, int Hkv, int dh) {
     e->Hq = Hq;
     e->Hkv = Hkv;
     e->dh = dh;
+    e->W = W;
     build_plan(e);
     return e;
 }
 
 // ---- public API ----------------------------------------------------------------------------
 
-extern "C" int sdpa_supported(int T, int Hq, int Hkv, int dh, char *why, size_t len) {
-    SdpaPlan *e = plan_for(T, Hq, Hkv, dh);
+// The window as the plans key it: 0 for causal and for any W ≥ T.
+static int norm_window(int window, int T) { return window > 0 && window < T ? window : 0; }
+
+extern "C" int sdpa_supported(int T, int Hq, int Hkv, int dh, int window, char *why, size_t len) {
+    SdpaPlan *e = plan_for(T, Hq, Hkv, dh, norm_window(window, T));
     if (why && len) snprintf(why, len, "%s", e->ok ? "" : e->why);
     return e->ok;
 }
@@ -486,28 +534,48 @@ static void *grow(void **buf, size_t *size, size_t need) {
     return *buf;
 }
 
+// The fallback: fp32 copies of q, k, v, the fp32 kernel with the window, the
+// output rounded to bf16. Scratch is allocated and freed here (stream-ordered).
+static void sdpa_fallback(void *out, float *lse, const void *q, const void *k, const void *v, int T, int Hq,
+                          int Hkv, int dh, float scale, int W) {
+    const int64_t nq = (int64_t)T * Hq * dh, nkv = (int64_t)T * Hkv * dh;
+    float *q32 = (float *)cuda_malloc(sizeof(float) * (size_t)nq);
+    float *k32 = (float *)cuda_malloc(sizeof(float) * (size_t)nkv);
+    float *v32 = (float *)cuda_malloc(sizeof(float) * (size_t)nkv);
+    float *o32 = (float *)cuda_malloc(sizeof(float) * (size_t)nq);
+    cuda_bf16_to_f32(q32, q, nq);
+    cuda_bf16_to_f32(k32, k, nkv);
+    cuda_bf16_to_f32(v32, v, nkv);
+    attention_forward_cuda(o32, lse, q32, k32, v32, T, Hq, Hkv, dh, scale, W);
+    cuda_f32_to_bf16(out, o32, nq);
+    cuda_free(q32), cuda_free(k32), cuda_free(v32), cuda_free(o32);
+}
+
 extern "C" void attention_forward_bf16_cuda(void *out, float *lse, const void *q, const void *k, const void *v,
-                                            int T, int Hq, int Hkv, int dh, float scale) {
+                                            int T, int Hq, int Hkv, int dh, float scale, int window) {
     static void *workspace, *lse_scratch;
     static size_t workspace_size, lse_scratch_size;
-    snprintf(exec_shape, sizeof exec_shape, "sdpa T=%d Hq=%d Hkv=%d dh=%d", T, Hq, Hkv, dh);
-    SdpaPlan *e = plan_for(T, Hq, Hkv, dh);
-    if (!e->ok) {
-        fprintf(stderr, "spindle: cuDNN SDPA does not take %s: %s (call sdpa_supported first) in %s at %s:%d\n",
-                exec_shape, e->why, __func__, __FILE__, __LINE__);
-        abort();
+    if (T <= 0) return;
+    const int W = norm_window(window, T);
+    snprintf(exec_shape, sizeof exec_shape, "sdpa T=%d Hq=%d Hkv=%d dh=%d W=%d", T, Hq, Hkv, dh, W);
+    SdpaPlan *e = plan_for(T, Hq, Hkv, dh, W);
+    if (!e->ok) {  // cuDNN does not take it: the fp32 kernel does (it aborts on shapes nothing takes)
+        debug("fallback to the fp32 kernel for %s: %s", exec_shape, e->why);
+        sdpa_fallback(out, lse, q, k, v, T, Hq, Hkv, dh, scale, W);
+        return;
     }
     void *ws = e->workspace > 0 ? grow(&workspace, &workspace_size, (size_t)e->workspace) : NULL;
     float *stats = lse ? lse : (float *)grow(&lse_scratch, &lse_scratch_size, sizeof(float) * (size_t)Hq * T);
 
     // By-value scalars: read from host memory during cudnnBackendExecute.
-    float scale_value = scale, neg_inf = -INFINITY;
-    int64_t uids[N_IO] = {UID_Q, UID_K, UID_V, UID_O, UID_STATS, UID_SCALE, UID_NEG_INF};
-    void *ptrs[N_IO] = {(void *)q, (void *)k, (void *)v, out, stats, &scale_value, &neg_inf};
+    float scale_value = scale, neg_inf = -INFINITY, window_value = (float)W;  // W < T ≤ 2^24: exact in fp32
+    int64_t uids[N_IO] = {UID_Q, UID_K, UID_V, UID_O, UID_STATS, UID_SCALE, UID_NEG_INF, UID_WINDOW};
+    void *ptrs[N_IO] = {(void *)q, (void *)k, (void *)v, out, stats, &scale_value, &neg_inf, &window_value};
+    const int64_t n_io = W > 0 ? N_IO : N_IO - 1;
     cudnnBackendDescriptor_t pack;
     CUDNN_CHECK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack));
-    CUDNN_CHECK(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, N_IO, uids));
-    CUDNN_CHECK(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, N_IO, ptrs));
+    CUDNN_CHECK(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, n_io, uids));
+    CUDNN_CHECK(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, n_io, ptrs));
     CUDNN_CHECK(cudnnBackendSetAttribute(pack, CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws));
     CUDNN_CHECK(cudnnBackendFinalize(pack));
     CUDNN_CHECK(cudnnBackendExecute(handle, e->plan, pack));

@@ -6,7 +6,15 @@
 // and every accumulation fp32; no recall / support statistics (those stay with
 // support_attention_cuda). Judged against the CPU twin on bf16-rounded inputs
 // by tests/twins/oracle.c ("support_attention_block_tc"). The bf16 forward
-// uses it for block-shared supports.
+// uses it for block-shared supports. The output is fp32, bf16 or f16 (DType).
+//
+// Shapes: the kernel takes dh ∈ {64, 128} and bsel a multiple of 16 up to 128
+// (at dh 256 its 16 × 256 fp32 O accumulators per warp would not fit the
+// registers of two blocks per SM). Every other call — dh 256 (Gemma 3), bsel 1,
+// other bsel, unaligned rows — is served by support_attention_cuda on fp32
+// copies of q, k, v (the same function of the bf16 values, without the bf16
+// rounding of the weights), the output converted when it is 16-bit: the op
+// never declines. support_attention_block_tc_takes says which path runs.
 //
 // Why tensor cores fit here: every query of a block shares one key set, so the
 // block is a dense (bsel × |S_B|) attention problem over gathered keys — the
@@ -46,6 +54,7 @@
 // Finally out = O / l, or, for a row with no visible key, the value row of t
 // itself (weight 1, fp32 of the bf16 v).
 #include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_pipeline_primitives.h>
 #include <limits.h>
 #include <math.h>
@@ -54,6 +63,7 @@
 #include "cuda_check.cuh"
 #include "device_util.cuh"
 #include "mma.cuh"
+#include "ops_cuda.h"
 #include "oracle_cuda.h"
 
 enum {
@@ -71,6 +81,7 @@ static __device__ __forceinline__ void store2(float *p, float a, float b) { *(fl
 static __device__ __forceinline__ void store2(__nv_bfloat16 *p, float a, float b) {
     *(__nv_bfloat162 *)p = __floats2bfloat162_rn(a, b);
 }
+static __device__ __forceinline__ void store2(__half *p, float a, float b) { *(__half2 *)p = __floats2half2_rn(a, b); }
 
 template <int D, typename OutT>
 __global__ void __launch_bounds__(TC_MAX_ROWS * 2, 2)
@@ -209,7 +220,7 @@ __global__ void __launch_bounds__(TC_MAX_ROWS * 2, 2)
 #pragma unroll
             for (int n = 0; n < ND; n++) {
                 const int d = 8 * n + 2 * c;
-                store2(orow + d, __bfloat162float(vr[d]), __bfloat162float(vr[d + 1]));  // exact either way
+                store2(orow + d, __bfloat162float(vr[d]), __bfloat162float(vr[d + 1]));  // exact for fp32 and bf16 out
             }
             continue;
         }
@@ -249,32 +260,63 @@ static int support_attention_block_tc_launch(OutT *out, const void *q, const voi
     return 0;
 }
 
-// The checks both entry points share: 0 when the kernel takes the call.
-static int tc_takes(const void *q, const void *k, const void *v, int Hq, int Hkv, int dh, int topk, int bsel) {
-    if ((dh != 64 && dh != 128) || bsel < 16 || bsel > TC_MAX_ROWS || bsel % 16 != 0 || Hkv <= 0 || Hq <= 0 ||
-        Hq % Hkv != 0 || topk < 1)
-        return -1;
+// The shape checks of the kernel: 1 when it takes the call.
+static int tc_takes(int Hq, int Hkv, int dh, int topk, int bsel) {
+    return (dh == 64 || dh == 128) && bsel >= 16 && bsel <= TC_MAX_ROWS && bsel % 16 == 0 && Hkv > 0 && Hq > 0 &&
+           Hq % Hkv == 0 && topk >= 1;
+}
+
+extern "C" int support_attention_block_tc_takes(int Hq, int Hkv, int dh, int topk, int bsel) {
+    return tc_takes(Hq, Hkv, dh, topk, bsel);
+}
+
+// The calls the kernel does not take: support_attention_cuda on fp32 copies.
+static void tc_widened(void *out, DType out_type, const void *q, const void *k, const void *v, int T, int Hq, int Hkv,
+                       int dh, float scale, int topk, int bsel, const int32_t *sel, const int32_t *n_sel) {
+    const int64_t nq = (int64_t)T * Hq * dh, nkv = (int64_t)T * Hkv * dh;
+    float *q32 = (float *)cuda_malloc(sizeof(float) * (size_t)nq);
+    float *k32 = (float *)cuda_malloc(sizeof(float) * (size_t)nkv);
+    float *v32 = (float *)cuda_malloc(sizeof(float) * (size_t)nkv);
+    float *o32 = out_type == DT_F32 ? (float *)out : (float *)cuda_malloc(sizeof(float) * (size_t)nq);
+    cuda_bf16_to_f32(q32, q, nq);
+    cuda_bf16_to_f32(k32, k, nkv);
+    cuda_bf16_to_f32(v32, v, nkv);
+    support_attention_cuda(o32, NULL, NULL, q32, k32, v32, NULL, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel);
+    if (out_type != DT_F32) {
+        cuda_f32_to_half(out, o32, nq, out_type == DT_BF16 ? HALF_BF16 : HALF_F16);
+        cuda_free(o32);
+    }
+    cuda_free(q32), cuda_free(k32), cuda_free(v32);  // stream-ordered: after the kernels that read them
+}
+
+extern "C" void support_attention_block_tc_cuda(void *out, const void *q, const void *k, const void *v, int T, int Hq,
+                                                int Hkv, int dh, float scale, int topk, int bsel, const int32_t *sel,
+                                                const int32_t *n_sel, DType out_type) {
+    if (T <= 0) return;
     // cp.async and the uint4 loads of q need 16-byte aligned rows (cudaMalloc gives 256).
-    return ((uintptr_t)q | (uintptr_t)k | (uintptr_t)v) & 15 ? -1 : 0;
-}
-
-template <typename OutT>
-static int tc_run(OutT *out, const void *q, const void *k, const void *v, int T, int Hq, int Hkv, int dh, float scale,
-                  int topk, int bsel, const int32_t *sel, const int32_t *n_sel) {
-    if (tc_takes(q, k, v, Hq, Hkv, dh, topk, bsel)) return -1;
-    if (T <= 0) return 0;
-    if (dh == 64) return support_attention_block_tc_launch<64>(out, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel, n_sel);
-    return support_attention_block_tc_launch<128>(out, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel, n_sel);
-}
-
-extern "C" int support_attention_block_tc_cuda(float *out, const void *q, const void *k, const void *v, int T,
-                                               int Hq, int Hkv, int dh, float scale, int topk, int bsel,
-                                               const int32_t *sel, const int32_t *n_sel) {
-    return tc_run(out, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel);
-}
-
-extern "C" int support_attention_block_tc_bf16_cuda(void *out, const void *q, const void *k, const void *v, int T,
-                                                    int Hq, int Hkv, int dh, float scale, int topk, int bsel,
-                                                    const int32_t *sel, const int32_t *n_sel) {
-    return tc_run((__nv_bfloat16 *)out, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel);
+    const int aligned = !(((uintptr_t)q | (uintptr_t)k | (uintptr_t)v) & 15);
+    int rc = -1;
+    if (aligned && tc_takes(Hq, Hkv, dh, topk, bsel)) {
+        if (dh == 64) {
+            if (out_type == DT_F32)
+                rc = support_attention_block_tc_launch<64>((float *)out, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel, n_sel);
+            else if (out_type == DT_BF16)
+                rc = support_attention_block_tc_launch<64>((__nv_bfloat16 *)out, q, k, v, T, Hq, Hkv, scale, topk, bsel,
+                                                           sel, n_sel);
+            else
+                rc = support_attention_block_tc_launch<64>((__half *)out, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel,
+                                                           n_sel);
+        } else {
+            if (out_type == DT_F32)
+                rc = support_attention_block_tc_launch<128>((float *)out, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel,
+                                                            n_sel);
+            else if (out_type == DT_BF16)
+                rc = support_attention_block_tc_launch<128>((__nv_bfloat16 *)out, q, k, v, T, Hq, Hkv, scale, topk,
+                                                            bsel, sel, n_sel);
+            else
+                rc = support_attention_block_tc_launch<128>((__half *)out, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel,
+                                                            n_sel);
+        }
+    }
+    if (rc != 0) tc_widened(out, out_type, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel);
 }

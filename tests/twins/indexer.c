@@ -108,7 +108,7 @@ static Setup setup_build(const Case *c) {
     s.tlse = host_alloc((int64_t)c->Hq * T);
     s.scale = 1.0f / sqrtf((float)c->dh);
     float *scratch = host_alloc((int64_t)T * c->Hq * c->dh);
-    attention_forward_cpu(scratch, s.tlse, s.tq, s.tk, s.tk, T, c->Hq, c->Hkv, c->dh, s.scale);
+    attention_forward_cpu(scratch, s.tlse, s.tq, s.tk, s.tk, T, c->Hq, c->Hkv, c->dh, s.scale, 0);
     free(scratch);
     s.queries = malloc(sizeof(int) * T);
     for (int t = 0; t < T; t++)
@@ -488,6 +488,11 @@ void twins_indexer(int quick) {
         {1000, 16, 2, 128, 576, 128, 64, 0, INDEXER_NORM_LAYER},
         {1000, 8, 1, 64, 576, 128, 64, 1, INDEXER_NORM_LAYER},
         {1000, 4, 4, 64, 77, 32, 16, 0, INDEXER_NORM_RMS},
+        // Gemma 3 270M's full-attention layers: 4 / 1 heads, d_h 256, d_model 640
+        // (the fused loss's teacher tiles at dh 256, fp32 and bf16 tensor cores).
+        {7, 4, 1, 256, 640, 128, 64, 0, INDEXER_NORM_RMS},
+        {130, 4, 1, 256, 640, 128, 64, 0, INDEXER_NORM_RMS},
+        {1000, 4, 1, 256, 640, 128, 64, 1, INDEXER_NORM_LAYER},
     };
     const int n_cases = (int)(sizeof cases / sizeof cases[0]);
     for (int a = 0; a < n_cases; a++) {

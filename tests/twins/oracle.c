@@ -25,11 +25,18 @@
 //                      the block's first queries (the {t} fallback); once with
 //                      recall/support/lse NULL.
 //   support_attention_block_tc
-//                      the bf16 tensor-core kernel (bsel > 1) vs
-//                      support_attention_cpu on the same bf16-rounded q, k, v
-//                      and random supports as above; tolerance derived at
-//                      check_support_block_tc. A -1 return for a shape it
-//                      takes fails; for shapes it does not take, -1 is required.
+//                      the bf16 op (tensor cores for bsel > 1 at dh 64 / 128)
+//                      vs support_attention_cpu on the same bf16-rounded q, k,
+//                      v and random supports as above; tolerance derived at
+//                      check_support_block_tc; bf16 and f16 outputs bit for bit
+//                      against the fp32 output rounded. Shapes the kernel does
+//                      not take (dh 256 as Gemma 3's 4 / 1 heads, dh 80, bsel 1
+//                      and 24) are judged the same way: the op falls back
+//                      inside; support_attention_block_tc_takes must say which.
+//   oracle_select bf16 the same judgement as oracle_select, on bf16-rounded
+//                      layers, at dh 64 / 128 / 256 (Gemma 3 270M's 4 / 1 heads:
+//                      tensor cores per query and bsel 16 / 64, the fp32
+//                      fallback at bsel 128), and oracle_select_tc_takes.
 // Tolerances: fp32 ops (F32_NMSE, F32_MAX, see test_cuda_twins.c); support
 // counts are exact.
 #include <cblas.h>
@@ -152,7 +159,7 @@ static Layer layer_new(int T, int Hq, int Hkv, int dh, int bf16) {
     L.d_q = dev_from(L.q, T * nq), L.d_k = dev_from(L.k, T * nkv), L.d_v = dev_from(L.v, T * nkv);
     L.d_lse = dev_poisoned((int64_t)Hq * T);
     float *d_out = dev_poisoned(T * nq);
-    attention_forward_cuda(d_out, L.d_lse, L.d_q, L.d_k, L.d_v, T, Hq, Hkv, dh, L.scale);
+    attention_forward_cuda(d_out, L.d_lse, L.d_q, L.d_k, L.d_v, T, Hq, Hkv, dh, L.scale, 0);
     cuda_free(d_out);
     return L;
 }
@@ -262,9 +269,10 @@ static void check_oracle(const Layer *L, int topk, int bsel, int bf16) {
     if (bf16) {
         void *bq = cuda_malloc(2 * (size_t)(T * nq)), *bk = cuda_malloc(2 * (size_t)(T * nkv));
         cuda_f32_to_bf16(bq, L->d_q, T * nq), cuda_f32_to_bf16(bk, L->d_k, T * nkv);
-        const int rc = oracle_select_bf16_cuda(d_sel, d_n, bq, bk, L->d_lse, T, Hq, Hkv, dh, L->scale, topk, bsel);
+        oracle_select_bf16_cuda(d_sel, d_n, bq, bk, L->d_lse, T, Hq, Hkv, dh, L->scale, topk, bsel);
         cuda_free(bq), cuda_free(bk);
-        if (rc != 0) record("oracle_select bf16", shape, 0, "returned -1 for a shape it should take");
+        if (!oracle_select_tc_takes(Hq, Hkv, dh, topk, bsel))
+            snprintf(shape + strlen(shape), sizeof shape - strlen(shape), " (fp32 fallback)");
     } else {
         oracle_select_cuda(d_sel, d_n, L->d_q, L->d_k, L->d_lse, T, Hq, Hkv, dh, L->scale, topk, bsel);
     }
@@ -427,48 +435,53 @@ static void check_support_block_tc(int T, int Hq, int Hkv, int dh, int topk, int
          *b_v = cuda_malloc(2 * (size_t)(T * nkv));
     cuda_f32_to_bf16(b_q, d_q, T * nq), cuda_f32_to_bf16(b_k, d_k, T * nkv), cuda_f32_to_bf16(b_v, d_v, T * nkv);
     int32_t *d_sel = dev_from_i32(sel, (int64_t)rows * topk), *d_n = dev_from_i32(n_sel, rows);
+    if (!support_attention_block_tc_takes(Hq, Hkv, dh, topk, bsel))
+        snprintf(shape + strlen(shape), sizeof shape - strlen(shape), " (fp32 fallback)");
     float *d_out = dev_poisoned(T * nq);
-    const int rc = support_attention_block_tc_cuda(d_out, b_q, b_k, b_v, T, Hq, Hkv, dh, scale, topk, bsel, d_sel,
-                                                   d_n);
-    if (rc != 0) {
-        record("support_attention_block_tc", shape, 0, "returned -1 for a shape it should take");
-    } else {
-        float *out_g = host_from_dev(d_out, T * nq);
-        compare("support_attention_block_tc", shape, out_g, out_c, T * nq, TC_NMSE, TC_MAX);
-        // The bf16-out entry: the same values rounded to bf16, bit for bit.
+    support_attention_block_tc_cuda(d_out, b_q, b_k, b_v, T, Hq, Hkv, dh, scale, topk, bsel, d_sel, d_n, DT_F32);
+    float *out_g = host_from_dev(d_out, T * nq);
+    compare("support_attention_block_tc", shape, out_g, out_c, T * nq, TC_NMSE, TC_MAX);
+    // 16-bit outputs: the same values rounded to bf16 / f16, bit for bit.
+    for (int h = 0; h < 2; h++) {
         void *b_out = cuda_malloc(2 * (size_t)(T * nq));
-        float *d_wide = dev_poisoned(T * nq);
-        cuda_memset(b_out, 0xFF, 2 * (size_t)(T * nq));
-        const int rc16 = support_attention_block_tc_bf16_cuda(b_out, b_q, b_k, b_v, T, Hq, Hkv, dh, scale, topk,
-                                                              bsel, d_sel, d_n);
-        cuda_bf16_to_f32(d_wide, b_out, T * nq);
+        float *d_wide = dev_poisoned(T * nq), *want = host_alloc(T * nq);
+        cuda_memset(b_out, 0xFF, 2 * (size_t)(T * nq));  // a NaN in either type
+        support_attention_block_tc_cuda(b_out, b_q, b_k, b_v, T, Hq, Hkv, dh, scale, topk, bsel, d_sel, d_n,
+                                        h == 0 ? DT_BF16 : DT_F16);
+        cuda_half_to_f32(d_wide, b_out, T * nq, h == 0 ? HALF_BF16 : HALF_F16);
         float *out_16 = host_from_dev(d_wide, T * nq);
-        for (int64_t i = 0; i < T * nq; i++) out_g[i] = bf16_round(out_g[i]);
-        if (rc16 != 0) record("support_attention_block_tc bf16 out", shape, 0, "returned -1 where fp32 out ran");
-        else compare("support_attention_block_tc bf16 out", shape, out_16, out_g, T * nq, 0.0, 0.0);
+        for (int64_t i = 0; i < T * nq; i++) want[i] = h == 0 ? bf16_round(out_g[i]) : f16_round(out_g[i]);
+        compare(h == 0 ? "support_attention_block_tc bf16 out" : "support_attention_block_tc f16 out", shape, out_16,
+                want, T * nq, 0.0, 0.0);
         cuda_free(b_out), cuda_free(d_wide);
-        free(out_g), free(out_16);
+        free(out_16), free(want);
     }
+    free(out_g);
     cuda_free(d_q), cuda_free(d_k), cuda_free(d_v), cuda_free(b_q), cuda_free(b_k), cuda_free(b_v);
     cuda_free(d_sel), cuda_free(d_n), cuda_free(d_out);
     free(q), free(k), free(v), free(sel), free(n_sel), free(out_c);
 }
 
-// Shapes the kernel does not take must return -1 without launching (nothing is
-// dereferenced, so NULL pointers do).
-static void check_block_tc_refuses(void) {
-    static const int bad[][2] = {{80, 16}, {256, 64}, {32, 16}, {64, 1}, {64, 8}, {64, 24}, {128, 144}};
-    char detail[160] = "";
+// Which path the two bf16 ops say they take: the tensor-core kernels' shapes
+// (support attention: dh 64 / 128, bsel a multiple of 16 up to 128; the oracle:
+// dh 64 / 128 / 256, bsel 1 or such a multiple, staged q rows within shared
+// memory), the fallback for the rest.
+static void check_tc_takes(void) {
+    static const int no[][2] = {{80, 16}, {256, 64}, {32, 16}, {64, 1}, {64, 8}, {64, 24}, {128, 144}};
+    static const int yes[][2] = {{64, 16}, {128, 64}, {128, 128}};
     int ok = 1;
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        const int rc = support_attention_block_tc_cuda(NULL, NULL, NULL, NULL, 100, 8, 2, bad[i][0], 0.1f, 16,
-                                                       bad[i][1], NULL, NULL);
-        if (rc != -1 && ok)
-            snprintf(detail, sizeof detail, "dh=%d bsel=%d returned %d, not -1", bad[i][0], bad[i][1], rc);
-        ok &= rc == -1;
-    }
-    record("support_attention_block_tc", "unsupported shapes (dh 80/256/32, bsel 1/8/24/144)", ok,
-           ok ? "all returned -1" : detail);
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) ok &= !support_attention_block_tc_takes(8, 2, no[i][0], 16, no[i][1]);
+    for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++)
+        ok &= support_attention_block_tc_takes(8, 2, yes[i][0], 16, yes[i][1]);
+    record("support_attention_block_tc", "tensor-core shapes (dh 64/128 × bsel 16/64/128; not dh 80/256/32, bsel 1/8/24/144)",
+           ok, ok ? "as expected" : "a shape reported on the wrong path");
+    // Gemma 3 270M (4 / 1 heads, dh 256): per query and bsel ≤ 64 fit, bsel 128 does not (338 KB of q rows).
+    ok = !oracle_select_tc_takes(8, 2, 80, 16, 1) && !oracle_select_tc_takes(8, 2, 64, 16, 24) &&
+         !oracle_select_tc_takes(8, 2, 64, 16, 256) && oracle_select_tc_takes(8, 2, 64, 16, 1) &&
+         oracle_select_tc_takes(4, 1, 256, 16, 1) && oracle_select_tc_takes(4, 1, 256, 16, 64) &&
+         !oracle_select_tc_takes(4, 1, 256, 16, 128);
+    record("oracle_select bf16", "tensor-core shapes (dh 64/128/256; not dh 80, bsel 24/256, dh 256 bsel 128 at 4/1)",
+           ok, ok ? "as expected" : "a shape reported on the wrong path");
 }
 
 // ---- entry ------------------------------------------------------------------------
@@ -490,9 +503,11 @@ void twins_oracle(int quick) {
     }
 
     // oracle_select, oracle_attention, support_attention
-    static const int shapes[][3] = {{8, 8, 64}, {16, 2, 128}, {8, 8, 128}, {16, 2, 64}, {8, 8, 256}, {16, 2, 256}};
+    // (4, 1, 256): Gemma 3 270M's full-attention layers.
+    static const int shapes[][3] = {{8, 8, 64}, {16, 2, 128}, {4, 1, 256}, {8, 8, 128},
+                                    {16, 2, 64}, {8, 8, 256}, {16, 2, 256}};
     const int Ts[] = {1, 7, 130, 1000}, ks[] = {1, 16, 100, 1 << 30}, bsels[] = {1, 16, 64};
-    const int n_T = quick ? 3 : 4, n_shapes = quick ? 2 : 6;
+    const int n_T = quick ? 3 : 4, n_shapes = quick ? 3 : 7;
     for (int it = 0; it < n_T; it++) {
         for (int is = 0; is < n_shapes; is++) {
             const int T = Ts[it];
@@ -528,20 +543,23 @@ void twins_oracle(int quick) {
     // 16 / 64, MHA and GQA (8:8, 16:2, 12:4), dh 64 / 128, T from 1 to 1000
     // (several 64-row thread blocks and key tiles, chunks starting past row k).
     {
-        static const int ob_shapes[][3] = {{8, 8, 64}, {16, 2, 128}, {12, 4, 128}};
+        static const int ob_shapes[][3] = {{8, 8, 64}, {16, 2, 128}, {12, 4, 128}, {4, 1, 256}};
         const int ob_Ts[] = {1, 7, 130, 1000}, ob_ks[] = {1, 16, 100}, ob_bsels[] = {1, 16, 64};
         for (int it = 0; it < (quick ? 3 : 4); it++)
-            for (int is = 0; is < 3; is++) {
+            for (int is = 0; is < 4; is++) {
                 const int T = ob_Ts[it];
                 Layer L = layer_new(T, ob_shapes[is][0], ob_shapes[is][1], ob_shapes[is][2], 1);
                 for (int ik = 0; ik < 3; ik++)
                     for (int ib = 0; ib < 3; ib++) check_oracle(&L, ob_ks[ik] < T ? ob_ks[ik] : T + 3, ob_bsels[ib], 1);
+                // The fallback inside the op: Gemma's heads at bsel 128, and dh 80 / bsel 24.
+                if (is == 3 && T > 1) check_oracle(&L, 16, 128, 1);
                 layer_free(&L);
             }
-        const int rc = oracle_select_bf16_cuda(NULL, NULL, NULL, NULL, NULL, 100, 8, 2, 80, 0.1f, 16, 1) == -1 &&
-                       oracle_select_bf16_cuda(NULL, NULL, NULL, NULL, NULL, 100, 8, 2, 64, 0.1f, 16, 24) == -1 &&
-                       oracle_select_bf16_cuda(NULL, NULL, NULL, NULL, NULL, 100, 8, 2, 64, 0.1f, 16, 256) == -1;
-        record("oracle_select bf16", "unsupported shapes (dh 80, bsel 24 / 256)", rc, rc ? "all returned -1" : "launched");
+        const int T = quick ? 130 : 700;
+        Layer M = layer_new(T, 4, 2, 80, 1);
+        check_oracle(&M, 20, 1, 1);
+        check_oracle(&M, 20, 24, 1);
+        layer_free(&M);
     }
 
     // support_attention_block_tc: the bf16 tensor-core kernel on the shapes it
@@ -559,6 +577,15 @@ void twins_oracle(int quick) {
                     for (int ib = 0; ib < (quick ? 2 : 3); ib++)
                         check_support_block_tc(tc_Ts[it], tc_shapes[is][0], tc_shapes[is][1], tc_shapes[is][2],
                                                tc_ks[ik], tc_bsels[ib]);
-        check_block_tc_refuses();
+        // The shapes the kernel does not take, served inside the op: Gemma 3's
+        // 4 / 1 heads at dh 256 (bsel 1, 16, 64), dh 80, bsel 24.
+        for (int it = 0; it < n_T; it++) {
+            check_support_block_tc(tc_Ts[it], 4, 1, 256, tc_ks[1], 1);
+            check_support_block_tc(tc_Ts[it], 4, 1, 256, tc_ks[1], 16);
+            check_support_block_tc(tc_Ts[it], 4, 1, 256, tc_ks[it >= 2 ? 2 : 0], 64);
+        }
+        check_support_block_tc(130, 4, 2, 80, 16, 16);
+        check_support_block_tc(130, 8, 2, 64, 16, 24);
+        check_tc_takes();
     }
 }
