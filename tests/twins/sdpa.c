@@ -28,7 +28,8 @@
 // checks the output again. Sliding windows (the band mask in the cuDNN graph):
 // W = 1, W = 45 (not a multiple of any tile), W = T (causal), at T = 130 and
 // 1000, Gemma 3 270M's heads 4 / 1 with d_h 256 and GQA 16:2 with d_h 128, and
-// W = 512 at T = 4096. A shape sdpa_supported rejects is recorded with the
+// W = 512 at T = 4096; d_h 36 (never cuDNN's: the fallback, causal and W = 45).
+// A shape sdpa_supported rejects is recorded with the
 // reason ("not supported by cuDNN: ..."): a failure for causal d_h 64 and 128,
 // which must be supported, a note (not a failure) otherwise — and the op is
 // run and judged either way, as it then takes its fp32 fallback (which rounds
@@ -137,6 +138,10 @@ void twins_sdpa(int quick) {
         }
     }
     check_sdpa(7, 4, 1, 256, 3);
+    // d_h 36 is not a multiple of 8: cuDNN never takes it, so the op's own
+    // fallback runs here whatever cuDNN does with the windowed graphs above.
+    check_sdpa(130, 4, 2, 36, 0);
+    check_sdpa(130, 4, 2, 36, 45);
     if (!quick) {
         for (int dh = 64; dh <= 256; dh *= 2) check_sdpa(4096, 32, 4, dh, 0);
         check_sdpa(4096, 4, 1, 256, 512);  // Gemma 3 270M's sliding layers
