@@ -5,6 +5,12 @@
 #pragma once
 #include <stdint.h>
 
+// The activation of a gated MLP (glu_forward_cpu).
+typedef enum {
+    ACT_SILU,       // silu(x) = x / (1 + e^−x)                       (llama, qwen)
+    ACT_GELU_TANH,  // 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))    (gemma; torch's approximate="tanh")
+} Act;
+
 // out[T, C_out] = in[T, C_in] · w[C_out, C_in]ᵀ (+ bias[C_out] if not NULL).
 void matmul_forward_cpu(float *out, const float *in, const float *w, const float *bias, int T,
                         int C_in, int C_out);
@@ -17,15 +23,21 @@ void rmsnorm_forward_cpu(float *out, const float *in, const float *w, int R, int
 // (already multiplied by the RoPE attention factor). Dims ≥ rot pass through.
 void rope_forward_cpu(float *x, const float *cos, const float *sin, int T, int H, int dh, int rot);
 
-// out[i] = silu(gate[i]) · up[i]. out may alias gate.
-void swiglu_forward_cpu(float *out, const float *gate, const float *up, int64_t n);
+// out[i] = act(gate[i]) · up[i] (SwiGLU for ACT_SILU, GeGLU for ACT_GELU_TANH).
+// out may alias gate.
+void glu_forward_cpu(float *out, const float *gate, const float *up, int64_t n, Act act);
 
-// Causal GQA attention, tiled (flash style: online softmax over key tiles, no
-// T×T buffer). q [T, Hq·dh], k/v [T, Hkv·dh], out [T, Hq·dh]; query head h reads
+// x[i] = cap · tanh(x[i] / cap), in place (Gemma's logit soft-capping; cap > 0).
+void softcap_forward_cpu(float *x, int64_t n, float cap);
+
+// GQA attention, tiled (flash style: online softmax over key tiles, no T×T
+// buffer). q [T, Hq·dh], k/v [T, Hkv·dh], out [T, Hq·dh]; query head h reads
 // key/value head h / (Hq/Hkv). lse [Hq, T] (may be NULL) receives each row's
-// log-sum-exp of scale·q·k, the teacher statistic.
+// log-sum-exp of scale·q·k, the teacher statistic. window 0: causal, key j
+// visible to query t iff j ≤ t; window W > 0: sliding, iff t − W < j ≤ t (only
+// the key tiles inside the window are read, so the cost grows as T·W).
 void attention_forward_cpu(float *out, float *lse, const float *q, const float *k, const float *v,
-                           int T, int Hq, int Hkv, int dh, float scale);
+                           int T, int Hq, int Hkv, int dh, float scale, int window);
 
 // Re-executes the process once with OPENBLAS_CORETYPE / OMP_WAIT_POLICY set when
 // they are missing and would make it slow (see blas_init.c). Call
@@ -37,7 +49,7 @@ void blas_ensure_core(char **argv);
 // head-averaged attention mass P. Shapes as attention_forward_cpu. When
 // recall/support [T] are not NULL, recall[t] += Σ_{j∈S_t} P_t(j) and
 // support[t] += |S_t| (accumulated, so callers can sum over layers).
-// With topk ≥ T this is attention_forward_cpu exactly.
+// With topk ≥ T this is attention_forward_cpu (window 0) exactly.
 void oracle_attention_cpu(float *out, float *recall, float *support, const float *q, const float *k,
                           const float *v, int T, int Hq, int Hkv, int dh, float scale, int topk, int bsel);
 

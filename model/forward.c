@@ -88,7 +88,7 @@ void forward_hidden(const Model *m, const int32_t *ids, int T, float *hidden, co
             TIMED(attention, oracle_attention_cpu(att, rec, sup, q, k, v, T, Hq, Hkv, dh, (float)c->attn_scale,
                                                   sp->topk, sp->bsel));
         else {
-            TIMED(attention, attention_forward_cpu(att, lse, q, k, v, T, Hq, Hkv, dh, (float)c->attn_scale));
+            TIMED(attention, attention_forward_cpu(att, lse, q, k, v, T, Hq, Hkv, dh, (float)c->attn_scale, 0));
             n_dense_sparse += sp != NULL;  // a layer without an indexer keeps every key
         }
         if (o->tap) o->tap->fn(o->tap->ctx, l, xn, q, k, sp ? NULL : lse, T);
@@ -102,7 +102,7 @@ void forward_hidden(const Model *m, const int32_t *ids, int T, float *hidden, co
         rmsnorm_forward_cpu(xn, x, w->mlp_norm, T, H, eps);
         TIMED(gemm, matmul_forward_cpu(gate, xn, w->w_gate, w->b_gate, T, H, I));
         TIMED(gemm, matmul_forward_cpu(up, xn, w->w_up, w->b_up, T, H, I));
-        swiglu_forward_cpu(gate, gate, up, (int64_t)T * I);
+        glu_forward_cpu(gate, gate, up, (int64_t)T * I, c->act);
         TIMED(gemm, matmul_forward_cpu(xn, gate, w->w_down, w->b_down, T, I, H));
         for (size_t i = 0; i < (size_t)T * H; i++) x[i] += xn[i];
     }
@@ -118,4 +118,6 @@ void forward_hidden(const Model *m, const int32_t *ids, int T, float *hidden, co
 
 void forward_lm_head(const Model *m, const float *hidden, int rows, float *logits) {
     matmul_forward_cpu(logits, hidden, m->lm_head, NULL, rows, m->cfg.hidden, m->cfg.vocab);
+    if (m->cfg.final_softcap > 0)  // Gemma's final_logit_softcapping
+        softcap_forward_cpu(logits, (int64_t)rows * m->cfg.vocab, (float)m->cfg.final_softcap);
 }

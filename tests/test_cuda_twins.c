@@ -263,7 +263,7 @@ static void check_swiglu(int64_t n, int alias) {
     char shape[96];
     snprintf(shape, sizeof shape, "n=%lld%s", (long long)n, alias ? " out=gate" : "");
     float *gate = randn(n, 3.0f), *up = randn(n, 1.0f), *ref = host_alloc(n);
-    swiglu_forward_cpu(ref, gate, up, n);
+    glu_forward_cpu(ref, gate, up, n, ACT_SILU);
     float *d_g = dev_from(gate, n), *d_u = dev_from(up, n);
     float *d_out = alias ? d_g : dev_poisoned(n);
     swiglu_forward_cuda(d_out, d_g, d_u, n);
@@ -284,7 +284,7 @@ static void check_swiglu(int64_t n, int alias) {
         for (int64_t i = 0; i < n; i++)
             g_r[i] = h == HALF_BF16 ? bf16_round(gate[i]) : f16_round(gate[i]),
             u_r[i] = h == HALF_BF16 ? bf16_round(up[i]) : f16_round(up[i]);
-        swiglu_forward_cpu(ref_h, g_r, u_r, n);
+        glu_forward_cpu(ref_h, g_r, u_r, n, ACT_SILU);
         for (int64_t i = 0; i < n; i++) ref_h[i] = h == HALF_BF16 ? bf16_round(ref_h[i]) : f16_round(ref_h[i]);
         void *g16 = cuda_malloc(2 * (size_t)n), *u16 = cuda_malloc(2 * (size_t)n);
         cuda_f32_to_half(g16, d_g, n, (HalfType)h);
@@ -313,7 +313,7 @@ static void check_attention(int T, int Hq, int Hkv, int dh) {
     // q has sd 2 so that the softmax rows are peaked, not flat.
     float *q = randn(nq, 2.0f), *k = randn(nkv, 1.0f), *v = randn(nkv, 1.0f);
     float *ref = host_alloc(nq), *ref_lse = host_alloc(nl);
-    attention_forward_cpu(ref, ref_lse, q, k, v, T, Hq, Hkv, dh, scale);
+    attention_forward_cpu(ref, ref_lse, q, k, v, T, Hq, Hkv, dh, scale, 0);
     float *d_q = dev_from(q, nq), *d_k = dev_from(k, nkv), *d_v = dev_from(v, nkv);
     float *d_out = dev_poisoned(nq), *d_lse = dev_poisoned(nl);
     attention_forward_cuda(d_out, d_lse, d_q, d_k, d_v, T, Hq, Hkv, dh, scale);

@@ -42,10 +42,28 @@ void rope_forward_cpu(float *x, const float *cos, const float *sin, int T, int H
     }
 }
 
-void swiglu_forward_cpu(float *out, const float *gate, const float *up, int64_t n) {
+// gelu_tanh in fp32 with torch's constants and order of operations
+// (aten's GeluType::Tanh: kBeta = √2 · 2/√π · ½, kKappa = 0.044715).
+static inline float gelu_tanh(float x) {
+    const float kBeta = (float)(M_SQRT2 * M_2_SQRTPI * 0.5), kKappa = 0.044715f;
+    const float x_cube = x * x * x, inner = kBeta * (x + kKappa * x_cube);
+    return 0.5f * x * (1.0f + tanhf(inner));
+}
+
+void glu_forward_cpu(float *out, const float *gate, const float *up, int64_t n, Act act) {
+    if (act == ACT_GELU_TANH) {
+#pragma omp parallel for
+        for (int64_t i = 0; i < n; i++) out[i] = gelu_tanh(gate[i]) * up[i];
+        return;
+    }
 #pragma omp parallel for
     for (int64_t i = 0; i < n; i++) {
         float g = gate[i];
         out[i] = g / (1.0f + expf(-g)) * up[i];
     }
+}
+
+void softcap_forward_cpu(float *x, int64_t n, float cap) {
+#pragma omp parallel for
+    for (int64_t i = 0; i < n; i++) x[i] = tanhf(x[i] / cap) * cap;
 }

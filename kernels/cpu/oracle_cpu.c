@@ -48,7 +48,7 @@ void support_attention_cpu(float *out, float *recall, float *support, const floa
                            const float *v, int T, int Hq, int Hkv, int dh, float scale, int topk, int bsel,
                            const int *given_sel, const int *given_n) {
     if (!given_sel && topk >= T) {  // every support is the full causal set: dense, bit for bit
-        attention_forward_cpu(out, NULL, q, k, v, T, Hq, Hkv, dh, scale);
+        attention_forward_cpu(out, NULL, q, k, v, T, Hq, Hkv, dh, scale, 0);
         for (int t = 0; t < T; t++) {
             if (recall) recall[t] += 1.0f;
             if (support) support[t] += (float)(t + 1);

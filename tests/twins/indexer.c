@@ -108,7 +108,7 @@ static Setup setup_build(const Case *c) {
     s.tlse = host_alloc((int64_t)c->Hq * T);
     s.scale = 1.0f / sqrtf((float)c->dh);
     float *scratch = host_alloc((int64_t)T * c->Hq * c->dh);
-    attention_forward_cpu(scratch, s.tlse, s.tq, s.tk, s.tk, T, c->Hq, c->Hkv, c->dh, s.scale);
+    attention_forward_cpu(scratch, s.tlse, s.tq, s.tk, s.tk, T, c->Hq, c->Hkv, c->dh, s.scale, 0);
     free(scratch);
     s.queries = malloc(sizeof(int) * T);
     for (int t = 0; t < T; t++)

@@ -84,7 +84,7 @@ static void check_sdpa(int T, int Hq, int Hkv, int dh) {
     // q has sd 2 so that the softmax rows are peaked, not flat (as check_attention).
     float *q = randn_bf16(nq, 2.0f), *k = randn_bf16(nkv, 1.0f), *v = randn_bf16(nkv, 1.0f);
     float *ref = host_alloc(nq), *ref_lse = host_alloc(nl);
-    attention_forward_cpu(ref, ref_lse, q, k, v, T, Hq, Hkv, dh, scale);
+    attention_forward_cpu(ref, ref_lse, q, k, v, T, Hq, Hkv, dh, scale, 0);
 
     void *b_q = dev_bf16_from(q, nq), *b_k = dev_bf16_from(k, nkv), *b_v = dev_bf16_from(v, nkv);
     void *b_out = cuda_malloc(2 * (size_t)nq);
