@@ -1,10 +1,13 @@
 // config.h: the architecture of a Hugging Face checkpoint, read from config.json.
 #pragma once
+#include "ops.h"  // Act
 #include "status.h"
 
-typedef enum { FAMILY_LLAMA, FAMILY_QWEN2, FAMILY_QWEN3 } Family;
+typedef enum { FAMILY_LLAMA, FAMILY_QWEN2, FAMILY_QWEN3, FAMILY_GEMMA3 } Family;
 typedef enum { ROPE_DEFAULT, ROPE_LINEAR, ROPE_LLAMA3, ROPE_YARN } RopeType;
-typedef enum { LAYER_FULL_ATTENTION } LayerKind;
+// full: causal GQA over every earlier key; sliding: key j visible to query t
+// iff t − sliding_window < j ≤ t (DESIGN.md, "Hybrid stacks").
+typedef enum { LAYER_FULL_ATTENTION, LAYER_SLIDING_ATTENTION } LayerKind;
 
 typedef struct {
     RopeType type;
@@ -36,9 +39,15 @@ typedef struct {
     int attention_bias;  // q/k/v (and for llama, o) projections carry a bias
     int o_bias;          // o_proj carries a bias
     int mlp_bias;
-    int qk_norm;         // qwen3: RMSNorm over each head of q and k before RoPE
+    int qk_norm;         // qwen3, gemma3: RMSNorm over each head of q and k before RoPE
+    int post_norms;      // gemma3: the attention and MLP outputs are normed before each residual add
+    Act act;             // activation of the gated MLP (SwiGLU: silu; GeGLU: gelu_tanh)
+    float embed_scale;   // input embeddings × embed_scale (1; gemma3: sqrt(hidden) in fp32)
+    double final_softcap;// logits = cap·tanh(logits/cap) when > 0 (0: none)
     double attn_scale;   // score scale s
-    RopeConfig rope;
+    RopeConfig rope;         // RoPE of full-attention layers
+    RopeConfig rope_local;   // RoPE of sliding-window layers (== rope when there are none)
+    int sliding_window;      // W of sliding layers; 0 when no layer slides
     LayerKind *layer_kinds;  // n_layers entries, owned
 } ModelConfig;
 
@@ -58,3 +67,5 @@ int config_load(ModelConfig *cfg, const char *dir, Status *st);
 void config_free(ModelConfig *cfg);
 const char *config_family_name(Family f);
 const char *config_rope_name(RopeType t);
+const char *config_layer_kind_name(LayerKind k);  // "full_attention", "sliding_attention"
+const char *config_act_name(Act a);               // "silu", "gelu_pytorch_tanh"

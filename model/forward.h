@@ -61,5 +61,6 @@ void forward_hidden(const Model *m, const int32_t *ids, int T, float *hidden, co
 void forward_layer_qk(const Model *m, int layer, const float *xn, int T, const float *cos_t, const float *sin_t,
                       float *q, float *k);
 
-// logits[rows, vocab] = hidden[rows, hidden_size] · lm_headᵀ.
+// logits[rows, vocab] = hidden[rows, hidden_size] · lm_headᵀ, then soft-capped
+// (cap·tanh(logits/cap)) when cfg.final_softcap > 0.
 void forward_lm_head(const Model *m, const float *hidden, int rows, float *logits);

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "family.h"
 #include "fileio.h"
 
 // Looks up name, checks its shape against want[0..ndim), and returns fp32 data.
@@ -46,10 +47,83 @@ static int take(Model *m, const char *name, int ndim, const int64_t *want, int o
     return 0;
 }
 
-#define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
-#define NDIM(...) (int)(sizeof((const int64_t[]){__VA_ARGS__}) / sizeof(int64_t))
-#define TAKE(name, opt, dst, ...) \
-    if (take(m, name, NDIM(__VA_ARGS__), SHAPE(__VA_ARGS__), opt, dst, st)) goto fail
+// The LayerWeights slot of a role.
+static const float **role_slot(LayerWeights *w, LayerRole r) {
+    switch (r) {
+    case ROLE_ATTN_NORM: return &w->attn_norm;
+    case ROLE_POST_ATTN_NORM: return &w->post_attn_norm;
+    case ROLE_MLP_NORM: return &w->mlp_norm;
+    case ROLE_POST_MLP_NORM: return &w->post_mlp_norm;
+    case ROLE_WQ: return &w->wq;
+    case ROLE_BQ: return &w->bq;
+    case ROLE_WK: return &w->wk;
+    case ROLE_BK: return &w->bk;
+    case ROLE_WV: return &w->wv;
+    case ROLE_BV: return &w->bv;
+    case ROLE_WO: return &w->wo;
+    case ROLE_BO: return &w->bo;
+    case ROLE_Q_NORM: return &w->q_norm;
+    case ROLE_K_NORM: return &w->k_norm;
+    case ROLE_W_GATE: return &w->w_gate;
+    case ROLE_B_GATE: return &w->b_gate;
+    case ROLE_W_UP: return &w->w_up;
+    case ROLE_B_UP: return &w->b_up;
+    case ROLE_W_DOWN: return &w->w_down;
+    case ROLE_B_DOWN: return &w->b_down;
+    case ROLE_COUNT: break;
+    }
+    SPINDLE_CHECK(!"unknown layer role");
+    return NULL;
+}
+
+// Whether config c has the role's tensor in every layer, and its shape.
+static int role_shape(const ModelConfig *c, LayerRole r, int64_t shape[2], int *ndim) {
+    const int64_t H = c->hidden, I = c->intermediate, dh = c->head_dim;
+    const int64_t nq = (int64_t)c->n_heads * dh, nkv = (int64_t)c->n_kv_heads * dh;
+    int on = 1;
+    *ndim = 1;
+    switch (r) {
+    case ROLE_ATTN_NORM: case ROLE_MLP_NORM: shape[0] = H; break;
+    case ROLE_POST_ATTN_NORM: case ROLE_POST_MLP_NORM: shape[0] = H, on = c->post_norms; break;
+    case ROLE_WQ: *ndim = 2, shape[0] = nq, shape[1] = H; break;
+    case ROLE_WK: case ROLE_WV: *ndim = 2, shape[0] = nkv, shape[1] = H; break;
+    case ROLE_WO: *ndim = 2, shape[0] = H, shape[1] = nq; break;
+    case ROLE_BQ: shape[0] = nq, on = c->attention_bias; break;
+    case ROLE_BK: case ROLE_BV: shape[0] = nkv, on = c->attention_bias; break;
+    case ROLE_BO: shape[0] = H, on = c->o_bias; break;
+    case ROLE_Q_NORM: case ROLE_K_NORM: shape[0] = dh, on = c->qk_norm; break;
+    case ROLE_W_GATE: case ROLE_W_UP: *ndim = 2, shape[0] = I, shape[1] = H; break;
+    case ROLE_W_DOWN: *ndim = 2, shape[0] = H, shape[1] = I; break;
+    case ROLE_B_GATE: case ROLE_B_UP: shape[0] = I, on = c->mlp_bias; break;
+    case ROLE_B_DOWN: shape[0] = H, on = c->mlp_bias; break;
+    case ROLE_COUNT: SPINDLE_CHECK(!"unknown layer role");
+    }
+    return on;
+}
+
+static int role_is_norm(LayerRole r) {
+    return r == ROLE_ATTN_NORM || r == ROLE_POST_ATTN_NORM || r == ROLE_MLP_NORM || r == ROLE_POST_MLP_NORM ||
+           r == ROLE_Q_NORM || r == ROLE_K_NORM;
+}
+
+// *w (n floats) replaced by a Model-owned copy holding 1 + w (fp32, as the
+// family's norm computes it).
+static void fold_plus_one(Model *m, const float **w, int64_t n) {
+    float *buf = xmalloc((size_t)n * sizeof(float));
+    for (int64_t i = 0; i < n; i++) buf[i] = 1.0f + (*w)[i];
+    m->owned = realloc(m->owned, (size_t)(m->n_owned + 1) * sizeof *m->owned);
+    SPINDLE_CHECK(m->owned);
+    m->owned[m->n_owned++] = buf;
+    *w = buf;
+}
+
+// The order layers' tensors are looked up in (the first missing one is reported).
+static const LayerRole load_order[] = {
+    ROLE_ATTN_NORM, ROLE_MLP_NORM, ROLE_POST_ATTN_NORM, ROLE_POST_MLP_NORM, ROLE_WQ, ROLE_WK, ROLE_WV, ROLE_WO,
+    ROLE_BQ, ROLE_BK, ROLE_BV, ROLE_BO, ROLE_Q_NORM, ROLE_K_NORM, ROLE_W_GATE, ROLE_W_UP, ROLE_W_DOWN,
+    ROLE_B_GATE, ROLE_B_UP, ROLE_B_DOWN,
+};
+_Static_assert(sizeof load_order / sizeof load_order[0] == ROLE_COUNT, "load_order lists every role once");
 
 int model_load(Model *m, const char *dir, Status *st) {
     memset(m, 0, sizeof *m);
@@ -57,44 +131,29 @@ int model_load(Model *m, const char *dir, Status *st) {
     if (config_load(&m->cfg, dir, st)) return -1;
     if (st_open(&m->st, dir, st)) goto fail;
     const ModelConfig *c = &m->cfg;
-    const int64_t H = c->hidden, I = c->intermediate, V = c->vocab, dh = c->head_dim;
-    const int64_t nq = (int64_t)c->n_heads * dh, nkv = (int64_t)c->n_kv_heads * dh;
+    const FamilySpec *fam = family_of(c->family);
+    const int64_t H = c->hidden, V = c->vocab;
     char name[256];
 
-    TAKE("model.embed_tokens.weight", 0, &m->embed, V, H);
-    TAKE("model.norm.weight", 0, &m->final_norm, H);
-    TAKE("lm_head.weight", c->tie_embeddings, &m->lm_head, V, H);
+    if (take(m, fam->embed, 2, (const int64_t[]){V, H}, 0, &m->embed, st)) goto fail;
+    if (take(m, fam->final_norm, 1, (const int64_t[]){H}, 0, &m->final_norm, st)) goto fail;
+    if (fam->norm_plus_one) fold_plus_one(m, &m->final_norm, H);
+    if (take(m, fam->lm_head, 2, (const int64_t[]){V, H}, c->tie_embeddings, &m->lm_head, st)) goto fail;
     if (!m->lm_head) m->lm_head = m->embed;
 
     m->layers = xcalloc((size_t)c->n_layers, sizeof *m->layers);
     for (int l = 0; l < c->n_layers; l++) {
-        LayerWeights *w = &m->layers[l];
-#define N(suffix) (snprintf(name, sizeof name, "model.layers.%d.%s", l, suffix), name)
-        TAKE(N("input_layernorm.weight"), 0, &w->attn_norm, H);
-        TAKE(N("post_attention_layernorm.weight"), 0, &w->mlp_norm, H);
-        TAKE(N("self_attn.q_proj.weight"), 0, &w->wq, nq, H);
-        TAKE(N("self_attn.k_proj.weight"), 0, &w->wk, nkv, H);
-        TAKE(N("self_attn.v_proj.weight"), 0, &w->wv, nkv, H);
-        TAKE(N("self_attn.o_proj.weight"), 0, &w->wo, H, nq);
-        if (c->attention_bias) {
-            TAKE(N("self_attn.q_proj.bias"), 0, &w->bq, nq);
-            TAKE(N("self_attn.k_proj.bias"), 0, &w->bk, nkv);
-            TAKE(N("self_attn.v_proj.bias"), 0, &w->bv, nkv);
+        for (int i = 0; i < ROLE_COUNT; i++) {
+            const LayerRole r = load_order[i];
+            int64_t shape[2];
+            int ndim;
+            if (!role_shape(c, r, shape, &ndim)) continue;
+            SPINDLE_CHECK(fam->layer[r]);  // the family names every tensor its config implies
+            snprintf(name, sizeof name, "model.layers.%d.%s", l, fam->layer[r]);
+            const float **dst = role_slot(&m->layers[l], r);
+            if (take(m, name, ndim, shape, 0, dst, st)) goto fail;
+            if (fam->norm_plus_one && role_is_norm(r)) fold_plus_one(m, dst, shape[0]);
         }
-        if (c->o_bias) TAKE(N("self_attn.o_proj.bias"), 0, &w->bo, H);
-        if (c->qk_norm) {
-            TAKE(N("self_attn.q_norm.weight"), 0, &w->q_norm, dh);
-            TAKE(N("self_attn.k_norm.weight"), 0, &w->k_norm, dh);
-        }
-        TAKE(N("mlp.gate_proj.weight"), 0, &w->w_gate, I, H);
-        TAKE(N("mlp.up_proj.weight"), 0, &w->w_up, I, H);
-        TAKE(N("mlp.down_proj.weight"), 0, &w->w_down, H, I);
-        if (c->mlp_bias) {
-            TAKE(N("mlp.gate_proj.bias"), 0, &w->b_gate, I);
-            TAKE(N("mlp.up_proj.bias"), 0, &w->b_up, I);
-            TAKE(N("mlp.down_proj.bias"), 0, &w->b_down, H);
-        }
-#undef N
     }
     for (int i = 0; i < m->st.n_tensors; i++) m->n_params += m->st.tensors[i].numel;
     return 0;

@@ -1,20 +1,25 @@
 // model.h: a checkpoint's weights, carved out of the safetensors mapping.
 //
 // F32 tensors are used in place (pointers into the mmap); F16/BF16 tensors are
-// converted to fp32 one tensor at a time into buffers the Model owns.
+// converted to fp32 one tensor at a time into buffers the Model owns. Tensor
+// names come from the family (model/family.h). Norm weights a family stores as
+// w and applies as (1 + w) (Gemma) are held as fp32 copies of 1 + w, so every
+// norm here is the ordinary RMSNorm x / rms(x) · weight.
 #pragma once
 #include "config.h"
 #include "safetensors.h"
 
 typedef struct {
     const float *attn_norm;  // (hidden)
+    const float *post_attn_norm;  // (hidden) norm of the attention output (post_norms), or NULL
     const float *wq, *bq;    // (Hq*dh, hidden), (Hq*dh) or NULL
     const float *wk, *bk;    // (Hkv*dh, hidden), (Hkv*dh) or NULL
     const float *wv, *bv;    // (Hkv*dh, hidden), (Hkv*dh) or NULL
     const float *wo, *bo;    // (hidden, Hq*dh), (hidden) or NULL
-    const float *q_norm;     // (dh) qwen3 only
-    const float *k_norm;     // (dh) qwen3 only
+    const float *q_norm;     // (dh) when qk_norm (qwen3, gemma3), else NULL
+    const float *k_norm;     // (dh) when qk_norm, else NULL
     const float *mlp_norm;   // (hidden)
+    const float *post_mlp_norm;   // (hidden) norm of the MLP output (post_norms), or NULL
     const float *w_gate, *b_gate;  // (inter, hidden), (inter) or NULL
     const float *w_up, *b_up;      // (inter, hidden), (inter) or NULL
     const float *w_down, *b_down;  // (hidden, inter), (hidden) or NULL

@@ -14,7 +14,7 @@
 
 #include "status.h"
 
-int rope_rot_dims(const ModelConfig *c) { return (int)(c->head_dim * c->rope.partial_rotary_factor); }
+int rope_config_rot_dims(const RopeConfig *r, int head_dim) { return (int)(head_dim * r->partial_rotary_factor); }
 
 static double yarn_mscale(double scale, double mscale) {
     return scale <= 1.0 ? 1.0 : 0.1 * mscale * log(scale) + 1.0;
@@ -24,9 +24,8 @@ static double yarn_correction_dim(double n_rot, int dim, double base, double max
     return dim * log(max_pos / (n_rot * 2.0 * M_PI)) / (2.0 * log(base));
 }
 
-void rope_inv_freq(const ModelConfig *c, float *inv_freq, float *attn_factor) {
-    const RopeConfig *r = &c->rope;
-    const int dim = rope_rot_dims(c), half = dim / 2;
+void rope_config_inv_freq(const RopeConfig *r, int head_dim, float *inv_freq, float *attn_factor) {
+    const int dim = rope_config_rot_dims(r, head_dim), half = dim / 2;
     *attn_factor = 1.0f;
     for (int i = 0; i < half; i++) inv_freq[i] = (float)(1.0 / pow(r->theta, (2.0 * i) / dim));
     switch (r->type) {
@@ -74,11 +73,20 @@ void rope_inv_freq(const ModelConfig *c, float *inv_freq, float *attn_factor) {
     }
 }
 
-void rope_tables(const ModelConfig *c, int T, float *cos_t, float *sin_t) {
-    const int half = rope_rot_dims(c) / 2;
+const RopeConfig *rope_of_kind(const ModelConfig *c, LayerKind kind) {
+    return kind == LAYER_SLIDING_ATTENTION ? &c->rope_local : &c->rope;
+}
+
+int rope_rot_dims_kind(const ModelConfig *c, LayerKind kind) {
+    return rope_config_rot_dims(rope_of_kind(c, kind), c->head_dim);
+}
+
+void rope_tables_kind(const ModelConfig *c, LayerKind kind, int T, float *cos_t, float *sin_t) {
+    const RopeConfig *r = rope_of_kind(c, kind);
+    const int half = rope_config_rot_dims(r, c->head_dim) / 2;
     float af;
     float *inv_freq = xmalloc(sizeof *inv_freq * (size_t)(half > 0 ? half : 1));
-    rope_inv_freq(c, inv_freq, &af);
+    rope_config_inv_freq(r, c->head_dim, inv_freq, &af);
 #pragma omp parallel for
     for (int t = 0; t < T; t++)
         for (int i = 0; i < half; i++) {
@@ -87,4 +95,14 @@ void rope_tables(const ModelConfig *c, int T, float *cos_t, float *sin_t) {
             sin_t[(int64_t)t * half + i] = sinf(ang) * af;
         }
     free(inv_freq);
+}
+
+int rope_rot_dims(const ModelConfig *c) { return rope_rot_dims_kind(c, LAYER_FULL_ATTENTION); }
+
+void rope_inv_freq(const ModelConfig *c, float *inv_freq, float *attn_factor) {
+    rope_config_inv_freq(&c->rope, c->head_dim, inv_freq, attn_factor);
+}
+
+void rope_tables(const ModelConfig *c, int T, float *cos_t, float *sin_t) {
+    rope_tables_kind(c, LAYER_FULL_ATTENTION, T, cos_t, sin_t);
 }

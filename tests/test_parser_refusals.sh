@@ -58,6 +58,27 @@ expect 1 "$d/config.json: \"rope_theta\" must be in \(1, 1e\+15\] \(got 1e-300\)
 d=$(mkcase vocab); sed -i 's/"vocab_size": 256/"vocab_size": 1000000000/' "$d/config.json"
 expect 1 "$d/config.json: \"vocab_size\" must be in \[1, 4194304\]" "$work/out.npy" logits "$d"
 
+# Gemma 3 configs (tests/fixtures/gemma3_new) with a key out of what the family supports.
+gemma=$here/fixtures/gemma3_new
+gcase() { rm -rf "$work/$1"; mkdir -p "$work/$1"; cp "$gemma/config.json" "$work/$1/"; echo "$work/$1"; }
+info() { "$bin" info --model "$1"; }
+d=$(gcase g_kind); sed -i '0,/"full_attention", "sliding_attention",/s//"chunked_attention", "sliding_attention",/' "$d/config.json"
+expect 1 "$d/config.json: \"layer_types\"\[2\] is \"chunked_attention\" \(supported: full_attention, sliding_attention\)" "$work/none" info "$d"
+d=$(gcase g_kind_num); sed -i 's/"layer_types": \["sliding_attention",/"layer_types": [7,/' "$d/config.json"
+expect 1 "$d/config.json: \"layer_types\"\[0\] must be a string" "$work/none" info "$d"
+d=$(gcase g_len); sed -i 's/"layer_types": \["sliding_attention", /"layer_types": [/' "$d/config.json"
+expect 1 "$d/config.json: \"layer_types\" has 6 entries but num_hidden_layers is 7" "$work/none" info "$d"
+d=$(gcase g_softcap); sed -i 's/"attn_logit_softcapping": null/"attn_logit_softcapping": 50.0/' "$d/config.json"
+expect 1 "$d/config.json: \"attn_logit_softcapping\" is 50; attention-logit soft-capping is not supported" "$work/none" info "$d"
+d=$(gcase g_act); sed -i 's/"gelu_pytorch_tanh"/"relu"/' "$d/config.json"
+expect 1 "$d/config.json: unsupported hidden_activation \"relu\"" "$work/none" info "$d"
+d=$(gcase g_window); sed -i 's/"sliding_window": 5/"sliding_window": 0/' "$d/config.json"
+expect 1 "$d/config.json: \"sliding_window\" must be in \[1, 16777216\] \(got 0\)" "$work/none" info "$d"
+d=$(gcase g_local_theta); sed -i 's/"rope_type": "default", "rope_theta": 100.0/"rope_type": "default", "rope_theta": 0.5/' "$d/config.json"
+expect 1 "$d/config.json: \"rope_theta\" must be in \(1, 1e\+15\] \(got 0.5\)" "$work/none" info "$d"
+d=$(gcase g_qpas); sed -i 's/"query_pre_attn_scalar": 12/"query_pre_attn_scalar": 0/' "$d/config.json"
+expect 1 "$d/config.json: \"query_pre_attn_scalar\" must be in \(0, 1e\+09\] \(got 0\)" "$work/none" info "$d"
+
 # safetensors headers that the reference library (safetensors 0.8.0) refuses.
 st_case() {
   local name=$1 pattern=$2

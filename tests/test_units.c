@@ -32,26 +32,26 @@ static void test_half_floats(void) {
     EXPECT(st_bf16_to_f32(0x3F80) == 1.0f && st_bf16_to_f32(0xC0A0) == -5.0f, "bf16");
 }
 
-// Naive causal GQA attention with a full score row per query: the reference.
-// window W > 0: keys t − W < j ≤ t only.
+// Naive GQA attention with a full score row per query, in double: the
+// reference. Query t sees keys lo..t, lo = 0 (window 0) or max(0, t − window + 1).
 static void attention_naive(float *out, float *lse, const float *q, const float *k, const float *v,
                             int T, int Hq, int Hkv, int dh, float scale, int window) {
-    double *p = malloc(sizeof(double) * T);
+    double *p = calloc((size_t)T, sizeof(double));
     for (int h = 0; h < Hq; h++) {
         int kh = h / (Hq / Hkv);
         for (int t = 0; t < T; t++) {
+            const int lo = window > 0 && t - window + 1 > 0 ? t - window + 1 : 0;
             double mx = -INFINITY, sum = 0;
-            const int j_lo = window > 0 && t - window + 1 > 0 ? t - window + 1 : 0;
-            for (int j = j_lo; j <= t; j++) {
+            for (int j = lo; j <= t; j++) {
                 double s = 0;
                 for (int d = 0; d < dh; d++) s += (double)q[(t * Hq + h) * dh + d] * k[(j * Hkv + kh) * dh + d];
                 p[j] = s * scale;
                 mx = p[j] > mx ? p[j] : mx;
             }
-            for (int j = j_lo; j <= t; j++) sum += (p[j] = exp(p[j] - mx));
+            for (int j = lo; j <= t; j++) sum += (p[j] = exp(p[j] - mx));
             for (int d = 0; d < dh; d++) {
                 double a = 0;
-                for (int j = j_lo; j <= t; j++) a += p[j] * v[(j * Hkv + kh) * dh + d];
+                for (int j = lo; j <= t; j++) a += p[j] * v[(j * Hkv + kh) * dh + d];
                 out[(t * Hq + h) * dh + d] = (float)(a / sum);
             }
             lse[h * T + t] = (float)(mx + log(sum));
@@ -61,17 +61,43 @@ static void attention_naive(float *out, float *lse, const float *q, const float 
 }
 
 static void test_attention(void) {
-    // T, Hq, Hkv, dh, window (0: causal; W = 1, W inside a key tile, W across
-    // tiles and not a multiple of them, W ≥ T)
-    const int cases[][5] = {{1, 4, 4, 16, 0},   {5, 8, 2, 16, 0},   {64, 3, 3, 64, 0},  {130, 8, 1, 32, 0},
-                            {300, 4, 2, 64, 0}, {130, 4, 1, 32, 1}, {130, 4, 1, 32, 7}, {300, 4, 1, 64, 150},
-                            {300, 2, 1, 32, 300}, {1, 2, 1, 16, 1}};
+    const int cases[][4] = {{1, 4, 4, 16}, {5, 8, 2, 16}, {64, 3, 3, 64}, {130, 8, 1, 32}, {300, 4, 2, 64}};
     unsigned seed = 7;
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        int T = cases[c][0], Hq = cases[c][1], Hkv = cases[c][2], dh = cases[c][3];
+        size_t nq = (size_t)T * Hq * dh, nkv = (size_t)T * Hkv * dh;
+        float *q = malloc(4 * nq), *k = malloc(4 * nkv), *v = malloc(4 * nkv);
+        float *o1 = malloc(4 * nq), *o2 = malloc(4 * nq), *l1 = malloc(4 * Hq * T), *l2 = malloc(4 * Hq * T);
+        for (size_t i = 0; i < nq; i++) q[i] = (float)(rand_r(&seed) % 2001 - 1000) / 250.0f;
+        for (size_t i = 0; i < nkv; i++) k[i] = (float)(rand_r(&seed) % 2001 - 1000) / 250.0f;
+        for (size_t i = 0; i < nkv; i++) v[i] = (float)(rand_r(&seed) % 2001 - 1000) / 1000.0f;
+        float scale = 1.0f / sqrtf((float)dh);
+        attention_forward_cpu(o1, l1, q, k, v, T, Hq, Hkv, dh, scale, 0);
+        attention_naive(o2, l2, q, k, v, T, Hq, Hkv, dh, scale, 0);
+        double eo = 0, el = 0;
+        for (size_t i = 0; i < nq; i++) eo = fmax(eo, fabs(o1[i] - o2[i]));
+        for (int i = 0; i < Hq * T; i++) el = fmax(el, fabs(l1[i] - l2[i]) / fmax(1.0, fabs(l2[i])));
+        EXPECT(eo < 2e-5 && el < 2e-6, "attention T=%d Hq=%d Hkv=%d dh=%d: max out err %.3g, lse err %.3g",
+               T, Hq, Hkv, dh, eo, el);
+        free(q), free(k), free(v), free(o1), free(o2), free(l1), free(l2);
+    }
+}
+
+// Sliding-window attention (key j visible to query t iff t − W < j ≤ t) against
+// the naive reference: W = 1 (each query sees itself), windows that do not
+// divide the tile sizes (BQ 64, BK 128), W = T − 1, W ≥ T (= causal, bit for bit).
+static void test_attention_window(void) {
+    const int cases[][5] = {{300, 4, 2, 32, 1},   {300, 4, 2, 32, 2},   {300, 4, 2, 32, 7},
+                            {300, 4, 1, 64, 100}, {300, 2, 2, 16, 129}, {300, 4, 2, 32, 299},
+                            {300, 4, 2, 32, 300}, {77, 3, 1, 16, 1000}, {1, 2, 1, 8, 1},
+                            {513, 4, 1, 256, 64}, {200, 8, 2, 16, 64}};
+    unsigned seed = 11;
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         int T = cases[c][0], Hq = cases[c][1], Hkv = cases[c][2], dh = cases[c][3], W = cases[c][4];
         size_t nq = (size_t)T * Hq * dh, nkv = (size_t)T * Hkv * dh;
         float *q = malloc(4 * nq), *k = malloc(4 * nkv), *v = malloc(4 * nkv);
-        float *o1 = malloc(4 * nq), *o2 = malloc(4 * nq), *l1 = malloc(4 * Hq * T), *l2 = malloc(4 * Hq * T);
+        float *o1 = malloc(4 * nq), *o2 = malloc(4 * nq), *o3 = malloc(4 * nq);
+        float *l1 = malloc(4 * Hq * T), *l2 = malloc(4 * Hq * T), *l3 = malloc(4 * Hq * T);
         for (size_t i = 0; i < nq; i++) q[i] = (float)(rand_r(&seed) % 2001 - 1000) / 250.0f;
         for (size_t i = 0; i < nkv; i++) k[i] = (float)(rand_r(&seed) % 2001 - 1000) / 250.0f;
         for (size_t i = 0; i < nkv; i++) v[i] = (float)(rand_r(&seed) % 2001 - 1000) / 1000.0f;
@@ -81,32 +107,66 @@ static void test_attention(void) {
         double eo = 0, el = 0;
         for (size_t i = 0; i < nq; i++) eo = fmax(eo, fabs(o1[i] - o2[i]));
         for (int i = 0; i < Hq * T; i++) el = fmax(el, fabs(l1[i] - l2[i]) / fmax(1.0, fabs(l2[i])));
-        EXPECT(eo < 2e-5 && el < 2e-6, "attention T=%d Hq=%d Hkv=%d dh=%d W=%d: max out err %.3g, lse err %.3g",
-               T, Hq, Hkv, dh, W, eo, el);
-        free(q), free(k), free(v), free(o1), free(o2), free(l1), free(l2);
+        EXPECT(eo < 2e-5 && el < 2e-6, "window %d attention T=%d Hq=%d Hkv=%d dh=%d: max out err %.3g, lse err %.3g",
+               W, T, Hq, Hkv, dh, eo, el);
+        if (W == 1) {  // one visible key: out = v of the query's own position, lse = its score
+            double e1 = 0;
+            for (int t = 0; t < T; t++)
+                for (int h = 0; h < Hq; h++)
+                    for (int d = 0; d < dh; d++)
+                        e1 = fmax(e1, fabs(o1[((size_t)t * Hq + h) * dh + d] -
+                                           v[((size_t)t * Hkv + h / (Hq / Hkv)) * dh + d]));
+            EXPECT(e1 < 1e-6, "window 1: out differs from v by %.3g", e1);
+        }
+        attention_forward_cpu(o3, l3, q, k, v, T, Hq, Hkv, dh, scale, 0);
+        if (W >= T)
+            EXPECT(!memcmp(o1, o3, 4 * nq) && !memcmp(l1, l3, 4 * Hq * T),
+                   "window %d >= T=%d is not bit-identical to causal", W, T);
+        else if (T > 1) {  // the window must matter: the last query's row differs from causal
+            double diff = 0;
+            for (int i = 0; i < Hq * dh; i++) diff = fmax(diff, fabs(o1[(size_t)(T - 1) * Hq * dh + i] - o3[(size_t)(T - 1) * Hq * dh + i]));
+            EXPECT(diff > 1e-4, "window %d < T=%d gives the causal result (max diff %.3g)", W, T, diff);
+        }
+        free(q), free(k), free(v), free(o1), free(o2), free(o3), free(l1), free(l2), free(l3);
     }
 }
 
-// glu_forward_cpu's two activations and softcap_forward_cpu at values worked
-// out in double (gelu_tanh as torch's approximate="tanh").
+// gelu_tanh (torch's approximate="tanh") at values computed in double from the
+// formula 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))); silu beside it; and
+// the soft-cap cap·tanh(x/cap).
 static void test_glu_softcap(void) {
-    const float x[] = {-3.0f, -1.0f, 0.0f, 0.5f, 1.0f, 4.0f}, up[] = {1.0f, 2.0f, 1.0f, -1.0f, 1.0f, 0.5f};
-    float a[6], b[6], c[6];
-    glu_forward_cpu(a, x, up, 6, ACT_SILU);
-    glu_forward_cpu(b, x, up, 6, ACT_GELU_TANH);
-    for (int i = 0; i < 6; i++) {
-        const double g = x[i];
-        const double silu = g / (1.0 + exp(-g)) * up[i];
-        const double gelu = 0.5 * g * (1.0 + tanh(sqrt(2.0 / 3.14159265358979323846) * (g + 0.044715 * g * g * g))) * up[i];
-        EXPECT(fabs(a[i] - silu) <= 1e-6 * fmax(1.0, fabs(silu)), "silu glu at %g: %g vs %g", g, a[i], silu);
-        EXPECT(fabs(b[i] - gelu) <= 1e-6 * fmax(1.0, fabs(gelu)), "gelu_tanh glu at %g: %g vs %g", g, b[i], gelu);
+    const float x[] = {0.0f, 1.0f, -1.0f, 2.0f, -3.0f, 0.5f, -0.25f, 5.0f, -8.0f, 20.0f, -20.0f};
+    // 0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x**3))) in Python floats (double):
+    const double want[] = {0.0, 0.8411919906082768, -0.15880800939172324, 1.954597694087775,
+                           -0.0036373920817729943, 0.34571400982514394, -0.100324649298315,
+                           4.999999770820381, -0.0, 20.0, -0.0};
+    enum { N = sizeof x / sizeof x[0] };
+    float up[N], out[N], gate[N];
+    for (int i = 0; i < N; i++) up[i] = 1.0f, gate[i] = x[i];
+    glu_forward_cpu(out, gate, up, N, ACT_GELU_TANH);
+    for (int i = 0; i < N; i++)
+        EXPECT(fabs(out[i] - want[i]) <= 2e-7 * fmax(1.0, fabs(want[i])), "gelu_tanh(%g) = %.9g, want %.9g", x[i],
+               out[i], want[i]);
+    for (int i = 0; i < N; i++) up[i] = -2.0f;
+    glu_forward_cpu(gate, gate, up, N, ACT_GELU_TANH);  // out aliasing gate
+    for (int i = 0; i < N; i++)
+        EXPECT(fabs(gate[i] + 2 * want[i]) <= 4e-7 * fmax(1.0, fabs(want[i])), "gelu_tanh(%g)·up aliased: %.9g", x[i],
+               gate[i]);
+    for (int i = 0; i < N; i++) gate[i] = x[i], up[i] = 0.5f;
+    glu_forward_cpu(out, gate, up, N, ACT_SILU);
+    for (int i = 0; i < N; i++) {
+        double s = x[i] / (1.0 + exp(-(double)x[i])) * 0.5;
+        EXPECT(fabs(out[i] - s) <= 2e-7 * fmax(1.0, fabs(s)), "silu(%g)·0.5 = %.9g, want %.9g", x[i], out[i], s);
     }
-    EXPECT(fabsf(b[4] - 0.8411920f) < 1e-6f, "gelu_tanh(1) = %.7f, want 0.8411920", b[4]);
-    for (int i = 0; i < 6; i++) c[i] = 10.0f * x[i];
-    softcap_forward_cpu(c, 6, 30.0f);
-    for (int i = 0; i < 6; i++) {
-        const double want = 30.0 * tanh(10.0 * x[i] / 30.0);
-        EXPECT(fabs(c[i] - want) <= 1e-5, "softcap(%g, 30) = %g, want %g", 10.0 * x[i], c[i], want);
+    float y[N + 2];
+    for (int i = 0; i < N; i++) y[i] = x[i] * 7.0f;
+    y[N] = 1e6f, y[N + 1] = -1e30f;
+    const float cap = 30.0f;
+    softcap_forward_cpu(y, N + 2, cap);
+    for (int i = 0; i < N + 2; i++) {
+        double in = i < N ? x[i] * 7.0 : i == N ? 1e6 : -1e30, w = cap * tanh(in / cap);
+        EXPECT(fabs(y[i] - w) <= 4e-6 * fmax(1.0, fabs(w)) && fabs(y[i]) <= cap, "softcap(%g) = %.9g, want %.9g", in,
+               y[i], w);
     }
 }
 
@@ -437,6 +497,7 @@ int main(int argc, char **argv) {
     tmp = argc > 1 ? argv[1] : "/tmp";
     test_half_floats();
     test_attention();
+    test_attention_window();
     test_glu_softcap();
     test_oracle();
     test_given_supports();

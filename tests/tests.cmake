@@ -32,6 +32,13 @@ add_test(NAME gemma3_tokenizer COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_gemma
          ${CMAKE_SOURCE_DIR}/models/gemma3-270m ${CMAKE_SOURCE_DIR}/tests/tokenizer ${TEST_TMP}/gemma3_tokenizer)
 set_tests_properties(gemma3_tokenizer PROPERTIES SKIP_RETURN_CODE 77)
 
+add_executable(test_gemma3_config tests/test_gemma3_config.c)
+target_link_libraries(test_gemma3_config PRIVATE spindle_model)
+add_test(NAME gemma3_config COMMAND test_gemma3_config fixtures ${CMAKE_SOURCE_DIR}/tests/fixtures ${TEST_TMP})
+# The real Gemma 3 270M (scripts/get-gemma3.sh): its layer kinds, window, RoPE bases and scales.
+add_test(NAME gemma3_270m_load COMMAND test_gemma3_config real ${CMAKE_SOURCE_DIR}/models/gemma3-270m)
+set_tests_properties(gemma3_270m_load PROPERTIES SKIP_RETURN_CODE 77)
+
 add_test(NAME parser_refusals COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_parser_refusals.sh
          $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/parser_refusals)
 

@@ -37,6 +37,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             float ang = (float)(c.max_pos - 1) * inv[i];
             FUZZ_CHECK(isfinite(cosf(ang) * af), "RoPE angle at max_pos not finite (dim %d)", i);
         }
+        // The sliding-window layers' RoPE, when there are such layers.
+        FUZZ_CHECK(rope_rot_dims_kind(&c, LAYER_SLIDING_ATTENTION) / 2 == half || !c.sliding_window,
+                   "sliding RoPE rotates other dims");
+        if (c.sliding_window) {
+            FUZZ_CHECK(c.sliding_window >= 1, "sliding_window %d", c.sliding_window);
+            rope_tables_kind(&c, LAYER_SLIDING_ATTENTION, T, cs, sn);
+            for (int i = 0; i < T * half; i++)
+                FUZZ_CHECK(isfinite(cs[i]) && isfinite(sn[i]), "sliding RoPE table entry %d not finite", i);
+        }
         free(cs);
         free(sn);
         free(inv);

@@ -100,6 +100,23 @@ cfg("refuse-theta-tiny", rope_theta=1e-300)
 cfg("refuse-yarn-beta-zero", rope_scaling={"rope_type": "yarn", "factor": 4.0,
                                             "original_max_position_embeddings": 128, "beta_fast": 0})
 cfg("refuse-linear-factor-tiny", rope_scaling={"rope_type": "linear", "factor": 1e-300})
+# Gemma 3: legacy keys (sliding_window_pattern, rope_local_base_freq) and transformers-5
+# keys (layer_types, rope_parameters per layer kind), and their refusals.
+gemma = {"model_type": "gemma3_text", "hidden_activation": "gelu_pytorch_tanh", "hidden_act": None,
+         "num_hidden_layers": 4, "head_dim": 16, "num_key_value_heads": 1, "sliding_window": 8,
+         "query_pre_attn_scalar": 16, "rope_theta": 1e6, "tie_word_embeddings": None}
+cfg("gemma3-legacy", **gemma, rope_local_base_freq=1e4, sliding_window_pattern=2,
+    rope_scaling={"rope_type": "linear", "factor": 8.0}, final_logit_softcapping=30.0)
+cfg("gemma3-new", **dict(gemma, rope_theta=None),
+    layer_types=["sliding_attention", "full_attention", "sliding_attention", "full_attention"],
+    rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1e6},
+                     "sliding_attention": {"rope_type": "default", "rope_theta": 1e4}})
+cfg("gemma3-nested", model_type="gemma3", text_config=dict(base, **{k: v for k, v in gemma.items() if v is not None}))
+cfg("refuse-gemma3-layer-type", **gemma, layer_types=["sliding_attention", "chunked_attention",
+                                                       "sliding_attention", "full_attention"])
+cfg("refuse-gemma3-layer-count", **gemma, layer_types=["sliding_attention", "full_attention"])
+cfg("refuse-gemma3-attn-softcap", **gemma, attn_logit_softcapping=50.0)
+cfg("refuse-gemma3-local-theta", **gemma, rope_local_base_freq=1e-300)
 
 # --- tokenizer.json ------------------------------------------------------------------
 
