@@ -48,13 +48,6 @@ int backbone_flags(const char *cmd, const char *device, const char *precision, i
 int backbone_open(Backbone *b, const Model *m, int use_cuda, int prec, Status *st) {
     b->m = m;
     b->gpu = NULL;
-    // The forward passes run the dense llama/qwen layer; a config that needs
-    // more (sliding windows, post-norms, scaled embeddings, GeGLU) is refused
-    // rather than run wrong.
-    const ModelConfig *c = &m->cfg;
-    if (c->sliding_window || c->post_norms || c->embed_scale != 1.0f || c->act != ACT_SILU)
-        return status_fail(st, "model_type %s: the model loads, but the forward pass does not run this family yet",
-                           c->model_type);
     if (!use_cuda) return 0;
 #ifdef SPINDLE_HAVE_CUDA
     return fwd_cuda_upload(m, (FwdPrecision)prec, &b->gpu, st);

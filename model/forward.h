@@ -1,4 +1,4 @@
-// forward.h: the CPU forward pass of a llama/qwen2/qwen3 backbone, fp32.
+// forward.h: the CPU forward pass of a backbone (layer.h's loop over the CPU twin's ops), fp32.
 #pragma once
 #include <stdint.h>
 
@@ -48,6 +48,9 @@ typedef struct {
     // final norm and anything downstream are skipped), so its cost follows the
     // deepest stored layer; hidden is then left unspecified. 0: the whole pass.
     int stop_after_tap;
+    // How the GPU scores an indexer's keys: 0 the precision's default, else
+    // 1 + an IndexerScores value (kernels/indexer_cuda.h). The CPU twin scores in fp32.
+    int indexer_scores;
 } ForwardOpts;
 
 // Runs the backbone over ids[0..T) and writes the final normed hidden states

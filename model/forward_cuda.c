@@ -1,23 +1,27 @@
-// forward_cuda.c: see forward_cuda.h. The layer is forward.c's, op for op:
-//   x = embed[ids]
-//   per layer: xn = RMSNorm(x); q, k, v = xn·Wqᵀ (+b), xn·Wkᵀ (+b), xn·Wvᵀ (+b)
-//     [qwen3] q, k = per-head RMSNorm; q, k = RoPE(q), RoPE(k)
-//     x += Attention(q, k, v)·Woᵀ (+b)     (dense, or over the oracle's or an
-//                                           indexer's supports; the += inside
-//                                           the GEMM when there is no bias)
-//     xn = RMSNorm(x); x += Wdown·(silu(xn·Wgateᵀ (+b)) ⊙ xn·Wupᵀ (+b)) (+b)
-//   hidden = RMSNorm(x)
+// forward_cuda.c: see forward_cuda.h. The CUDA twin's ops beneath the layer
+// loop (layer.h), op for op the CPU twin's (forward.c):
+//   begin     x = embed[ids]·embed_scale
+//   attn_in   xn = RMSNorm(x)·attn_norm (straight into the 16-bit GEMM operand
+//             when nothing reads xn in fp32)
+//   qkv       q, k, v = xn·Wqᵀ (+b), …; q/k norm and RoPE of the layer's kind in
+//             one pass (with bf16 copies for SDPA)
+//   attend    dense (cuDNN SDPA in bf16 mode, else fp32; causal or in the
+//             sliding window), the oracle's supports, or an indexer's
+//   attn_out  x += [RMSNorm](a·Woᵀ (+b)) (the += inside the GEMM when there is
+//             neither bias nor post-norm)
+//   mlp       x += [RMSNorm](Wdown·(act(xn·Wgateᵀ (+b)) ⊙ xn·Wupᵀ (+b)) (+b))
+//   finish    hidden = RMSNorm(x), or the last position's logits
 // In the 16-bit modes a GEMM's fp32 input is rounded into one 16-bit scratch
 // buffer just before the GEMM (once for q/k/v, once for gate/up).
 #include "forward_cuda.h"
 
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "indexer.h"
 #include "indexer_cuda.h"
+#include "layer.h"
 #include "ops_cuda.h"
 #include "oracle_cuda.h"
 #include "rope.h"
@@ -27,7 +31,7 @@ typedef struct {
     // Matrices: float* (fp32) or 16-bit (mixed, bf16), [C_out, C_in] as on the host.
     void *wq, *wk, *wv, *wo, *w_gate, *w_up, *w_down;
     // Always fp32; NULL where the checkpoint has none.
-    float *attn_norm, *mlp_norm, *q_norm, *k_norm;
+    float *attn_norm, *mlp_norm, *q_norm, *k_norm, *post_attn_norm, *post_mlp_norm;
     float *bq, *bk, *bv, *bo, *b_gate, *b_up, *b_down;
 } LayerDev;
 
@@ -46,8 +50,8 @@ struct FwdCuda {
     int lm_rows;
     float *lm_in, *lm_out;
     // RoPE tables on the device for rope_T positions (grown on demand)
-    int rope_T;
-    float *rope_cos, *rope_sin;
+    int rope_T[2];
+    float *rope_cos[2], *rope_sin[2];  // per layer kind: full (0), sliding (1)
     char desc[256];
     // fwd_cuda_score scratch, sized for sc_rows rows (grown on demand): hidden
     // states [2, rows, hidden] (dense, sparse), logits [2, rows, vocab], next
@@ -157,6 +161,10 @@ static int upload(const Model *m, FwdPrecision prec, uint64_t synth, FwdCuda **o
             d->k_norm = upload_f32(f, w->k_norm, c->head_dim, W_NORM);
         }
         d->mlp_norm = upload_f32(f, w->mlp_norm, H, W_NORM);
+        if (c->post_norms) {
+            d->post_attn_norm = upload_f32(f, w->post_attn_norm, H, W_NORM);
+            d->post_mlp_norm = upload_f32(f, w->post_mlp_norm, H, W_NORM);
+        }
         d->w_gate = upload_matrix(f, w->w_gate, I * H);
         d->w_up = upload_matrix(f, w->w_up, I * H);
         d->w_down = upload_matrix(f, w->w_down, H * I);
@@ -190,7 +198,7 @@ void fwd_cuda_free(FwdCuda *f) {
     for (int l = 0; l < f->m->cfg.n_layers; l++) {
         LayerDev *d = &f->layers[l];
         void *ps[] = {d->wq, d->wk, d->wv, d->wo, d->w_gate, d->w_up, d->w_down, d->attn_norm, d->mlp_norm,
-                      d->q_norm, d->k_norm, d->bq, d->bk, d->bv, d->bo, d->b_gate, d->b_up, d->b_down};
+                      d->q_norm, d->k_norm, d->post_attn_norm, d->post_mlp_norm, d->bq, d->bk, d->bv, d->bo, d->b_gate, d->b_up, d->b_down};
         for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) cuda_free(ps[i]);
     }
     if (f->lm_head != f->embed) cuda_free(f->lm_head);
@@ -198,8 +206,7 @@ void fwd_cuda_free(FwdCuda *f) {
     cuda_free(f->final_norm);
     cuda_free(f->lm_in);
     cuda_free(f->lm_out);
-    cuda_free(f->rope_cos);
-    cuda_free(f->rope_sin);
+    for (int kind = 0; kind < 2; kind++) cuda_free(f->rope_cos[kind]), cuda_free(f->rope_sin[kind]);
     cuda_free(f->sc_hidden);
     cuda_free(f->sc_logits);
     cuda_free(f->sc_next);
@@ -256,42 +263,39 @@ static void gemm_residual(const FwdCuda *f, float *x, float *scratch, const void
     }
 }
 
-// RoPE tables on the device covering at least T positions (NULL when the
-// model has no RoPE). Row t does not depend on T, so the tables are built once,
-// kept in f, and rebuilt only when a longer pass comes: the trainer asks for
-// them per layer and step, and a forward pass per call.
-static void rope_tables_dev(FwdCuda *f, int T, const float **cos_d, const float **sin_d) {
+// RoPE tables of layer kind `kind` (0 full, 1 sliding) on the device covering
+// at least T positions (NULL when the model has no RoPE). Row t does not
+// depend on T, so the tables are built once, kept in f, and rebuilt only when
+// a longer pass comes: the trainer asks for them per layer and step, and a
+// forward pass per call.
+static void rope_tables_dev(FwdCuda *f, int kind, int T, const float **cos_d, const float **sin_d) {
     const ModelConfig *c = &f->m->cfg;
     const int half = rope_rot_dims(c) / 2;
     *cos_d = *sin_d = NULL;
     if (half <= 0) return;
-    if (T > f->rope_T) {
-        cuda_free(f->rope_cos);
-        cuda_free(f->rope_sin);
+    if (T > f->rope_T[kind]) {
+        cuda_free(f->rope_cos[kind]);
+        cuda_free(f->rope_sin[kind]);
         const size_t n = (size_t)T * half;
         float *cos_h = xmalloc(sizeof(float) * n), *sin_h = xmalloc(sizeof(float) * n);
-        rope_tables(c, T, cos_h, sin_h);
-        f->rope_cos = cuda_malloc(sizeof(float) * n);
-        f->rope_sin = cuda_malloc(sizeof(float) * n);
-        cuda_to_device(f->rope_cos, cos_h, sizeof(float) * n);
-        cuda_to_device(f->rope_sin, sin_h, sizeof(float) * n);
+        rope_tables_kind(c, kind ? LAYER_SLIDING_ATTENTION : LAYER_FULL_ATTENTION, T, cos_h, sin_h);
+        f->rope_cos[kind] = cuda_malloc(sizeof(float) * n);
+        f->rope_sin[kind] = cuda_malloc(sizeof(float) * n);
+        cuda_to_device(f->rope_cos[kind], cos_h, sizeof(float) * n);
+        cuda_to_device(f->rope_sin[kind], sin_h, sizeof(float) * n);
         free(cos_h);
         free(sin_h);
-        f->rope_T = T;
+        f->rope_T[kind] = T;
     }
-    *cos_d = f->rope_cos;
-    *sin_d = f->rope_sin;
+    *cos_d = f->rope_cos[kind];
+    *sin_d = f->rope_sin[kind];
 }
 
-// How the indexer scores keys: fp32 in the fp32 and mixed modes; in bf16, the
-// fused bf16 tensor-core block sums for block-shared supports (no score buffer)
-// and TF32 tensor cores per query. SPINDLE_INDEXER_SCORES=fp32|tf32|bf16
-// overrides it (tf32: TF32 score GEMM + block aggregation for blocks too).
-static IndexerScores indexer_scores_mode(FwdPrecision prec) {
-    const char *e = getenv("SPINDLE_INDEXER_SCORES");
-    if (e && !strcmp(e, "fp32")) return IX_SCORES_FP32;
-    if (e && !strcmp(e, "tf32")) return IX_SCORES_TF32;
-    if (e && !strcmp(e, "bf16")) return IX_SCORES_BF16;
+// How the indexer scores keys: o->indexer_scores when set; else fp32 in the
+// fp32 and mixed modes, and in bf16 the fused bf16 tensor-core block sums for
+// block-shared supports (no score buffer) and TF32 tensor cores per query.
+static IndexerScores indexer_scores_mode(FwdPrecision prec, const ForwardOpts *o) {
+    if (o->indexer_scores > 0) return (IndexerScores)(o->indexer_scores - 1);
     return prec == FWD_BF16 ? IX_SCORES_BF16 : IX_SCORES_FP32;
 }
 
@@ -315,7 +319,7 @@ void fwd_cuda_layer_qk(FwdCuda *f, int layer, const float *xn, int T, float *q, 
     if (T <= 0) return;
     const ModelConfig *c = &f->m->cfg;
     const float *cos_t, *sin_t;
-    rope_tables_dev(f, T, &cos_t, &sin_t);
+    rope_tables_dev(f, c->layer_kinds[layer] == LAYER_SLIDING_ATTENTION, T, &cos_t, &sin_t);
     void *hb = f->prec == FWD_FP32 ? NULL : cuda_malloc(2 * (size_t)T * c->hidden);
     layer_qk(f, &f->layers[layer], gemm_input(f, xn, hb, (int64_t)T * c->hidden), T, cos_t, sin_t, q, k, NULL,
              NULL);
@@ -323,223 +327,280 @@ void fwd_cuda_layer_qk(FwdCuda *f, int layer, const float *xn, int T, float *q, 
     cuda_free(hb);
 }
 
-// Seconds since *t0 after the device is idle, then *t0 = now (profiling only).
-static double lap(double *t0) {
-    cuda_sync();
-    double now = omp_get_wtime(), d = now - *t0;
-    *t0 = now;
-    return d;
-}
+// ---- the CUDA twin's ops beneath the layer loop (layer.h) ------------------------------
 
-// The forward pass; then either the final hidden states to hidden_host, or
-// (last_logits_host not NULL) only the last position's logits, computed on
-// the device (time to first token: nothing [T, ·] crosses the bus).
-static void forward_impl(FwdCuda *f, const int32_t *ids, int T, float *hidden_host, const ForwardOpts *o,
-                         float *last_logits_host) {
-    static const ForwardOpts none = {0};
-    if (!o) o = &none;
-    if (T <= 0) return;
-    const Sparsity *sp = o->sparse;
-    ForwardProfile *prof = o->prof;
+// One pass's device scratch. last_logits: the pass ends in the last position's
+// logits (time to first token) instead of the hidden states.
+typedef struct {
+    FwdCuda *f;
+    int T;
+    float *hidden_host, *last_logits_host;
+    int bf16_attn;  // bf16 mode: dense attention through cuDNN SDPA (the op falls back where cuDNN declines)
+    int32_t *d_ids;
+    float *x, *xn, *q, *k, *v, *att, *gate, *up, *lse;
+    void *hb;                          // 16-bit GEMM operand
+    void *qb, *kb, *vb, *ob;           // bf16 attention operands (bf16_attn)
+    float *d_rec, *d_sup;              // sparse statistics on the device
+    int32_t *sel, *n_sel;              // indexer supports
+    float **ip;                        // indexer parameters per layer on the device
+    float *h_xn, *h_q, *h_k, *h_lse;   // host copies for the tap
+    const void *in;                    // the operand of the next projections (attn_in)
+    const void *att_in;                // the o-projection's operand (attend)
+    IndexerScores scores;
+} CudaPass;
+
+typedef struct {
+    FwdCuda *f;
+    float *hidden_host, *last_logits_host;
+} CudaTwin;
+
+static void *cuda_begin(void *twin, const int32_t *ids, int T, const ForwardOpts *o) {
+    const CudaTwin *tw = twin;
+    FwdCuda *f = tw->f;
     const ModelConfig *c = &f->m->cfg;
     const int H = c->hidden, I = c->intermediate, dh = c->head_dim;
     const int Hq = c->n_heads, Hkv = c->n_kv_heads, nq = Hq * dh, nkv = Hkv * dh;
-    const float eps = (float)c->rms_eps, scale = (float)c->attn_scale;
     const size_t TT = (size_t)T;
-    if (prof) memset(prof, 0, sizeof *prof);
-    double t_lap = omp_get_wtime();
-
-    // Which dense attention: cuDNN SDPA in bf16 mode where it takes the shape.
-    const int use_sdpa = f->prec == FWD_BF16 && sdpa_supported(T, Hq, Hkv, dh, 0, NULL, 0);
+    const Sparsity *sp = o->sparse;
+    CudaPass *p = xcalloc(1, sizeof *p);
+    p->f = f;
+    p->T = T;
+    p->hidden_host = tw->hidden_host;
+    p->last_logits_host = tw->last_logits_host;
+    p->scores = indexer_scores_mode(f->prec, o);
+    p->bf16_attn = f->prec == FWD_BF16;
     const int want_stats = sp && o->stats && (o->stats->recall || o->stats->support);
     const int need_lse = (o->tap && !sp) || want_stats;
 
-    int32_t *d_ids = cuda_malloc(sizeof(int32_t) * TT);
-    float *x = cuda_malloc(sizeof(float) * TT * H);
-    float *xn = cuda_malloc(sizeof(float) * TT * H);
-    float *q = cuda_malloc(sizeof(float) * TT * nq);
-    float *k = cuda_malloc(sizeof(float) * TT * nkv);
-    float *v = cuda_malloc(sizeof(float) * TT * nkv);
-    float *att = cuda_malloc(sizeof(float) * TT * nq);
-    float *gate = cuda_malloc(sizeof(float) * TT * I);
-    float *up = cuda_malloc(sizeof(float) * TT * I);
-    float *lse = need_lse ? cuda_malloc(sizeof(float) * TT * Hq) : NULL;
-    const float *cos_t, *sin_t;
-    rope_tables_dev(f, T, &cos_t, &sin_t);
+    p->d_ids = cuda_malloc(sizeof(int32_t) * TT);
+    p->x = cuda_malloc(sizeof(float) * TT * H);
+    p->xn = cuda_malloc(sizeof(float) * TT * H);
+    p->q = cuda_malloc(sizeof(float) * TT * nq);
+    p->k = cuda_malloc(sizeof(float) * TT * nkv);
+    p->v = cuda_malloc(sizeof(float) * TT * nkv);
+    p->att = cuda_malloc(sizeof(float) * TT * nq);
+    p->gate = cuda_malloc(sizeof(float) * TT * I);
+    p->up = cuda_malloc(sizeof(float) * TT * I);
+    p->lse = need_lse ? cuda_malloc(sizeof(float) * TT * Hq) : NULL;
     int64_t widest = H > nq ? H : nq;
     widest = I > widest ? I : widest;
-    void *hb = f->prec == FWD_FP32 ? NULL : cuda_malloc(2 * TT * (size_t)widest);  // 16-bit GEMM operand
-    void *qb = NULL, *kb = NULL, *vb = NULL, *ob = NULL;                             // SDPA operands
-    if (use_sdpa) {
-        qb = cuda_malloc(2 * TT * nq), kb = cuda_malloc(2 * TT * nkv), vb = cuda_malloc(2 * TT * nkv);
-        ob = cuda_malloc(2 * TT * nq);
+    if (f->prec != FWD_FP32) p->hb = cuda_malloc(2 * TT * (size_t)widest);
+    if (p->bf16_attn) {
+        p->qb = cuda_malloc(2 * TT * nq), p->kb = cuda_malloc(2 * TT * nkv), p->vb = cuda_malloc(2 * TT * nkv);
+        p->ob = cuda_malloc(2 * TT * nq);
     }
-    // Sparse statistics accumulate on the device, then add into the host arrays.
-    float *d_rec = NULL, *d_sup = NULL;
     if (want_stats) {
-        d_rec = cuda_malloc(sizeof(float) * TT), d_sup = cuda_malloc(sizeof(float) * TT);
-        cuda_memset(d_rec, 0, sizeof(float) * TT);
-        cuda_memset(d_sup, 0, sizeof(float) * TT);
+        p->d_rec = cuda_malloc(sizeof(float) * TT), p->d_sup = cuda_malloc(sizeof(float) * TT);
+        cuda_memset(p->d_rec, 0, sizeof(float) * TT);
+        cuda_memset(p->d_sup, 0, sizeof(float) * TT);
     }
-    // Indexer supports and the indexers' parameters on the device.
     const IndexerSet *ix = sp ? o->indexer : NULL;
-    int32_t *sel = NULL, *n_sel = NULL;
-    float **ip = NULL;
     if (ix && sp->topk < T) {
         const int rows = (T + sp->bsel - 1) / sp->bsel;
-        sel = cuda_malloc(sizeof(int32_t) * (size_t)rows * sp->topk);
-        n_sel = cuda_malloc(sizeof(int32_t) * (size_t)rows);
-        ip = xcalloc((size_t)c->n_layers, sizeof *ip);
+        p->sel = cuda_malloc(sizeof(int32_t) * (size_t)rows * sp->topk);
+        p->n_sel = cuda_malloc(sizeof(int32_t) * (size_t)rows);
+        p->ip = xcalloc((size_t)c->n_layers, sizeof *p->ip);
         const int64_t np = indexer_n_params(&ix->cfg);
         for (int l = 0; l < c->n_layers && l < ix->n_model_layers; l++)
             if (ix->params[l]) {
-                ip[l] = cuda_malloc(sizeof(float) * (size_t)np);
-                cuda_to_device(ip[l], ix->params[l], sizeof(float) * (size_t)np);
+                p->ip[l] = cuda_malloc(sizeof(float) * (size_t)np);
+                cuda_to_device(p->ip[l], ix->params[l], sizeof(float) * (size_t)np);
             }
     }
-    // Host copies for the tap.
-    float *h_xn = NULL, *h_q = NULL, *h_k = NULL, *h_lse = NULL;
     if (o->tap) {
-        h_xn = xmalloc(sizeof(float) * TT * H), h_q = xmalloc(sizeof(float) * TT * nq);
-        h_k = xmalloc(sizeof(float) * TT * nkv);
-        h_lse = sp ? NULL : xmalloc(sizeof(float) * TT * Hq);
+        p->h_xn = xmalloc(sizeof(float) * TT * H), p->h_q = xmalloc(sizeof(float) * TT * nq);
+        p->h_k = xmalloc(sizeof(float) * TT * nkv);
+        p->h_lse = sp ? NULL : xmalloc(sizeof(float) * TT * Hq);
     }
+    cuda_to_device(p->d_ids, ids, sizeof(int32_t) * TT);
+    embedding_forward_cuda(p->x, p->d_ids, f->embed, T, H, c->embed_scale);
+    return p;
+}
 
-    int n_dense_sparse = 0;  // layers left dense in a sparse pass (their stats: every key kept)
-    cuda_to_device(d_ids, ids, sizeof(int32_t) * TT);
-    embedding_forward_cuda(x, d_ids, f->embed, T, H, 1.0f);
-    if (prof) prof->other += lap(&t_lap);
+static void cuda_attn_in(void *tw, int l, int keep_fp32) {
+    CudaPass *p = tw;
+    const ModelConfig *c = &p->f->m->cfg;
+    p->in = norm_input(p->f, p->xn, p->hb, p->x, p->f->layers[l].attn_norm, p->T, c->hidden, (float)c->rms_eps,
+                       keep_fp32);
+}
 
-    int stopped = 0;  // o->stop_after_tap: the pass ended after that layer's tap
-    for (int l = 0; l < c->n_layers; l++) {
-        const LayerDev *w = &f->layers[l];
-        const int has_ix = ix && l < ix->n_model_layers && ix->params[l];
-        // xn stays fp32 for an indexer's projections and the tap.
-        const void *in = norm_input(f, xn, hb, x, w->attn_norm, T, H, eps, (has_ix && ip) || o->tap);
-        layer_qk(f, w, in, T, cos_t, sin_t, q, k, qb, kb);  // qb, kb: bf16 copies when use_sdpa
-        gemm(f, v, in, w->wv, w->bv, T, H, nkv);
-        if (prof) prof->gemm += lap(&t_lap);
+static void cuda_qkv(void *tw, int l) {
+    CudaPass *p = tw;
+    const ModelConfig *c = &p->f->m->cfg;
+    const LayerDev *w = &p->f->layers[l];
+    const float *cos_t, *sin_t;
+    rope_tables_dev(p->f, c->layer_kinds[l] == LAYER_SLIDING_ATTENTION, p->T, &cos_t, &sin_t);
+    layer_qk(p->f, w, p->in, p->T, cos_t, sin_t, p->q, p->k, p->qb, p->kb);  // qb, kb: bf16 copies for SDPA
+    gemm(p->f, p->v, p->in, w->wv, w->bv, p->T, c->hidden, c->n_kv_heads * c->head_dim);
+}
 
-        const void *att_in;  // the o-projection's operand
-        if (has_ix && ip) {  // a trained indexer picks the support
-            if (want_stats) attention_forward_cuda(att, lse, q, k, v, T, Hq, Hkv, dh, scale, 0);  // P's lse
-            indexer_select_cuda(sel, n_sel, &ix->cfg, ip[l], xn, T, sp->topk, sp->bsel,
-                                indexer_scores_mode(f->prec));
-            // bf16 mode, block-shared, no statistics: the tensor-core kernel where it takes
-            // the shape (it declines others, and keeps no recall / support).
-            // A bf16 model's o-projection operand comes straight out of it.
-            int tc = -1;
-            if (use_sdpa && sp->bsel > 1 && !want_stats) {
-                cuda_f32_to_bf16(vb, v, (int64_t)T * nkv);
-                if (f->half == HALF_BF16)
-                    support_attention_block_tc_cuda(ob, qb, kb, vb, T, Hq, Hkv, dh, scale, sp->topk, sp->bsel, sel,
-                                                    n_sel, DT_BF16);
-                else
-                    support_attention_block_tc_cuda(att, qb, kb, vb, T, Hq, Hkv, dh, scale, sp->topk, sp->bsel, sel,
-                                                    n_sel, DT_F32);
-                tc = 0;
-            }
-            if (tc != 0)
-                support_attention_cuda(att, d_rec, d_sup, q, k, v, lse, T, Hq, Hkv, dh, scale, sp->topk,
-                                       sp->bsel, sel, n_sel);
-            att_in = tc == 0 && f->half == HALF_BF16 ? ob : gemm_input(f, att, hb, (int64_t)T * nq);
-        } else if (sp && (has_ix || !ix)) {  // the oracle (k ≥ T: every key, i.e. dense)
-            oracle_attention_cuda(att, d_rec, d_sup, q, k, v, T, Hq, Hkv, dh, scale, sp->topk, sp->bsel);
-            att_in = gemm_input(f, att, hb, (int64_t)T * nq);
-        } else if (use_sdpa) {
-            n_dense_sparse += sp != NULL;
-            cuda_f32_to_bf16(vb, v, (int64_t)T * nkv);
-            attention_forward_bf16_cuda(ob, o->tap ? lse : NULL, qb, kb, vb, T, Hq, Hkv, dh, scale, 0);
-            if (f->half == HALF_BF16) att_in = ob;
-            else {  // an f16 model: widen, then round to f16
-                cuda_bf16_to_f32(att, ob, (int64_t)T * nq);
-                att_in = gemm_input(f, att, hb, (int64_t)T * nq);
-            }
+static void cuda_attend(void *tw, int l, const AttendPlan *a) {
+    CudaPass *p = tw;
+    const FwdCuda *f = p->f;
+    const ModelConfig *c = &f->m->cfg;
+    const int T = p->T, Hq = c->n_heads, Hkv = c->n_kv_heads, dh = c->head_dim, nq = Hq * dh;
+    const float scale = (float)c->attn_scale;
+    float *rec = a->stats ? p->d_rec : NULL, *sup = a->stats ? p->d_sup : NULL;
+    if (a->mode == ATTEND_INDEXER) {
+        if (a->stats) attention_forward_cuda(p->att, p->lse, p->q, p->k, p->v, T, Hq, Hkv, dh, scale, 0);  // P's lse
+        indexer_select_cuda(p->sel, p->n_sel, a->ix_cfg, p->ip[l], p->xn, T, a->topk, a->bsel, p->scores);
+        // bf16 mode, block-shared, no statistics: bf16 operands through the
+        // tensor-core kernel (which keeps no recall / support, and handles
+        // shapes it does not take itself). A bf16 model's o-projection operand
+        // comes straight out of it.
+        if (p->bf16_attn && a->bsel > 1 && !a->stats) {
+            cuda_f32_to_bf16(p->vb, p->v, (int64_t)T * Hkv * dh);
+            const int direct = f->half == HALF_BF16;
+            support_attention_block_tc_cuda(direct ? p->ob : (void *)p->att, p->qb, p->kb, p->vb, T, Hq, Hkv, dh,
+                                            scale, a->topk, a->bsel, p->sel, p->n_sel, direct ? DT_BF16 : DT_F32);
+            p->att_in = direct ? p->ob : gemm_input(f, p->att, p->hb, (int64_t)T * nq);
         } else {
-            n_dense_sparse += sp != NULL;
-            attention_forward_cuda(att, o->tap ? lse : NULL, q, k, v, T, Hq, Hkv, dh, scale, 0);
-            att_in = gemm_input(f, att, hb, (int64_t)T * nq);
+            support_attention_cuda(p->att, rec, sup, p->q, p->k, p->v, p->lse, T, Hq, Hkv, dh, scale, a->topk,
+                                   a->bsel, p->sel, p->n_sel);
+            p->att_in = gemm_input(f, p->att, p->hb, (int64_t)T * nq);
         }
-        if (prof) prof->attention += lap(&t_lap);
-        if (o->tap) {
-            cuda_sync();
-            cuda_to_host(h_xn, xn, sizeof(float) * TT * H);
-            cuda_to_host(h_q, q, sizeof(float) * TT * nq);
-            cuda_to_host(h_k, k, sizeof(float) * TT * nkv);
-            if (h_lse) cuda_to_host(h_lse, lse, sizeof(float) * TT * Hq);
-            o->tap->fn(o->tap->ctx, l, h_xn, h_q, h_k, h_lse, T);
-            if (prof) prof->other += lap(&t_lap);
+    } else if (a->mode == ATTEND_ORACLE) {
+        oracle_attention_cuda(p->att, rec, sup, p->q, p->k, p->v, T, Hq, Hkv, dh, scale, a->topk, a->bsel);
+        p->att_in = gemm_input(f, p->att, p->hb, (int64_t)T * nq);
+    } else if (p->bf16_attn) {
+        cuda_f32_to_bf16(p->vb, p->v, (int64_t)T * Hkv * dh);
+        attention_forward_bf16_cuda(p->ob, a->lse ? p->lse : NULL, p->qb, p->kb, p->vb, T, Hq, Hkv, dh, scale,
+                                    a->window);
+        if (f->half == HALF_BF16) p->att_in = p->ob;
+        else {  // an f16 model: widen, then round to f16
+            cuda_bf16_to_f32(p->att, p->ob, (int64_t)T * nq);
+            p->att_in = gemm_input(f, p->att, p->hb, (int64_t)T * nq);
         }
-        if (o->stop_after_tap > 0 && l + 1 >= o->stop_after_tap) {  // nothing downstream is wanted
-            stopped = 1;
-            break;
-        }
-        gemm_residual(f, x, xn, att_in, w->wo, w->bo, T, nq, H);
-
-        in = norm_input(f, xn, hb, x, w->mlp_norm, T, H, eps, 0);
-        const void *down_in = hb;  // the down projection's operand
-        if (f->prec == FWD_BF16 && !w->b_gate && !w->b_up) {
-            // gate and up in 16 bits, as a bf16 model computes them: half the
-            // traffic of the two widest tensors of the layer.
-            matmul_forward_half_out_cuda(gate, in, w->w_gate, T, H, I, f->half);
-            matmul_forward_half_out_cuda(up, in, w->w_up, T, H, I, f->half);
-            glu_forward_half_in_cuda(hb, gate, up, (int64_t)T * I, ACT_SILU, f->half);
-        } else {
-            gemm(f, gate, in, w->w_gate, w->b_gate, T, H, I);
-            gemm(f, up, in, w->w_up, w->b_up, T, H, I);
-            if (f->prec == FWD_FP32) {
-                glu_forward_cuda(gate, gate, up, (int64_t)T * I, ACT_SILU);
-                down_in = gate;
-            } else {  // straight into the 16-bit operand (the same bits as gemm_input of the fp32 result)
-                glu_forward_half_cuda(hb, gate, up, (int64_t)T * I, ACT_SILU, f->half);
-            }
-        }
-        gemm_residual(f, x, xn, down_in, w->w_down, w->b_down, T, I, H);
-        if (prof) prof->gemm += lap(&t_lap);
+    } else {
+        attention_forward_cuda(p->att, a->lse ? p->lse : NULL, p->q, p->k, p->v, T, Hq, Hkv, dh, scale, a->window);
+        p->att_in = gemm_input(f, p->att, p->hb, (int64_t)T * nq);
     }
+}
+
+static void cuda_tap(void *tw, int l, const ForwardTap *tap, int with_lse) {
+    CudaPass *p = tw;
+    const ModelConfig *c = &p->f->m->cfg;
+    const size_t TT = (size_t)p->T;
+    cuda_sync();
+    cuda_to_host(p->h_xn, p->xn, sizeof(float) * TT * c->hidden);
+    cuda_to_host(p->h_q, p->q, sizeof(float) * TT * c->n_heads * c->head_dim);
+    cuda_to_host(p->h_k, p->k, sizeof(float) * TT * c->n_kv_heads * c->head_dim);
+    if (with_lse && p->h_lse) cuda_to_host(p->h_lse, p->lse, sizeof(float) * TT * c->n_heads);
+    tap->fn(tap->ctx, l, p->h_xn, p->h_q, p->h_k, with_lse ? p->h_lse : NULL, p->T);
+}
+
+// x += [RMSNorm(·)·post](in·wᵀ (+ bias)): without a post-norm the residual
+// update of gemm_residual; with one, the product into xn, normed there, added.
+static void block_out(CudaPass *p, const void *in, const void *w, const float *bias, const float *post, int C_in) {
+    const FwdCuda *f = p->f;
+    const ModelConfig *c = &f->m->cfg;
+    const int T = p->T, H = c->hidden;
+    if (!post) {
+        gemm_residual(f, p->x, p->xn, in, w, bias, T, C_in, H);
+        return;
+    }
+    gemm(f, p->xn, in, w, bias, T, C_in, H);
+    rmsnorm_forward_cuda(p->xn, p->xn, post, T, H, (float)c->rms_eps);
+    residual_forward_cuda(p->x, p->x, p->xn, (int64_t)T * H);
+}
+
+static void cuda_attn_out(void *tw, int l) {
+    CudaPass *p = tw;
+    const LayerDev *w = &p->f->layers[l];
+    const ModelConfig *c = &p->f->m->cfg;
+    block_out(p, p->att_in, w->wo, w->bo, w->post_attn_norm, c->n_heads * c->head_dim);
+}
+
+static void cuda_mlp(void *tw, int l) {
+    CudaPass *p = tw;
+    const FwdCuda *f = p->f;
+    const ModelConfig *c = &f->m->cfg;
+    const LayerDev *w = &f->layers[l];
+    const int T = p->T, H = c->hidden, I = c->intermediate;
+    const void *in = norm_input(f, p->xn, p->hb, p->x, w->mlp_norm, T, H, (float)c->rms_eps, 0);
+    const void *down_in = p->hb;  // the down projection's operand
+    if (f->prec == FWD_BF16 && !w->b_gate && !w->b_up) {
+        // gate and up in 16 bits, as a bf16 model computes them: half the
+        // traffic of the two widest tensors of the layer.
+        matmul_forward_half_out_cuda(p->gate, in, w->w_gate, T, H, I, f->half);
+        matmul_forward_half_out_cuda(p->up, in, w->w_up, T, H, I, f->half);
+        glu_forward_half_in_cuda(p->hb, p->gate, p->up, (int64_t)T * I, c->act, f->half);
+    } else {
+        gemm(f, p->gate, in, w->w_gate, w->b_gate, T, H, I);
+        gemm(f, p->up, in, w->w_up, w->b_up, T, H, I);
+        if (f->prec == FWD_FP32) {
+            glu_forward_cuda(p->gate, p->gate, p->up, (int64_t)T * I, c->act);
+            down_in = p->gate;
+        } else {  // straight into the 16-bit operand (the same bits as gemm_input of the fp32 result)
+            glu_forward_half_cuda(p->hb, p->gate, p->up, (int64_t)T * I, c->act, f->half);
+        }
+    }
+    block_out(p, down_in, w->w_down, w->b_down, w->post_mlp_norm, I);
+}
+
+static void cuda_finish(void *tw, int stopped, const ForwardOpts *o) {
+    CudaPass *p = tw;
+    FwdCuda *f = p->f;
+    const ModelConfig *c = &f->m->cfg;
+    const int T = p->T, H = c->hidden;
+    const size_t TT = (size_t)T;
     if (stopped) {  // teacher emission: the tap has everything; hidden stays unspecified
         cuda_sync();
     } else {
-        rmsnorm_forward_cuda(x, x, f->final_norm, T, H, eps);
-        if (last_logits_host) {
+        rmsnorm_forward_cuda(p->x, p->x, f->final_norm, T, H, (float)c->rms_eps);
+        if (p->last_logits_host) {
             float *logits = cuda_malloc(sizeof(float) * (size_t)c->vocab);
-            matmul_forward_cuda(logits, x + (TT - 1) * H, f->lm_head, NULL, 1, H, c->vocab);
+            matmul_forward_cuda(logits, p->x + (TT - 1) * H, f->lm_head, NULL, 1, H, c->vocab);
+            if (c->final_softcap > 0) softcap_forward_cuda(logits, c->vocab, (float)c->final_softcap);
             cuda_sync();
-            cuda_to_host(last_logits_host, logits, sizeof(float) * (size_t)c->vocab);
+            cuda_to_host(p->last_logits_host, logits, sizeof(float) * (size_t)c->vocab);
             cuda_free(logits);
         } else {
             cuda_sync();
-            cuda_to_host(hidden_host, x, sizeof(float) * TT * H);
+            cuda_to_host(p->hidden_host, p->x, sizeof(float) * TT * H);
         }
     }
-    if (want_stats) {  // add this pass's sums into the caller's arrays
+    if (p->d_rec) {  // add this pass's sums into the caller's arrays
         float *tmp = xmalloc(sizeof(float) * TT);
-        float *dst[2] = {o->stats->recall, o->stats->support}, *src[2] = {d_rec, d_sup};
+        float *dst[2] = {o->stats->recall, o->stats->support}, *src[2] = {p->d_rec, p->d_sup};
         for (int i = 0; i < 2; i++)
             if (dst[i]) {
                 cuda_to_host(tmp, src[i], sizeof(float) * TT);
-                for (size_t t = 0; t < TT; t++)
-                    dst[i][t] += tmp[t] + (float)n_dense_sparse * (i == 0 ? 1.0f : (float)(t + 1));
+                for (size_t t = 0; t < TT; t++) dst[i][t] += tmp[t];
             }
         free(tmp);
     }
-    if (prof) prof->other += lap(&t_lap);
-
-    void *ds[] = {d_ids, x, xn, q, k, v, att, gate, up, lse, hb, qb, kb, vb, ob, d_rec, d_sup, sel, n_sel};
+    void *ds[] = {p->d_ids, p->x, p->xn, p->q, p->k, p->v, p->att, p->gate, p->up, p->lse, p->hb, p->qb,
+                  p->kb, p->vb, p->ob, p->d_rec, p->d_sup, p->sel, p->n_sel};
     for (size_t i = 0; i < sizeof ds / sizeof ds[0]; i++) cuda_free(ds[i]);
-    if (ip) {
-        for (int l = 0; l < c->n_layers; l++) cuda_free(ip[l]);
-        free(ip);
+    if (p->ip) {
+        for (int l = 0; l < c->n_layers; l++) cuda_free(p->ip[l]);
+        free(p->ip);
     }
-    free(h_xn), free(h_q), free(h_k), free(h_lse);
+    free(p->h_xn), free(p->h_q), free(p->h_k), free(p->h_lse);
+    free(p);
 }
 
+static const LayerOps cuda_ops = {
+    .begin = cuda_begin,
+    .attn_in = cuda_attn_in,
+    .qkv = cuda_qkv,
+    .attend = cuda_attend,
+    .tap = cuda_tap,
+    .attn_out = cuda_attn_out,
+    .mlp = cuda_mlp,
+    .sync = cuda_sync,
+    .finish = cuda_finish,
+};
+
 void fwd_cuda_hidden(FwdCuda *f, const int32_t *ids, int T, float *hidden_host, const ForwardOpts *o) {
-    forward_impl(f, ids, T, hidden_host, o, NULL);
+    CudaTwin tw = {f, hidden_host, NULL};
+    layer_loop(&cuda_ops, &tw, &f->m->cfg, ids, T, o);
 }
 
 void fwd_cuda_ttft(FwdCuda *f, const int32_t *ids, int T, const ForwardOpts *o, float *last_logits_host) {
-    forward_impl(f, ids, T, NULL, o, last_logits_host);
+    CudaTwin tw = {f, NULL, last_logits_host};
+    layer_loop(&cuda_ops, &tw, &f->m->cfg, ids, T, o);
 }
 
 void fwd_cuda_lm_head(FwdCuda *f, const float *hidden_host, int rows, float *logits_host) {
@@ -554,6 +615,7 @@ void fwd_cuda_lm_head(FwdCuda *f, const float *hidden_host, int rows, float *log
     }
     cuda_to_device(f->lm_in, hidden_host, sizeof(float) * (size_t)rows * H);
     matmul_forward_cuda(f->lm_out, f->lm_in, f->lm_head, NULL, rows, H, V);
+    if (f->m->cfg.final_softcap > 0) softcap_forward_cuda(f->lm_out, (int64_t)rows * V, (float)f->m->cfg.final_softcap);
     cuda_sync();
     cuda_to_host(logits_host, f->lm_out, sizeof(float) * (size_t)rows * V);
 }
@@ -569,6 +631,7 @@ void fwd_cuda_score(FwdCuda *f, const float *hd, const float *hs, int rows, cons
                     double *nll_s, double *kl, int32_t *top1) {
     if (rows <= 0) return;
     const int H = f->m->cfg.hidden, V = f->m->cfg.vocab, chunk = score_chunk(V);
+    const float softcap = (float)f->m->cfg.final_softcap;  // > 0: logits = softcap·tanh(logits / softcap)
     const int n = rows < chunk ? rows : chunk;
     if (n > f->sc_rows) {  // grow the scratch to this chunk
         cuda_free(f->sc_hidden), cuda_free(f->sc_logits), cuda_free(f->sc_next);
@@ -589,9 +652,11 @@ void fwd_cuda_score(FwdCuda *f, const float *hd, const float *hs, int rows, cons
         cuda_to_device(in_d, hd + (size_t)r0 * H, sizeof(float) * (size_t)m * H);
         cuda_to_device(f->sc_next, next + r0, sizeof(int32_t) * (size_t)m);
         matmul_forward_cuda(lg_d, in_d, f->lm_head, NULL, m, H, V);
+        if (softcap > 0) softcap_forward_cuda(lg_d, (int64_t)m * V, softcap);
         if (hs) {
             cuda_to_device(in_s, hs + (size_t)r0 * H, sizeof(float) * (size_t)m * H);
             matmul_forward_cuda(lg_s, in_s, f->lm_head, NULL, m, H, V);
+            if (softcap > 0) softcap_forward_cuda(lg_s, (int64_t)m * V, softcap);
         }
         next_token_stats_cuda(o_nll_d, o_nll_s, o_kl, f->sc_top1, lg_d, hs ? lg_s : NULL, f->sc_next, m, V);
         cuda_sync();

@@ -1,0 +1,89 @@
+// layer.c: the layer loop (layer.h), shared by the CPU and CUDA twins.
+#include "layer.h"
+
+#include <omp.h>
+#include <string.h>
+
+#include "indexer.h"
+
+// How layer l attends in this pass, and whether it is a full-attention layer
+// that a sparse pass leaves dense (its statistics: every key kept).
+static AttendPlan plan_layer(const ModelConfig *c, int l, int T, const ForwardOpts *o, int *dense_full) {
+    AttendPlan p = {.mode = ATTEND_DENSE};
+    *dense_full = 0;
+    if (c->layer_kinds[l] == LAYER_SLIDING_ATTENTION) {  // local layers run as they are
+        p.window = c->sliding_window;
+        return p;
+    }
+    const Sparsity *sp = o->sparse;
+    const IndexerSet *ix = sp ? o->indexer : NULL;
+    const float *ip = ix && l < ix->n_model_layers ? ix->params[l] : NULL;
+    const int want_stats = sp && o->stats && (o->stats->recall || o->stats->support);
+    if (ip && sp->topk < T) {  // a trained indexer picks the supports
+        p.mode = ATTEND_INDEXER;
+        p.ix_cfg = &ix->cfg;
+        p.ix_params = ip;
+    } else if (sp && (ip || !ix)) {  // the oracle (k ≥ T: every key, i.e. dense exactly)
+        p.mode = ATTEND_ORACLE;
+    } else {
+        *dense_full = sp != NULL;
+        p.lse = o->tap && !sp;
+        return p;
+    }
+    p.topk = sp->topk;
+    p.bsel = sp->bsel;
+    p.stats = want_stats;
+    return p;
+}
+
+// Seconds since *t0 once the twin is idle, then *t0 = now (profiling only).
+static double lap(const LayerOps *ops, double *t0) {
+    if (ops->sync) ops->sync();
+    const double now = omp_get_wtime(), d = now - *t0;
+    *t0 = now;
+    return d;
+}
+
+void layer_loop(const LayerOps *ops, void *twin, const ModelConfig *c, const int32_t *ids, int T,
+                const ForwardOpts *o) {
+    static const ForwardOpts none = {0};
+    if (!o) o = &none;
+    if (T <= 0) return;
+    ForwardProfile *prof = o->prof;
+    if (prof) memset(prof, 0, sizeof *prof);
+    double t0 = omp_get_wtime();
+    void *tw = ops->begin(twin, ids, T, o);
+    if (prof) prof->other += lap(ops, &t0);
+
+    int n_dense_full = 0, stopped = 0;
+    for (int l = 0; l < c->n_layers; l++) {
+        int dense_full;
+        const AttendPlan p = plan_layer(c, l, T, o, &dense_full);
+        n_dense_full += dense_full;
+        const int full = c->layer_kinds[l] == LAYER_FULL_ATTENTION;
+        const int tap = o->tap && full;  // the tap sees the layers the method acts on
+        ops->attn_in(tw, l, p.mode == ATTEND_INDEXER || tap);
+        ops->qkv(tw, l);
+        if (prof) prof->gemm += lap(ops, &t0);
+        ops->attend(tw, l, &p);
+        if (prof) prof->attention += lap(ops, &t0);
+        if (tap) {
+            ops->tap(tw, l, o->tap, !o->sparse);
+            if (prof) prof->other += lap(ops, &t0);
+        }
+        if (o->stop_after_tap > 0 && l + 1 >= o->stop_after_tap) {  // nothing downstream is wanted
+            stopped = 1;
+            break;
+        }
+        ops->attn_out(tw, l);
+        ops->mlp(tw, l);
+        if (prof) prof->gemm += lap(ops, &t0);
+    }
+    ops->finish(tw, stopped, o);
+    SparseStats *st = o->sparse ? o->stats : NULL;
+    for (int t = 0; st && n_dense_full && t < T; t++) {
+        if (st->recall) st->recall[t] += (float)n_dense_full;
+        if (st->support) st->support[t] += (float)n_dense_full * (float)(t + 1);
+    }
+    if (prof) prof->other += lap(ops, &t0);
+}
