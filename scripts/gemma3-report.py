@@ -56,9 +56,10 @@ def pm(r, key, sign=False):
 
 
 def eval_rows(step):
+    """The metric rows of an eval (retrieval rows and each row's provenance left out)."""
     if not step or not step["data"]:
         return []
-    return [r for r in step["data"] if "task" not in r]
+    return [{k: v for k, v in r.items() if k != "provenance"} for r in step["data"] if "task" not in r]
 
 
 def find(rows, mode, k=None, bsel=None):
