@@ -12,6 +12,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import sys
 
 
@@ -82,6 +83,28 @@ def bench_ms(steps, out, ctx, k, bsel, name):
                 return r["ms_median"], s["id"], None
             return None, s["id"], f"not measured ({s['id']}: {r.get('error') or 'no time'})"
     return None, s["id"], f"not measured ({s['id']}: no {name})"
+
+
+def teacher_done(log):
+    """(sequences, layers) from spindle teacher's last 'done:' line, or (None, None)."""
+    seqs = layers = None
+    if os.path.isfile(log):
+        for ln in open(log, errors="replace"):
+            m = re.search(r"done: \d+ shard\(s\), (\d+) sequence\(s\).*?(\d+) layer\(s\)", ln)
+            if m:
+                seqs, layers = int(m.group(1)), int(m.group(2))
+    return seqs, layers
+
+
+def train_finals(log):
+    """[(layer, final KL, held-out recall text)] from spindle train's closing lines."""
+    out = {}
+    if os.path.isfile(log):
+        for ln in open(log, errors="replace"):
+            m = re.search(r"layer (\d+): final KL ([0-9.eE+-]+)[^,]*(?:, held-out (recall@\d+) ([0-9.]+))?", ln)
+            if m:
+                out[int(m.group(1))] = (float(m.group(2)), m.group(3), m.group(4))
+    return sorted((k,) + v for k, v in out.items())
 
 
 def main():
@@ -199,6 +222,24 @@ def main():
             d = find(rows, "dense")
             if d:
                 md.append(f"| {L} | dense NLL {f4(d['nll'])} ({d['n_seq']} seqs, {d['n_scored']} scored) |" + " |" * 12)
+        md.append("")
+        md.append("Training, per train length (from the teacher and train logs): teacher sequences actually "
+                  "written (fewer than asked when the text runs out) and, per trained layer, the final KL (mean "
+                  "of the last steps) and the held-out recall.")
+        md.append("")
+        md.append("| train ctx | teacher seqs | layers | per layer: final KL / held-out recall | from |")
+        md.append("|---|---|---|---|---|")
+        for L in tls:
+            sh = by_res(steps, os.path.join(out, f"shards_train_ctx{L}"))
+            tr = by_res(steps, os.path.join(out, f"run_ctx{L}"))
+            seqs, nl = teacher_done(os.path.join(out, f"shards_train_ctx{L}.log"))
+            fin = train_finals(os.path.join(out, f"run_ctx{L}.log"))
+            cell = "; ".join(f"{l}: {kl:.4f}" + (f" / {rv} ({rn})" if rv else "") for l, kl, rn, rv in fin) or "–"
+            md.append(f"| {L} | {seqs if seqs is not None else '–'} | {nl if nl is not None else '–'} | {cell} | "
+                      f"{', '.join(x['id'] for x in (sh, tr) if x) or '–'} |")
+            js.setdefault("training", []).append(dict(ctx=L, teacher_seqs=seqs, layers=nl,
+                                                      finals=[dict(layer=l, kl=kl, recall=rv, recall_k=rn)
+                                                              for l, kl, rn, rv in fin]))
         md.append("")
 
     # --- c. TTFT ----------------------------------------------------------------------------------------
