@@ -8,6 +8,8 @@
 #      module that raises ImportError shadows it) it still writes the table and
 #      says in the section that there is no plot.
 #   3. scripts/frontier.sh's argument checks (bad counts exit 2 before any work).
+#   4. scripts/gemma3-report.py on a recorded run (tests/fixtures/gemma3-report/) and
+#      scripts/gemma3-report.sh's argument checks.
 # Usage: tests/test_reports.sh SOURCE_DIR TMP_DIR
 set -uo pipefail
 src=$1 tmp=$2
@@ -95,6 +97,55 @@ for bad in "--positions 0" "--positions 12k" "--n-seq -1" "--lengths 1024,,2048"
     rc=$?
     [ $rc = 2 ] && [[ $out == *"${bad%% *}"* ]] && [ ! -e "$tmp/frontier-bad" ]
     check $? "frontier.sh $bad: exit 2 ($rc), names the flag, writes nothing"
+done
+
+# 4. gemma3-report.py on a recorded CPU run (tests/fixtures/gemma3-report/: SmolLM2 at 256/512 tokens, one
+#    indexer trained at 256, made by scripts/gemma3-report.sh; provenance stripped) plus two bench calls,
+#    one measured (made-up times) and one failed: the gaps must be the differences of the recorded ΔNLLs,
+#    the speedup dense / indexer, and the failed call's cells "not measured".
+g3=$tmp/gemma3-report
+mkdir -p "$g3"
+cp "$src/tests/fixtures/gemma3-report/"*.json "$src/tests/fixtures/gemma3-report/info.txt" "$g3/"
+sed "s|@OUT@|$g3|g" "$src/tests/fixtures/gemma3-report/manifest.tsv" >"$g3/manifest.tsv"
+python3 "$src/scripts/gemma3-report.py" --manifest "$g3/manifest.tsv" --out "$g3" --model models/smollm2 \
+    --lengths "256 512" --ks "32 64" --bsels "1 64" --train-lengths 256 --device cuda >"$g3/log" 2>&1
+check $? "gemma3-report.py exits 0"
+python3 - "$g3" <<'PY'
+import json, sys
+d = sys.argv[1]
+rep = json.load(open(f"{d}/report.json"))
+md = open(f"{d}/report.md").read()
+ev = json.load(open(f"{d}/eval_indexer_ctx256.json"))
+row = lambda m, k, s: next(r for r in ev if r["mode"] == m and r["k"] == k and r["bsel"] == s)
+bad = []
+for e in rep["decomposition"]:
+    k, s = e["k"], e["bsel"]
+    if abs(e["oracle_gap"] - row("oracle", k, 1)["dnll"]) > 1e-12: bad.append(("oracle gap", k, s))
+    if abs(e["indexer_gap"] - (row("indexer", k, 1)["dnll"] - row("oracle", k, 1)["dnll"])) > 1e-12:
+        bad.append(("indexer gap", k, s))
+    rg = e["realization_gap"]
+    want = row("indexer", k, s)["dnll"] - row("indexer", k, 1)["dnll"] if s > 1 else None
+    if (rg is None) != (want is None) or (rg is not None and abs(rg - want) > 1e-12): bad.append(("realization", k, s))
+if len(rep["decomposition"]) != 4: bad.append(("decomposition rows", len(rep["decomposition"])))
+t = {(x["ctx"], x["k"], x["bsel"]): x for x in rep["ttft"]}
+if t[(256, 32, 1)]["indexer_ms"] != 10.0 or t[(256, 32, 64)]["indexer_ms"] != 8.0 or t[(256, 32, 1)]["oracle_ms"] != 20.0:
+    bad.append(("ttft", t[(256, 32, 1)], t[(256, 32, 64)]))
+if t[(256, 64, 1)]["indexer_ms"] is not None or t[(512, 32, 1)]["dense_ms"] is not None: bad.append(("unmeasured has a time",))
+for want in ("| 256 | 32 | 1 | 40.0 | 20.0 | 10.0 | 4.00× | B1 |", "| 256 | 32 | 64 | 40.0 | – | 8.0 | 5.00× | B1 |",
+             "not measured (B2 failed: exit 1)", "<!-- GEMMA3-REPORT:END -->"):
+    if want not in md: bad.append(("report.md lacks", want))
+og = [r for r in rep["oracle_gap"] if r["ctx"] == 512 and r["mode"] == "oracle"]
+if len(og) != 4: bad.append(("oracle rows at 512", len(og)))
+print("gemma3-report.py:", "ok" if not bad else bad)
+sys.exit(1 if bad else 0)
+PY
+check $? "gemma3-report.py: gaps, speedups and not-measured cells follow from the recorded inputs"
+# gemma3-report.sh refuses bad flags before any work (exit 2)
+for bad in "--steps 0" "--device gpu" "--lengths 4096,x" "--bogus 1"; do
+    out=$(bash "$src/scripts/gemma3-report.sh" $bad --out "$tmp/g3-bad" 2>&1)
+    rc=$?
+    [ $rc = 2 ] && [ ! -e "$tmp/g3-bad" ]
+    check $? "gemma3-report.sh $bad: exit 2 ($rc), writes nothing"
 done
 
 echo "reports: $([ $fails = 0 ] && echo PASS || echo "FAIL ($fails)")"
