@@ -159,6 +159,8 @@ static int synthetic_config(const char *name, ModelConfig *c) {
     snprintf(c->model_type, sizeof c->model_type, "%s", c->family == FAMILY_QWEN3 ? "qwen3" : "llama");
     c->max_pos = 1 << 20;
     c->attn_scale = 1.0 / sqrt((double)c->head_dim);
+    c->act = ACT_SILU, c->embed_scale = 1.0f;  // a plain dense decoder, as config_load leaves one
+    c->rope_local = c->rope;
     c->layer_kinds = xcalloc((size_t)c->n_layers, sizeof *c->layer_kinds);
     return 0;
 }
