@@ -4,7 +4,7 @@
 
 typedef enum { FAMILY_LLAMA, FAMILY_QWEN2, FAMILY_QWEN3 } Family;
 typedef enum { ROPE_DEFAULT, ROPE_LINEAR, ROPE_LLAMA3, ROPE_YARN } RopeType;
-typedef enum { LAYER_FULL_ATTENTION } LayerKind;
+typedef enum { LAYER_FULL_ATTENTION, LAYER_SLIDING_ATTENTION } LayerKind;
 
 typedef struct {
     RopeType type;

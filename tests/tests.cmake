@@ -98,10 +98,11 @@ set(layering_cases
   "spindle_kernels|ops.h,indexer.h,indexer_ops.h,status.h,rng.h|model.h,forward.h,config.h,rope.h,export.h"
   "spindle_model|forward.h,backbone.h,tokenizer.h,indexer.h,fileio.h|shard.h,corpus.h,npy.h,export.h,trainer.h"
   "spindle_data|shard.h,corpus.h,ids.h,npy.h,model.h|export.h,run_state.h,trainer.h,eval.h,cli_util.h"
-  "spindle_checkpoints|export.h,run_state.h,shard.h|trainer.h,adamw.h,eval.h,cli_util.h"
-  "spindle_train|trainer.h,adamw.h,export.h|eval.h,retrieval.h,cli_util.h,commands.h"
-  "spindle_eval|eval.h,retrieval.h,export.h|trainer.h,schedule.h,cli_util.h,commands.h"
-  "spindle_cli|commands.h,cli_util.h,trainer.h,eval.h|")
+  "spindle_checkpoints|export.h,run_state.h,shard.h|teacher.h,trainer.h,adamw.h,eval.h,cli_util.h"
+  "spindle_teacher|teacher.h,shard.h,corpus.h,backbone.h|export.h,run_state.h,trainer.h,eval.h,cli_util.h,cli_layers.h"
+  "spindle_train|trainer.h,adamw.h,export.h|teacher.h,eval.h,retrieval.h,cli_util.h,commands.h"
+  "spindle_eval|eval.h,retrieval.h,export.h|teacher.h,trainer.h,schedule.h,cli_util.h,commands.h"
+  "spindle_cli|commands.h,cli_util.h,cli_layers.h,teacher.h,trainer.h,eval.h|")
 set(layering_args)
 foreach(c ${layering_cases})
   string(REPLACE "|" ";" parts "${c}")
