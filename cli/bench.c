@@ -505,9 +505,9 @@ static void bench_ttft(Bench *b, FwdCuda *f, const ModelConfig *c, const Indexer
         const char *note;
     } runs[] = {
         {"ttft_dense", {0}, 0, 0, 1, "bf16 GEMMs + cuDNN SDPA"},
-        {"ttft_indexer", {.sparse = &per_query, .indexer = ix}, k, 1, 1, "indexer per query, every layer"},
-        {"ttft_indexer_block", {.sparse = &block, .indexer = ix}, k, bsel, 1, "indexer block-shared (tensor-core sparse attention), every layer"},
-        {"ttft_oracle", {.sparse = &per_query}, k, 1, T <= max_oracle_ttft, "attention-mass oracle per query"},
+        {"ttft_indexer", {.sparse = &per_query, .indexer = ix}, k, 1, 1, "indexer per query, every full-attention layer"},
+        {"ttft_indexer_block", {.sparse = &block, .indexer = ix}, k, bsel, 1, "indexer block-shared (tensor-core sparse attention), every full-attention layer"},
+        {"ttft_oracle", {.sparse = &per_query}, k, 1, T <= max_oracle_ttft, "attention-mass oracle per query, every full-attention layer"},
     };
     for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
         if (!want[r]) continue;
@@ -594,12 +594,14 @@ int cmd_bench(int argc, char **argv) {
     if (!flags[8].value) {
         if ((model_dir ? fwd_cuda_upload(&m, FWD_BF16, &f, &st) : fwd_cuda_synthetic(&m, FWD_BF16, 1, &f, &st)))
             goto done;
-        // Random indexers for every layer (the timing does not depend on training).
+        // Random indexers for every full-attention layer (the timing does not depend on
+        // training; other layer kinds never get one).
         ix.cfg = indexer_config_default(c->hidden);
         ix.n_model_layers = c->n_layers;
         ix.params = xcalloc((size_t)c->n_layers, sizeof(float *));
         const int64_t np = indexer_n_params(&ix.cfg);
         for (int l = 0; l < c->n_layers; l++) {
+            if (c->layer_kinds[l] != LAYER_FULL_ATTENTION) continue;
             ix.params[l] = xmalloc(sizeof(float) * (size_t)np);
             indexer_init(&ix.cfg, ix.params[l], 100 + (uint64_t)l);
         }

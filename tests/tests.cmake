@@ -32,6 +32,11 @@ add_test(NAME gemma3_tokenizer COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_gemma
          ${CMAKE_SOURCE_DIR}/models/gemma3-270m ${CMAKE_SOURCE_DIR}/tests/tokenizer ${TEST_TMP}/gemma3_tokenizer)
 set_tests_properties(gemma3_tokenizer PROPERTIES SKIP_RETURN_CODE 77)
 
+# The layer selection of every command on a faked hybrid stack (cli/cli_layers.h).
+add_executable(test_cli_layers tests/test_cli_layers.c)
+target_link_libraries(test_cli_layers PRIVATE spindle_cli)
+add_test(NAME cli_layers COMMAND test_cli_layers ${TEST_TMP})
+
 add_test(NAME parser_refusals COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_parser_refusals.sh
          $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/parser_refusals)
 
