@@ -105,6 +105,19 @@ static int load_indexer(IndexerSet *set, const char *dir, const Model *m, const 
     return 0;
 }
 
+// --indexer-scores of cmd: a FwdIndexerScores into *out. It chooses how the GPU
+// forward's indexer scores keys, so it needs --device cuda and --indexer.
+// Returns 0 or the exit code 2 after a message.
+static int indexer_scores_flag(const char *cmd, const char *value, int use_cuda, const char *ix_dir, int *out) {
+    if (cli_indexer_scores(cmd, value, out)) return 2;
+    if (value && (!use_cuda || !ix_dir)) {
+        fprintf(stderr, "spindle %s: --indexer-scores needs --device cuda and --indexer (the CPU twin's indexer "
+                        "scores in fp32)\n", cmd);
+        return 2;
+    }
+    return 0;
+}
+
 int cmd_info(int argc, char **argv) {
     Flag flags[] = {
         {"--model", 1, "model folder (config.json + safetensors)", NULL},
@@ -240,6 +253,7 @@ int cmd_logits(int argc, char **argv) {
         {"--indexer", 1, "trained indexer folder (spindle export): it picks the supports", NULL},
         {"--k", 1, "keys kept per support with --indexer (default: the export's default_k)", NULL},
         {"--precision", 1, "with --device cuda: fp32 (default, the reference), mixed (16-bit layer GEMMs) or bf16 (mixed + cuDNN bf16 attention)", NULL},
+        {"--indexer-scores", 1, "with --device cuda and --indexer: how the indexer scores keys, fp32, tf32 or bf16 (default: the precision's: fp32 in fp32 and mixed; in bf16, tf32 per query and fused bf16 block sums block-shared)", NULL},
     };
     int rc = cli_parse(argc, argv, flags, N_FLAGS(flags), "logits",
                        (const char *const[]){"--model", "--ids", "--out", NULL});
@@ -266,6 +280,10 @@ int cmd_logits(int argc, char **argv) {
                              args_get(flags, N_FLAGS(flags), "--precision"), &use_cuda, &prec)))
         return rc;
     if ((rc = cli_threads("logits", args_get(flags, N_FLAGS(flags), "--threads")))) return rc;
+    int ix_scores;
+    if ((rc = indexer_scores_flag("logits", args_get(flags, N_FLAGS(flags), "--indexer-scores"), use_cuda, ix_dir,
+                                  &ix_scores)))
+        return rc;
     const char *out = flags[2].value;
 
     Status st;
@@ -318,7 +336,8 @@ int cmd_logits(int argc, char **argv) {
     if (npy_writer_open(&w, out, T, V, &st)) goto done;
     hidden = xmalloc(sizeof(float) * (size_t)T * H);
     double t_fwd = omp_get_wtime();
-    const ForwardOpts fo = {.sparse = sparse ? &sp : NULL, .indexer = ix_dir ? &set : NULL, .prof = &prof};
+    const ForwardOpts fo = {.sparse = sparse ? &sp : NULL, .indexer = ix_dir ? &set : NULL, .prof = &prof,
+                            .indexer_scores = ix_scores};
     backbone_hidden(&bb, ids, T, hidden, &fo);
     t_fwd = omp_get_wtime() - t_fwd;
     // The logits go out in row chunks: [T, vocab] never sits in memory at once.
@@ -461,6 +480,7 @@ int cmd_eval(int argc, char **argv) {
         {"--indexer", 1, "trained indexer folder (spindle export): adds indexer rows at every (k, b_sel)", NULL},
         {"--device", 1, "cpu (default) or cuda", NULL},
         {"--precision", 1, "with --device cuda: fp32 (default), mixed or bf16 (see spindle logits)", NULL},
+        {"--indexer-scores", 1, "with --device cuda and --indexer: how the indexer scores keys, fp32, tf32 or bf16 (default: the precision's: fp32 in fp32 and mixed; in bf16, tf32 per query and fused bf16 block sums block-shared)", NULL},
     };
     const int nf = N_FLAGS(flags);
     char *cmdline = command_line(argc, argv);  // before parsing rewrites --flag=value entries
@@ -482,6 +502,10 @@ int cmd_eval(int argc, char **argv) {
     }
     if (cli_threads("eval", args_get(flags, nf, "--threads")) ||
         backbone_flags("eval", args_get(flags, nf, "--device"), args_get(flags, nf, "--precision"), &use_cuda, &prec))
+        goto usage;
+    int ix_scores;
+    if (indexer_scores_flag("eval", args_get(flags, nf, "--indexer-scores"), use_cuda, args_get(flags, nf, "--indexer"),
+                            &ix_scores))
         goto usage;
     if (cli_positive("eval", "--ctx", args_get(flags, nf, "--ctx"), &ctx) ||
         cli_list("eval", "--k", args_get(flags, nf, "--k"), 1, ks, &n_k) ||
@@ -621,7 +645,7 @@ int cmd_eval(int argc, char **argv) {
     }
     if (backbone_open(&bb, &m, use_cuda, prec, &st)) goto done;
     EvalOpts o = {ctx, ks, n_k, bsels, n_b, ix_dir ? &set : NULL, n_seq, 1, tok, tasks, n_tasks, depths,
-                  n_depths, task_n, (uint64_t)seed, bb.gpu};
+                  n_depths, task_n, (uint64_t)seed, bb.gpu, ix_scores};
     if (eval_run(&m, ids, n, &o, &res, &n_res, &st)) goto done;
     char date[32];
     const time_t now = time(NULL);

@@ -84,7 +84,7 @@ static void run_config(const Model *m, const EvalOpts *o, int c, const int32_t *
     const Backbone bb = {m, o->gpu};
     backbone_hidden(&bb, ids, T, hidden, &(ForwardOpts){.sparse = mode == EVAL_DENSE ? NULL : &sp,
                                                        .indexer = mode == EVAL_INDEXER ? o->indexer : NULL,
-                                                       .stats = stats});
+                                                       .stats = stats, .indexer_scores = o->indexer_scores});
 }
 
 // Wilson score interval for k successes in n trials (95%).

@@ -315,7 +315,7 @@ int teacher_run(const TeacherOpts *o, Status *st) {
     }
     if (backbone_open(&bb, &m, o->use_cuda, o->precision, st)) goto done;
     Capture cap = {slot, xs, ls, D, Hq, 0};
-    ForwardTap tap = {capture_fn, &cap};
+    ForwardTap tap = {capture_fn, &cap, TAP_XN | TAP_LSE};  // shards hold x and lse; q and k are never read
     const ForwardOpts fo = {.tap = &tap, .stop_after_tap = h->layers[L - 1] + 1};
 
     const int64_t first_new = seq;
