@@ -117,6 +117,23 @@ int export_indexer(const char *run_dir, const char *out_dir, int64_t at_step, in
         }
         seen[l] = 1;
     }
+    {  // An export never holds a layer that is not full attention (checked against the
+       // run's model while its config.json is there; the trainer checked it too).
+        const cJSON *mdir = cJSON_GetObjectItemCaseSensitive(run, "model");
+        ModelConfig mc;
+        Status ignored;
+        if (cJSON_IsString(mdir) && config_load(&mc, mdir->valuestring, &ignored) == 0) {
+            int bad = -1;
+            cJSON_ArrayForEach(e, layers) if (bad < 0 && (e->valueint >= mc.n_layers ||
+                                                         mc.layer_kinds[e->valueint] != LAYER_FULL_ATTENTION)) bad = e->valueint;
+            config_free(&mc);
+            if (bad >= 0) {
+                status_fail(st, "%s: \"layers\": %d is not a full-attention layer of %s; indexers cover "
+                                "full-attention layers only", path, bad, mdir->valuestring);
+                goto done;
+            }
+        }
+    }
     rs.n_layers = L, rs.n_params = indexer_n_params(&c);
     if (run_state_sizes_fit(run_dir, at_step, L, rs.n_params, st)) {
         if (at_step < 0 && run_state_latest(run_dir, &(int64_t){0}, st))

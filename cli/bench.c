@@ -50,6 +50,8 @@
         {"--max-oracle-ctx", 1, "longest ctx for the oracle-selection kernel (default 32768)", NULL}, \
         {"--max-train-ctx", 1, "longest ctx for the training-step kernel (default 32768)", NULL}, \
         {"--max-oracle-ttft-ctx", 1, "longest ctx for the oracle TTFT (default 8192)", NULL}, \
+        {"--indexer-scores", 1, "how the TTFT runs' indexer scores keys: fp32, tf32 or bf16 (default: bf16's, i.e. " \
+                                "tf32 per query and fused bf16 block sums block-shared)", NULL}, \
     }
 static const char *const BENCH_REQUIRED[] = {"--ctx", "--json", NULL};
 #define BENCH_NO_CUDA "spindle " CMD ": built without CUDA; bench needs a build configured with -DSPINDLE_CUDA=ON"
@@ -65,6 +67,7 @@ typedef struct {
     const char *model_dir, *synth;
     int ctxs[64], n_ctx, k, bsel, n_layers, max_reps, ttft_reps;
     int max_fp32, max_oracle, max_train, max_oracle_ttft;
+    int ix_scores;  // FwdIndexerScores of the TTFT runs (model/forward.h)
     int want_ttft[N_TTFT_RUNS];
 } BenchArgs;
 
@@ -100,6 +103,7 @@ static int bench_args(const Flag *flags, int nf, BenchArgs *a) {
         ((v = args_get(flags, nf, "--max-oracle-ttft-ctx")) &&
          cli_positive(CMD, "--max-oracle-ttft-ctx", v, &a->max_oracle_ttft)))
         return -1;
+    if (cli_indexer_scores(CMD, args_get(flags, nf, "--indexer-scores"), &a->ix_scores)) return -1;
     a->max_reps = (int)reps_max, a->ttft_reps = (int)reps_ttft;
     int max_ctx = 0;
     for (int i = 0; i < a->n_ctx; i++) max_ctx = a->ctxs[i] > max_ctx ? a->ctxs[i] : max_ctx;
@@ -489,7 +493,7 @@ static void k_ttft(void *p) {
 
 // want[r]: run TTFT_RUNS[r] (the others are not recorded at all).
 static void bench_ttft(Bench *b, FwdCuda *f, const ModelConfig *c, const IndexerSet *ix, int T, int k, int bsel,
-                       int max_oracle_ttft, int ttft_reps, const int want[N_TTFT_RUNS]) {
+                       int max_oracle_ttft, int ttft_reps, const int want[N_TTFT_RUNS], int ix_scores) {
     int32_t *ids = xmalloc(sizeof(int32_t) * (size_t)T);
     uint64_t z = 12345;
     for (int t = 0; t < T; t++) z = z * 6364136223846793005ull + 1442695040888963407ull, ids[t] = (int32_t)((z >> 33) % (uint64_t)c->vocab);
@@ -502,9 +506,11 @@ static void bench_ttft(Bench *b, FwdCuda *f, const ModelConfig *c, const Indexer
         const char *note;
     } runs[] = {
         {"ttft_dense", {0}, 0, 0, 1, "bf16 GEMMs + cuDNN SDPA"},
-        {"ttft_indexer", {.sparse = &per_query, .indexer = ix}, k, 1, 1, "indexer per query, every layer"},
-        {"ttft_indexer_block", {.sparse = &block, .indexer = ix}, k, bsel, 1, "indexer block-shared (tensor-core sparse attention), every layer"},
-        {"ttft_oracle", {.sparse = &per_query}, k, 1, T <= max_oracle_ttft, "attention-mass oracle per query"},
+        {"ttft_indexer", {.sparse = &per_query, .indexer = ix, .indexer_scores = ix_scores}, k, 1, 1,
+         "indexer per query, every full-attention layer"},
+        {"ttft_indexer_block", {.sparse = &block, .indexer = ix, .indexer_scores = ix_scores}, k, bsel, 1,
+         "indexer block-shared (tensor-core sparse attention), every full-attention layer"},
+        {"ttft_oracle", {.sparse = &per_query}, k, 1, T <= max_oracle_ttft, "attention-mass oracle per query, every full-attention layer"},
     };
     for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
         if (!want[r]) continue;
@@ -573,8 +579,8 @@ int cmd_bench(int argc, char **argv) {
                             "bf16 (16-bit GEMMs + cuDNN SDPA; in the TTFT rows the indexer scores on TF32 tensor "
                             "cores per query and as fused bf16 block sums block-shared, block-shared sparse attention "
                             "on bf16 tensor cores; oracle and per-query sparse attention fp32)");
-    const char *ix_scores = getenv("SPINDLE_INDEXER_SCORES");
-    cJSON_AddStringToObject(env, "indexer_scores", ix_scores ? ix_scores : "default (tf32 per query, bf16 block-shared)");
+    cJSON_AddStringToObject(env, "indexer_scores", a.ix_scores ? cli_indexer_scores_name(a.ix_scores)
+                                                               : "default (tf32 per query, bf16 block-shared)");
     cJSON_AddNumberToObject(env, "k", k);
     cJSON_AddNumberToObject(env, "bsel", bsel);
     cJSON_AddNumberToObject(env, "d_index", indexer_config_default(c->hidden).d_index);
@@ -591,17 +597,20 @@ int cmd_bench(int argc, char **argv) {
     if (!flags[8].value) {
         if ((model_dir ? fwd_cuda_upload(&m, FWD_BF16, &f, &st) : fwd_cuda_synthetic(&m, FWD_BF16, 1, &f, &st)))
             goto done;
-        // Random indexers for every layer (the timing does not depend on training).
+        // Random indexers for every full-attention layer (the timing does not depend on
+        // training; other layer kinds never get one).
         ix.cfg = indexer_config_default(c->hidden);
         ix.n_model_layers = c->n_layers;
         ix.params = xcalloc((size_t)c->n_layers, sizeof(float *));
         const int64_t np = indexer_n_params(&ix.cfg);
         for (int l = 0; l < c->n_layers; l++) {
+            if (c->layer_kinds[l] != LAYER_FULL_ATTENTION) continue;
             ix.params[l] = xmalloc(sizeof(float) * (size_t)np);
             indexer_init(&ix.cfg, ix.params[l], 100 + (uint64_t)l);
         }
         for (int i = 0; i < n_ctx; i++)
-            bench_ttft(&b, f, c, &ix, ctxs[i], k, bsel, max_oracle_ttft, ctxs[i] > 65536 ? 1 : ttft_reps, want_ttft);
+            bench_ttft(&b, f, c, &ix, ctxs[i], k, bsel, max_oracle_ttft, ctxs[i] > 65536 ? 1 : ttft_reps, want_ttft,
+                       a.ix_scores);
     }
     save(&b);
     fprintf(stderr, "spindle " CMD ": -> %s\n", b.json);

@@ -39,3 +39,9 @@ int cli_threads(const char *cmd, const char *value);
 int cli_double(const char *cmd, const char *flag, const char *value, double lo, double hi, double *out);
 // The version baked in at build time (`git describe`; "unknown" outside a git checkout).
 const char *spindle_version(void);
+// --indexer-scores VALUE (fp32 | tf32 | bf16) into *out, a FwdIndexerScores
+// (model/forward.h); value NULL: 0, the precision's default. Returns -1 after a
+// message: the caller exits 2.
+int cli_indexer_scores(const char *cmd, const char *value, int *out);
+// The name of a FwdIndexerScores value as the flag spells it ("default" for 0).
+const char *cli_indexer_scores_name(int v);

@@ -14,6 +14,7 @@
 
 #include "args.h"
 #include "backbone.h"
+#include "cli_layers.h"
 #include "cli_util.h"
 #include "fileio.h"
 #include "forward.h"
@@ -40,51 +41,120 @@ static int indexer_layers(const IndexerSet *set, int n_layers, int *out) {
     return n;
 }
 
-// Says on stderr which attention ran: dense, the oracle (k, b_sel, every layer)
-// or an indexer (its layers, k, b_sel; the other layers dense).
+// "5,11,17" into buf: layers[0..n).
+static void layer_list(char *buf, size_t size, const int *layers, int n) {
+    size_t len = 0;
+    buf[0] = 0;
+    for (int i = 0; i < n && len + 12 < size; i++) len += (size_t)snprintf(buf + len, size - len, "%s%d", i ? "," : "", layers[i]);
+}
+
+// Says on stderr which attention ran: dense, the oracle (k, b_sel, every
+// full-attention layer) or an indexer (its layers, k, b_sel; the other
+// full-attention layers dense). Layers of other kinds run as they are.
 static void describe_sparsity(const char *cmd, const Sparsity *sp, const IndexerSet *set, const char *ix_dir,
-                              int n_layers, int T) {
+                              const ModelConfig *c, int T) {
+    const int n_layers = c->n_layers;
     if (!sp) {
         fprintf(stderr, "spindle %s: attention: dense at all %d layers\n", cmd, n_layers);
         return;
     }
+    int *ls = xmalloc(sizeof(int) * (size_t)(n_layers > 0 ? n_layers : 1));
+    char list[4096], others[128] = "";
+    const int n_full = cli_full_layers(c->layer_kinds, n_layers, ls);
+    if (n_full < n_layers)
+        snprintf(others, sizeof others, "; the %d other layers run as they are", n_layers - n_full);
     const char *full = sp->topk >= T ? " (k >= the sequence length: every key kept, i.e. dense exactly)" : "";
     if (!set) {
-        fprintf(stderr, "spindle %s: attention: oracle at all %d layers, k %d, b_sel %d%s\n", cmd, n_layers, sp->topk,
-                sp->bsel, full);
+        if (n_full == n_layers)
+            fprintf(stderr, "spindle %s: attention: oracle at all %d layers, k %d, b_sel %d%s\n", cmd, n_layers,
+                    sp->topk, sp->bsel, full);
+        else {
+            layer_list(list, sizeof list, ls, n_full);
+            fprintf(stderr, "spindle %s: attention: oracle at the %d full-attention layers (%s) of %d, k %d, b_sel %d%s%s\n",
+                    cmd, n_full, list, n_layers, sp->topk, sp->bsel, others, full);
+        }
+        free(ls);
         return;
     }
-    int *ls = xmalloc(sizeof(int) * (size_t)(n_layers > 0 ? n_layers : 1));
     const int nl = indexer_layers(set, n_layers, ls);
-    fprintf(stderr, "spindle %s: attention: indexer %s at %d of %d layers (", cmd, ix_dir, nl, n_layers);
-    for (int i = 0; i < nl; i++) fprintf(stderr, "%s%d", i ? "," : "", ls[i]);
-    fprintf(stderr, "), k %d, b_sel %d, the other layers dense%s\n", sp->topk, sp->bsel, full);
+    layer_list(list, sizeof list, ls, nl);
+    fprintf(stderr, "spindle %s: attention: indexer %s at %d of %d %slayers (%s), k %d, b_sel %d, the other %slayers "
+                    "dense%s%s\n", cmd, ix_dir, nl, n_full, n_full == n_layers ? "" : "full-attention ", list, sp->topk,
+            sp->bsel, n_full == n_layers ? "" : "full-attention ", others, full);
     free(ls);
 }
 
-// Loads the exported indexer in dir for model m (its fingerprint must match).
+// Loads the exported indexer in dir for model m (its fingerprint must match;
+// it may cover full-attention layers only).
 static int load_indexer(IndexerSet *set, const char *dir, const Model *m, const char *model_dir, Status *st) {
     char fp[65];
     if (model_fingerprint(model_dir, &m->st, fp, st)) return -1;
     if (indexer_set_load(set, dir, m->cfg.n_layers, fp, st)) return -1;
-    if (set->cfg.d_model != m->cfg.hidden)
-        return status_fail(st, "%s: indexer d_model %d, model hidden size %d", dir, set->cfg.d_model, m->cfg.hidden);
+    if (set->cfg.d_model != m->cfg.hidden) {
+        status_fail(st, "%s: indexer d_model %d, model hidden size %d", dir, set->cfg.d_model, m->cfg.hidden);
+        indexer_set_free(set);
+        return -1;
+    }
+    for (int l = 0; l < set->n_model_layers && l < m->cfg.n_layers; l++)
+        if (set->params[l] && m->cfg.layer_kinds[l] != LAYER_FULL_ATTENTION) {
+            status_fail(st, "%s/config.json: holds an indexer for layer %d, a %s layer of %s; indexers cover "
+                            "full_attention layers only", dir, l, cli_layer_kind_name(m->cfg.layer_kinds[l]), model_dir);
+            indexer_set_free(set);
+            return -1;
+        }
+    return 0;
+}
+
+// --indexer-scores of cmd: a FwdIndexerScores into *out. It chooses how the GPU
+// forward's indexer scores keys, so it needs --device cuda and --indexer.
+// Returns 0 or the exit code 2 after a message.
+static int indexer_scores_flag(const char *cmd, const char *value, int use_cuda, const char *ix_dir, int *out) {
+    if (cli_indexer_scores(cmd, value, out)) return 2;
+    if (value && (!use_cuda || !ix_dir)) {
+        fprintf(stderr, "spindle %s: --indexer-scores needs --device cuda and --indexer (the CPU twin's indexer "
+                        "scores in fp32)\n", cmd);
+        return 2;
+    }
     return 0;
 }
 
 int cmd_info(int argc, char **argv) {
-    Flag flags[] = {{"--model", 1, "model folder (config.json + safetensors)", NULL}};
+    Flag flags[] = {
+        {"--model", 1, "model folder (config.json + safetensors)", NULL},
+        {"--indexer", 1, "exported indexer folder (spindle export) for this model: say which layers it covers", NULL},
+    };
     int rc = cli_parse(argc, argv, flags, N_FLAGS(flags), "info", (const char *const[]){"--model", NULL});
     if (rc) return rc;
     Status st;
     Model m;
     if (model_load(&m, flags[0].value, &st)) return cli_fail("info", &st);
+    IndexerSet set = {0};
+    if (flags[1].value && load_indexer(&set, flags[1].value, &m, flags[0].value, &st)) {
+        model_free(&m);
+        return cli_fail("info", &st);
+    }
     const ModelConfig *c = &m.cfg;
     const RopeConfig *r = &c->rope;
     printf("model          %s\n", flags[0].value);
     printf("family         %s\n", config_family_name(c->family));
     printf("hidden         %d\n", c->hidden);
-    printf("layers         %d\n", c->n_layers);
+    {  // "18 (15 sliding_attention, 3 full_attention: 5 11 17)"
+        int *full = xmalloc(sizeof(int) * (size_t)c->n_layers);
+        const int n_full = cli_full_layers(c->layer_kinds, c->n_layers, full);
+        printf("layers         %d (", c->n_layers);
+        for (int k = LAYER_FULL_ATTENTION + 1; k <= LAYER_SLIDING_ATTENTION; k++) {
+            int n = 0;
+            for (int l = 0; l < c->n_layers; l++) n += c->layer_kinds[l] == (LayerKind)k;
+            if (n) printf("%d %s, ", n, cli_layer_kind_name((LayerKind)k));
+        }
+        printf("%d full_attention", n_full);
+        if (n_full < c->n_layers) {
+            printf(":");
+            for (int i = 0; i < n_full; i++) printf(" %d", full[i]);
+        }
+        printf(")\n");
+        free(full);
+    }
     printf("heads          %d query, %d key/value (group %d), head_dim %d\n", c->n_heads,
            c->n_kv_heads, c->n_heads / c->n_kv_heads, c->head_dim);
     printf("intermediate   %d (SwiGLU)\n", c->intermediate);
@@ -99,7 +169,19 @@ int cmd_info(int argc, char **argv) {
     printf("biases         q/k/v %s, o %s, mlp %s\n", c->attention_bias ? "yes" : "no",
            c->o_bias ? "yes" : "no", c->mlp_bias ? "yes" : "no");
     printf("embeddings     %s\n", c->tie_embeddings ? "tied" : "untied");
-    printf("layer kinds    %d x full_attention (GQA)\n", c->n_layers);
+    printf("layer kinds   ");
+    for (int l = 0; l < c->n_layers; l++) printf(" %s", c->layer_kinds[l] == LAYER_FULL_ATTENTION ? "F" : "S");
+    printf("  (F full_attention, GQA: the method acts here; S sliding_attention)\n");
+    if (flags[1].value) {
+        int *ls = xmalloc(sizeof(int) * (size_t)c->n_layers);
+        const int nl = indexer_layers(&set, c->n_layers, ls);
+        printf("indexer        %s: %d of %d full-attention layers:", flags[1].value, nl,
+               cli_full_layers(c->layer_kinds, c->n_layers, NULL));
+        for (int i = 0; i < nl; i++) printf(" %d", ls[i]);
+        printf(" (%s, d_I %d, default k %d, b_sel %d)\n", set.cfg.variant == INDEXER_EXPANDED ? "expanded" : "collapsed",
+               set.cfg.d_index, set.default_k, set.default_bsel);
+        free(ls);
+    }
     printf("parameters     %lld (%.1fM)\n", (long long)m.n_params, m.n_params / 1e6);
     printf("weights        %d file(s), %d tensors, dtype %s\n", m.st.n_files, m.st.n_tensors,
            m.st.n_tensors ? m.st.tensors[0].dtype_name : "-");
@@ -110,6 +192,7 @@ int cmd_info(int argc, char **argv) {
 #else
     printf("cuda           not built (configure with -DSPINDLE_CUDA=ON)\n");
 #endif
+    indexer_set_free(&set);
     model_free(&m);
     return 0;
 }
@@ -170,6 +253,7 @@ int cmd_logits(int argc, char **argv) {
         {"--indexer", 1, "trained indexer folder (spindle export): it picks the supports", NULL},
         {"--k", 1, "keys kept per support with --indexer (default: the export's default_k)", NULL},
         {"--precision", 1, "with --device cuda: fp32 (default, the reference), mixed (16-bit layer GEMMs) or bf16 (mixed + cuDNN bf16 attention)", NULL},
+        {"--indexer-scores", 1, "with --device cuda and --indexer: how the indexer scores keys, fp32, tf32 or bf16 (default: the precision's: fp32 in fp32 and mixed; in bf16, tf32 per query and fused bf16 block sums block-shared)", NULL},
     };
     int rc = cli_parse(argc, argv, flags, N_FLAGS(flags), "logits",
                        (const char *const[]){"--model", "--ids", "--out", NULL});
@@ -196,6 +280,10 @@ int cmd_logits(int argc, char **argv) {
                              args_get(flags, N_FLAGS(flags), "--precision"), &use_cuda, &prec)))
         return rc;
     if ((rc = cli_threads("logits", args_get(flags, N_FLAGS(flags), "--threads")))) return rc;
+    int ix_scores;
+    if ((rc = indexer_scores_flag("logits", args_get(flags, N_FLAGS(flags), "--indexer-scores"), use_cuda, ix_dir,
+                                  &ix_scores)))
+        return rc;
     const char *out = flags[2].value;
 
     Status st;
@@ -235,7 +323,7 @@ int cmd_logits(int argc, char **argv) {
         sp.bsel = T;
     }
     if (sparse && sp.topk > T) sp.topk = T;  // k >= T keeps every key either way (dense exactly)
-    describe_sparsity("logits", sparse ? &sp : NULL, ix_dir ? &set : NULL, ix_dir, m.cfg.n_layers, T);
+    describe_sparsity("logits", sparse ? &sp : NULL, ix_dir ? &set : NULL, ix_dir, &m.cfg, T);
 
     NpyWriter w;
     rc = 1;
@@ -248,7 +336,8 @@ int cmd_logits(int argc, char **argv) {
     if (npy_writer_open(&w, out, T, V, &st)) goto done;
     hidden = xmalloc(sizeof(float) * (size_t)T * H);
     double t_fwd = omp_get_wtime();
-    const ForwardOpts fo = {.sparse = sparse ? &sp : NULL, .indexer = ix_dir ? &set : NULL, .prof = &prof};
+    const ForwardOpts fo = {.sparse = sparse ? &sp : NULL, .indexer = ix_dir ? &set : NULL, .prof = &prof,
+                            .indexer_scores = ix_scores};
     backbone_hidden(&bb, ids, T, hidden, &fo);
     t_fwd = omp_get_wtime() - t_fwd;
     // The logits go out in row chunks: [T, vocab] never sits in memory at once.
@@ -391,6 +480,7 @@ int cmd_eval(int argc, char **argv) {
         {"--indexer", 1, "trained indexer folder (spindle export): adds indexer rows at every (k, b_sel)", NULL},
         {"--device", 1, "cpu (default) or cuda", NULL},
         {"--precision", 1, "with --device cuda: fp32 (default), mixed or bf16 (see spindle logits)", NULL},
+        {"--indexer-scores", 1, "with --device cuda and --indexer: how the indexer scores keys, fp32, tf32 or bf16 (default: the precision's: fp32 in fp32 and mixed; in bf16, tf32 per query and fused bf16 block sums block-shared)", NULL},
     };
     const int nf = N_FLAGS(flags);
     char *cmdline = command_line(argc, argv);  // before parsing rewrites --flag=value entries
@@ -412,6 +502,10 @@ int cmd_eval(int argc, char **argv) {
     }
     if (cli_threads("eval", args_get(flags, nf, "--threads")) ||
         backbone_flags("eval", args_get(flags, nf, "--device"), args_get(flags, nf, "--precision"), &use_cuda, &prec))
+        goto usage;
+    int ix_scores;
+    if (indexer_scores_flag("eval", args_get(flags, nf, "--indexer-scores"), use_cuda, args_get(flags, nf, "--indexer"),
+                            &ix_scores))
         goto usage;
     if (cli_positive("eval", "--ctx", args_get(flags, nf, "--ctx"), &ctx) ||
         cli_list("eval", "--k", args_get(flags, nf, "--k"), 1, ks, &n_k) ||
@@ -535,16 +629,23 @@ int cmd_eval(int argc, char **argv) {
     }
     const int L = m.cfg.n_layers;
     full_layers = xmalloc(sizeof(int) * (size_t)L), ix_layers = xmalloc(sizeof(int) * (size_t)L);
-    for (int l = 0; l < L; l++) full_layers[l] = l;  // every layer kind here is full attention (model/config.h)
+    // The method acts at the full-attention layers only; other kinds run as they are.
+    const int n_full = cli_full_layers(m.cfg.layer_kinds, L, full_layers);
     if (ix_dir) {
         n_ix = indexer_layers(&set, L, ix_layers);
-        fprintf(stderr, "spindle eval: indexer %s covers %d of %d layers (", ix_dir, n_ix, L);
+        fprintf(stderr, "spindle eval: indexer %s covers %d of %d full-attention layers (", ix_dir, n_ix, n_full);
         for (int i = 0; i < n_ix; i++) fprintf(stderr, "%s%d", i ? "," : "", ix_layers[i]);
-        fprintf(stderr, "); indexer rows run the other layers dense, oracle rows are sparse at all %d\n", L);
+        fprintf(stderr, "); indexer rows run the other full-attention layers dense, oracle rows are sparse at all %d\n",
+                n_full);
+    }
+    if (n_full < L) {
+        fprintf(stderr, "spindle eval: the oracle and indexers act at the %d full-attention layers (", n_full);
+        for (int i = 0; i < n_full; i++) fprintf(stderr, "%s%d", i ? "," : "", full_layers[i]);
+        fprintf(stderr, ") of %d; recall and sparsity average over those\n", L);
     }
     if (backbone_open(&bb, &m, use_cuda, prec, &st)) goto done;
     EvalOpts o = {ctx, ks, n_k, bsels, n_b, ix_dir ? &set : NULL, n_seq, 1, tok, tasks, n_tasks, depths,
-                  n_depths, task_n, (uint64_t)seed, bb.gpu};
+                  n_depths, task_n, (uint64_t)seed, bb.gpu, ix_scores};
     if (eval_run(&m, ids, n, &o, &res, &n_res, &st)) goto done;
     char date[32];
     const time_t now = time(NULL);
@@ -552,7 +653,7 @@ int cmd_eval(int argc, char **argv) {
     const char **sum_ptrs = xmalloc(sizeof(char *) * (size_t)n_files);
     for (int i = 0; i < n_files; i++) sum_ptrs[i] = sums[i];
     const char *prec_name = !use_cuda ? "fp32" : args_get(flags, nf, "--precision") ? args_get(flags, nf, "--precision") : "fp32";
-    const EvalProvenance prov = {flags[0].value, fp, L, full_layers, L, ix_dir, ix_layers, n_ix,
+    const EvalProvenance prov = {flags[0].value, fp, L, full_layers, n_full, ix_dir, ix_layers, n_ix,
                                  ids_path ? "ids" : "text", (const char *const *)files, sum_ptrs, n_files,
                                  ks, bsels, n_k, n_b, ctx, use_cuda ? "cuda" : "cpu", prec_name, cmdline,
                                  spindle_version(), date};

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "backbone.h"
+#include "cli_layers.h"
 #include "cli_util.h"
 #include "commands.h"
 #include "export.h"
@@ -210,7 +211,7 @@ int cmd_train(int argc, char **argv) {
         {"--shards", 1, "teacher shards folder, spindle teacher --out (required unless --resume)", NULL},
         {"--out", 1, "run folder: config.json, checkpoints/, log.jsonl, metrics.csv", NULL},
         {"--heldout", 1, "held-out shards folder for recall@k every --eval-every steps", NULL},
-        {"--layers", 1, "layers to train (default: every layer in the shards)", NULL},
+        {"--layers", 1, "full-attention layers to train (default: every layer in the shards)", NULL},
         {"--steps", 1, "optimizer steps, one teacher sequence each (default 200; with --resume, larger extends the run)", NULL},
         {"--lr", 1, "peak learning rate (default 3e-3)", NULL},
         {"--warmup", 1, "linear warm-up steps (default 20), then cosine to --min-lr-frac", NULL},
@@ -277,8 +278,15 @@ int cmd_train(int argc, char **argv) {
         ModelConfig mc;
         if (config_load(&mc, tc.model_dir, &st)) return cli_fail(CMD, &st);
         tc.icfg = indexer_config_default(mc.hidden);
+        rc = apply_flags(&tc, flags, nf);
+        // Indexers are trained for full-attention layers only (a layer past the
+        // model is not in the shards either: the trainer says so).
+        for (int i = 0; !rc && args_get(flags, nf, "--layers") && i < tc.n_layers; i++)
+            if (tc.layers[i] < mc.n_layers &&
+                cli_check_layers(CMD, "--layers", &tc.layers[i], 1, mc.layer_kinds, mc.n_layers))
+                rc = 2;
         config_free(&mc);
-        if ((rc = apply_flags(&tc, flags, nf))) return rc;
+        if (rc) return rc;
         tc.schedule_steps = tc.steps;
     } else {
         run = tc;

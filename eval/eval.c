@@ -56,14 +56,23 @@ static Sparsity config_of(const EvalOpts *o, int c) {
     return sp;
 }
 
-// The layers that run sparse in configuration c: none (dense), every layer
-// (the oracle), the layers the indexer covers.
+// The full-attention layers of the model: the only ones the method acts at
+// (docs/design.md, "Hybrid stacks"); the forward's SparseStats sum over them.
+static int n_full_layers(const Model *m) {
+    int n = 0;
+    for (int l = 0; l < m->cfg.n_layers; l++) n += m->cfg.layer_kinds[l] == LAYER_FULL_ATTENTION;
+    return n;
+}
+
+// The layers that run sparse in configuration c: none (dense), every
+// full-attention layer (the oracle), the full-attention layers the indexer covers.
 static int n_sparse_layers(const Model *m, const EvalOpts *o, int c) {
     const EvalMode mode = mode_of(o, c);
     if (mode == EVAL_DENSE) return 0;
-    if (mode == EVAL_ORACLE) return m->cfg.n_layers;
+    if (mode == EVAL_ORACLE) return n_full_layers(m);
     int n = 0;
-    for (int l = 0; l < m->cfg.n_layers && l < o->indexer->n_model_layers; l++) n += o->indexer->params[l] != NULL;
+    for (int l = 0; l < m->cfg.n_layers && l < o->indexer->n_model_layers; l++)
+        n += o->indexer->params[l] != NULL && m->cfg.layer_kinds[l] == LAYER_FULL_ATTENTION;
     return n;
 }
 
@@ -75,7 +84,7 @@ static void run_config(const Model *m, const EvalOpts *o, int c, const int32_t *
     const Backbone bb = {m, o->gpu};
     backbone_hidden(&bb, ids, T, hidden, &(ForwardOpts){.sparse = mode == EVAL_DENSE ? NULL : &sp,
                                                        .indexer = mode == EVAL_INDEXER ? o->indexer : NULL,
-                                                       .stats = stats});
+                                                       .stats = stats, .indexer_scores = o->indexer_scores});
 }
 
 // Wilson score interval for k successes in n trials (95%).
@@ -152,7 +161,10 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
              int *n_out, Status *st) {
     *out = NULL;
     *n_out = 0;
-    const int T = o->ctx, H = m->cfg.hidden, L = m->cfg.n_layers;
+    // Layer-averaged statistics average over the full-attention layers: the
+    // forward's SparseStats sum over those only.
+    const int T = o->ctx, H = m->cfg.hidden, L = n_full_layers(m);
+    if (L < 1) return status_fail(st, "the model has no full-attention layer: nothing to evaluate sparse");
     int n_seq = (int)(n_ids / (size_t)T);
     if (n_seq < 1)
         return status_fail(st, "the text has %zu tokens, fewer than --ctx %d", n_ids, T);
@@ -199,7 +211,8 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
                 SparseStats ss = {recall, support};
                 run_config(m, o, c, x, T, hs, &ss);
                 tokens += T;
-                // The dense layers of the pass add 1 to recall[t] and t + 1 to support[t] each.
+                // The dense full-attention layers of the pass add 1 to recall[t] and t + 1 to
+                // support[t] each (L: the full-attention layers).
                 const int ns = res[c].n_sparse_layers, nd = L - ns;
                 double kept = 0, kept_s = 0, causal = 0;
                 for (int t = 0; t < T; t++) {

@@ -63,6 +63,7 @@ typedef struct {
     int task_n;
     uint64_t seed;
     struct FwdCuda *gpu;  // not NULL: every forward pass runs on the GPU (model/backbone.h)
+    int indexer_scores;   // the indexer rows' ForwardOpts.indexer_scores (0: the precision's default)
 } EvalOpts;
 
 // Evaluates dense and the oracle at every (k, bsel) on windows of ids. Results

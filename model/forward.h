@@ -28,12 +28,30 @@ typedef struct {
 // read), q [T, Hq·dh] and k [T, Hkv·dh] exactly as attention uses them (after
 // bias, q/k norm and RoPE), and lse [Hq, T] the per-head log-sum-exp of the
 // dense attention scores (NULL when the oracle replaces attention).
+// wants says which of the four fn reads: a forward passes NULL for the others
+// and need not produce them for the tap (the GPU forward then skips their copy
+// to the host). 0 means all four, so a tap that does not say gets everything.
+enum { TAP_XN = 1u, TAP_Q = 2u, TAP_K = 4u, TAP_LSE = 8u, TAP_ALL = 15u };
 typedef struct {
     void (*fn)(void *ctx, int layer, const float *xn, const float *q, const float *k, const float *lse, int T);
     void *ctx;
+    unsigned wants;  // TAP_XN | TAP_Q | TAP_K | TAP_LSE; 0: TAP_ALL
 } ForwardTap;
 
 struct IndexerSet;  // kernels/indexer.h
+
+// How a trained indexer scores keys in the GPU forward (ForwardOpts.indexer_scores):
+// FWD_IX_SCORES_DEFAULT (0, what a zero-initialised ForwardOpts holds) is the
+// precision's default — fp32 in the fp32 and mixed modes; in bf16, TF32 tensor
+// cores per query and fused bf16 tensor-core block sums block-shared. The others
+// are 1 + the IndexerScores value of kernels/indexer_cuda.h:
+// (IndexerScores)(v − 1) for v > 0. The CPU twin always scores in fp32.
+typedef enum {
+    FWD_IX_SCORES_DEFAULT = 0,
+    FWD_IX_SCORES_FP32 = 1,  // 1 + IX_SCORES_FP32
+    FWD_IX_SCORES_TF32 = 2,  // 1 + IX_SCORES_TF32: TF32 score GEMM (+ block aggregation for blocks)
+    FWD_IX_SCORES_BF16 = 3,  // 1 + IX_SCORES_BF16
+} FwdIndexerScores;
 
 typedef struct {
     const Sparsity *sparse;  // NULL: dense attention everywhere

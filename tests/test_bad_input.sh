@@ -149,6 +149,31 @@ if "$bin" bench --synthetic qwen3-8b --ctx 1024 --json "$work/b.json" >/dev/null
   echo "FAIL: bench exit 0 but no JSON"; fails=$((fails + 1))
 fi
 
+# Hybrid stacks: on a config-only Gemma 3 fixture (layers 2 and 5 full
+# attention, the others sliding), a --layers list naming a sliding layer is a
+# usage error naming the layer and its kind, refused before any weight is read
+# and before any output folder exists. Runs where the fixture is present.
+hy=$(dirname "$0")/fixtures/gemma3_new
+if [ -f "$hy/config.json" ]; then
+  printf '1 2 3 4 5 6 7 8\n' >"$work/hy_ids.txt"
+  expect 2 "teacher: --layers: layer 0 is a sliding_attention layer; .*full_attention layers only \(this model's: 2,5\)" \
+    "$bin" teacher --model "$hy" --ids "$work/hy_ids.txt" --ctx 8 --out "$work/hy_shards" --layers 0
+  expect 2 "teacher: --layers: layer 3 is a sliding_attention layer" \
+    "$bin" teacher --model "$hy" --ids "$work/hy_ids.txt" --ctx 8 --out "$work/hy_shards" --layers 2-3
+  expect 2 "teacher: --layers: layer 7 does not exist \(the model has 7 layers" \
+    "$bin" teacher --model "$hy" --ids "$work/hy_ids.txt" --ctx 8 --out "$work/hy_shards" --layers 5,7
+  expect 2 "train: --layers: layer 6 is a sliding_attention layer" \
+    "$bin" train --model "$hy" --shards "$work/hy_shards" --out "$work/hy_run" --layers 2,6
+  n=$((n + 1))
+  if [ -e "$work/hy_shards" ] || [ -e "$work/hy_run" ]; then
+    echo "FAIL: a refused hybrid --layers left a folder"; fails=$((fails + 1))
+  else
+    echo "ok: the refused hybrid runs left no folder"
+  fi
+else
+  echo "skip: $hy absent (hybrid --layers refusals)"
+fi
+
 # And the good path writes the file (so the checks above can tell the difference).
 rm -f "$work/out.npy"
 if "$bin" logits --model "$good" --ids "$good/ids.txt" --out "$work/out.npy" 2>/dev/null && [ -s "$work/out.npy" ] && [ ! -e "$work/out.npy.tmp" ]; then

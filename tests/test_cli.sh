@@ -120,6 +120,13 @@ expect 2 "--max-reps must be an integer in \[1, 60\]" "$bin" bench --synthetic q
 expect 2 "--bsel 4096 is longer than the longest --ctx 1024" "$bin" bench --synthetic qwen3-8b --ctx 1024 --bsel 4096 --json "$work/b.json"
 expect 2 "--synthetic must be" "$bin" bench --synthetic qwen9 --ctx 1024 --json "$work/b.json"
 expect 2 "--device must be cuda" "$bin" bench --synthetic qwen3-8b --ctx 1024 --device cpu --json "$work/b.json"
+# --indexer-scores: a value out of fp32|tf32|bf16, or without the GPU indexer forward it chooses for, is a usage error.
+expect 2 "--indexer-scores must be fp32, tf32 or bf16 \(got \"fp16\"\)" "$bin" logits --model "$good" --ids "$good/ids.txt" --out "$work/x.npy" --indexer x --indexer-scores fp16
+expect 2 "--indexer-scores needs --device cuda and --indexer" "$bin" logits --model "$good" --ids "$good/ids.txt" --out "$work/x.npy" --indexer x --indexer-scores tf32
+expect 2 "--indexer-scores needs --device cuda and --indexer" "$bin" logits --model "$good" --ids "$good/ids.txt" --out "$work/x.npy" --indexer-scores bf16
+expect 2 "--indexer-scores must be fp32, tf32 or bf16 \(got \"TF32\"\)" "$bin" eval --model "$good" --ids "$good/ids.txt" --ctx 16 --k 8 --bsel 1 --json "$work/e.json" --indexer x --indexer-scores TF32
+expect 2 "--indexer-scores needs --device cuda and --indexer" "$bin" eval --model "$good" --ids "$good/ids.txt" --ctx 16 --k 8 --bsel 1 --json "$work/e.json" --indexer x --indexer-scores fp32
+expect 2 "--indexer-scores must be fp32, tf32 or bf16 \(got \"half\"\)" "$bin" bench --synthetic qwen3-8b --ctx 1024 --indexer-scores half --json "$work/b.json"
 check "a refused eval or bench wrote nothing" "[ ! -e '$work/e.json' ] && [ ! -e '$work/b.json' ]"
 if [ $cuda = 0 ]; then  # good flags on a CPU build: a runtime failure (exit 1), saying why
   expect 1 "built without CUDA" "$bin" bench --synthetic=qwen3-8b --ctx=1024 --json="$work/b.json"

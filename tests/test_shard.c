@@ -855,7 +855,7 @@ static int run_verify(const char *model_dir, const char *shard_dir, const char *
                    ids_path);
             // A fresh dense forward, capturing every stored layer.
             Cap cap = {h, fx, fl, D, Hq};
-            ForwardTap tap = {cap_fn, &cap};
+            ForwardTap tap = {cap_fn, &cap, TAP_XN | TAP_LSE};
             forward_hidden(&m, tok, T, hidden, &(ForwardOpts){.tap = &tap});
             for (int li = 0; li < h->n_layers; li++) {
                 int l = h->layers[li];

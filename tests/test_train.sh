@@ -184,6 +184,12 @@ check "a checkpoint named beyond the run's steps is refused; the run resumes fro
 # Export, and its safetensors read back.
 "$bin" export --run "$work/full" --out "$work/idx" 2>/dev/null
 check "export wrote model.safetensors + config.json" "[ -s '$work/idx/model.safetensors' ] && [ -s '$work/idx/config.json' ]"
+"$bin" info --model "$g" --indexer "$work/idx" >"$work/info.out" 2>"$work/err"; rc=$?
+check "info --indexer says which layers it covers; info lists the layer kinds" \
+  "[ $rc = 0 ] && grep -q '^indexer .*: 2 of 2 full-attention layers: 0 1 (collapsed, d_I 16' '$work/info.out' &&
+   grep -q '^layers  *2 (2 full_attention)' '$work/info.out'"
+"$bin" info --model "$goldens/qwen2_bias_legacy" --indexer "$work/idx" >/dev/null 2>"$work/err"; rc=$?
+check "info --indexer of another checkpoint: exit 1" "[ $rc = 1 ] && grep -q 'another checkpoint' '$work/err'"
 "$bin" export --run "$work/full" --out "$work/idx" 2>"$work/err"; rc=$?
 check "export refuses an existing --out" "[ $rc = 1 ]"
 # Hostile --out names with a leftover OUT.tmp: removed with the C library, never a shell.

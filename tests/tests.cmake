@@ -38,6 +38,10 @@ add_test(NAME gemma3_config COMMAND test_gemma3_config fixtures ${CMAKE_SOURCE_D
 # The real Gemma 3 270M (scripts/get-gemma3.sh): its layer kinds, window, RoPE bases and scales.
 add_test(NAME gemma3_270m_load COMMAND test_gemma3_config real ${CMAKE_SOURCE_DIR}/models/gemma3-270m)
 set_tests_properties(gemma3_270m_load PROPERTIES SKIP_RETURN_CODE 77)
+# The layer selection of every command on a faked hybrid stack (cli/cli_layers.h).
+add_executable(test_cli_layers tests/test_cli_layers.c)
+target_link_libraries(test_cli_layers PRIVATE spindle_cli)
+add_test(NAME cli_layers COMMAND test_cli_layers ${TEST_TMP})
 
 add_test(NAME parser_refusals COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_parser_refusals.sh
          $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/parser_refusals)
@@ -105,10 +109,11 @@ set(layering_cases
   "spindle_kernels|ops.h,indexer.h,indexer_ops.h,status.h,rng.h|model.h,forward.h,config.h,rope.h,export.h"
   "spindle_model|forward.h,backbone.h,tokenizer.h,indexer.h,fileio.h|shard.h,corpus.h,npy.h,export.h,trainer.h"
   "spindle_data|shard.h,corpus.h,ids.h,npy.h,model.h|export.h,run_state.h,trainer.h,eval.h,cli_util.h"
-  "spindle_checkpoints|export.h,run_state.h,shard.h|trainer.h,adamw.h,eval.h,cli_util.h"
-  "spindle_train|trainer.h,adamw.h,export.h|eval.h,retrieval.h,cli_util.h,commands.h"
-  "spindle_eval|eval.h,retrieval.h,export.h|trainer.h,schedule.h,cli_util.h,commands.h"
-  "spindle_cli|commands.h,cli_util.h,trainer.h,eval.h|")
+  "spindle_checkpoints|export.h,run_state.h,shard.h|teacher.h,trainer.h,adamw.h,eval.h,cli_util.h"
+  "spindle_teacher|teacher.h,shard.h,corpus.h,backbone.h|export.h,run_state.h,trainer.h,eval.h,cli_util.h,cli_layers.h"
+  "spindle_train|trainer.h,adamw.h,export.h|teacher.h,eval.h,retrieval.h,cli_util.h,commands.h"
+  "spindle_eval|eval.h,retrieval.h,export.h|teacher.h,trainer.h,schedule.h,cli_util.h,commands.h"
+  "spindle_cli|commands.h,cli_util.h,cli_layers.h,teacher.h,trainer.h,eval.h|")
 set(layering_args)
 foreach(c ${layering_cases})
   string(REPLACE "|" ";" parts "${c}")

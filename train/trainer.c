@@ -489,6 +489,11 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
     if (tc->heldout_dir && shardset_open(&held, tc->heldout_dir, fp, &m.cfg, st)) goto done;
     const int T = train.hdr.ctx;
     for (int i = 0; i < tc->n_layers; i++) {
+        if (tc->layers[i] >= 0 && tc->layers[i] < m.cfg.n_layers && m.cfg.layer_kinds[tc->layers[i]] != LAYER_FULL_ATTENTION) {
+            status_fail(st, "%s/config.json: layer %d is not a full-attention layer of %s; indexers are trained for "
+                            "full-attention layers only", tc->run_dir, tc->layers[i], tc->model_dir);
+            goto done;
+        }
         int found = 0;
         for (int j = 0; j < train.hdr.n_layers; j++) found |= train.hdr.layers[j] == tc->layers[i];
         if (!found) {

@@ -1,16 +1,4 @@
-// teacher.c: `spindle teacher`, the dense forward pass that writes teacher
-// shards (data/shard.h, docs/formats.md).
-//
-// The token stream (an ids file, or text files/folders through the corpus
-// reader) is cut into non-overlapping windows of --ctx tokens; window i is
-// sequence i. Each window runs through the dense forward; a tap keeps x (the
-// normed attention input) and lse (per-head log-sum-exp) of the chosen
-// layers, and every --seqs-per-shard sequences become SHARDS/shard-NNNNN.h5,
-// written as .tmp and renamed when complete. --resume continues after the last
-// complete shard once every existing shard has been checked against this run
-// (fingerprint, ctx, layers, seqs-per-shard, x dtype, source, and the tokens
-// themselves). The forward stops after the deepest stored layer, so the cost
-// follows --layers.
+// teacher.c: see teacher.h.
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -21,64 +9,19 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "args.h"
 #include "backbone.h"
-#include "commands.h"
 #include "corpus.h"
 #include "fileio.h"
 #include "fingerprint.h"
 #include "forward.h"
 #include "ids.h"
 #include "model.h"
-#include "cli_util.h"
 #include "progress.h"
 #include "shard.h"
+#include "teacher.h"
 #include "tokenizer.h"
 
 #define CMD "teacher"
-
-// "0,3,5-7" -> sorted distinct layer indices, each a full-attention layer of c.
-static int parse_layers(const char *value, const ModelConfig *c, int *out, int *n) {
-    static char seen[SHARD_MAX_LAYERS];
-    memset(seen, 0, sizeof seen);
-    const char *p = value;
-    while (*p) {
-        char *end;
-        errno = 0;
-        long a = strtol(p, &end, 10), b = a;
-        if (end != p && *end == '-') {
-            const char *q = end + 1;
-            b = strtol(q, &end, 10);
-            if (end == q) b = -1;
-        }
-        if (end == p || errno || a < 0 || b < a || (*end && *end != ',')) {
-            fprintf(stderr, "spindle " CMD ": --layers must be comma-separated layer indices or ranges like 4-7 (got \"%s\")\n",
-                    value);
-            return -1;
-        }
-        for (long l = a; l <= b; l++) {
-            if (l >= c->n_layers || l >= SHARD_MAX_LAYERS) {
-                fprintf(stderr, "spindle " CMD ": --layers: layer %ld does not exist (the model has %d)\n", l,
-                        c->n_layers);
-                return -1;
-            }
-            if (c->layer_kinds[l] != LAYER_FULL_ATTENTION) {
-                fprintf(stderr, "spindle " CMD ": --layers: layer %ld is not a full-attention layer\n", l);
-                return -1;
-            }
-            seen[l] = 1;
-        }
-        p = *end ? end + 1 : end;
-    }
-    *n = 0;
-    for (int l = 0; l < c->n_layers && l < SHARD_MAX_LAYERS; l++)
-        if (seen[l]) out[(*n)++] = l;
-    if (!*n) {
-        fprintf(stderr, "spindle " CMD ": --layers is empty\n");
-        return -1;
-    }
-    return 0;
-}
 
 // Captures the chosen layers' x and lse during one forward.
 typedef struct {
@@ -185,7 +128,7 @@ static int check_existing(const char *out, const ShardHeader *want, const ModelC
 done:
     free(tok);
     shard_free_list(paths, n);
-    return rc;
+    return rc ? -1 : 0;
 }
 
 // "0,3,5" for the log: the stored layers, shortened past 16.
@@ -201,56 +144,13 @@ static void layer_list(char *buf, size_t size, const int *layers, int n) {
     }
 }
 
-int cmd_teacher(int argc, char **argv) {
-    Flag flags[] = {
-        {"--model", 1, "model folder (config.json + safetensors [+ tokenizer.json for --text])", NULL},
-        {"--text", 2, "text file(s) or folder(s), tokenized and concatenated (docs/data.md)", NULL},
-        {"--ids", 1, "token ids file instead of --text", NULL},
-        {"--ctx", 1, "tokens per sequence (non-overlapping windows of the stream)", NULL},
-        {"--out", 1, "shard folder: shard-00000.h5, shard-00001.h5, ...", NULL},
-        {"--layers", 1, "layers to store, e.g. 0,4,8-11 (default: every full-attention layer)", NULL},
-        {"--seqs-per-shard", 1, "sequences per shard file (default 8)", NULL},
-        {"--max-seq", 1, "stop after this many sequences (default: every full window)", NULL},
-        {"--resume", 0, "continue after the last complete shard of --out (an empty or missing --out starts fresh)", NULL},
-        {"--threads", 1, "OpenMP threads (default: all cores)", NULL},
-        {"--device", 1, "cpu (default) or cuda: where the backbone runs (the shards are the same)", NULL},
-        {"--precision", 1, "with --device cuda: fp32 (default: the teacher of the CPU twin), mixed or bf16", NULL},
-        {"--x-dtype", 1, "storage of x: bf16 (default, half the disk) or fp32 (lse is always fp32)", NULL},
-    };
-    const int nf = N_FLAGS(flags);
-    int rc0 = cli_parse(argc, argv, flags, nf, CMD, (const char *const[]){"--model", "--ctx", "--out", NULL});
-    if (rc0) return rc0;
-    const Flag *text = &flags[1];
-    const char *model_dir = flags[0].value, *ids_path = flags[2].value, *out = flags[4].value, *v;
-    if (!text->value == !ids_path) {
-        fprintf(stderr, "spindle " CMD ": give exactly one of --text or --ids\n");
-        return 2;
-    }
-    int ctx, sps = 8, max_seq = 0, threads;
-    const int resume = flags[8].value != NULL;
-    if (cli_positive(CMD, "--ctx", flags[3].value, &ctx) ||
-        ((v = flags[6].value) && cli_positive(CMD, "--seqs-per-shard", v, &sps)) ||
-        ((v = flags[7].value) && cli_positive(CMD, "--max-seq", v, &max_seq)) ||
-        ((v = flags[9].value) && cli_positive(CMD, "--threads", v, &threads)))
-        return 2;
-    ShardXDtype x_dtype = SHARD_X_BF16;
-    if ((v = flags[12].value)) {
-        if (!strcmp(v, "fp32") || !strcmp(v, "float32")) x_dtype = SHARD_X_F32;
-        else if (strcmp(v, "bf16") && strcmp(v, "bfloat16")) {
-            fprintf(stderr, "spindle " CMD ": --x-dtype must be bf16 or fp32 (got \"%s\")\n", v);
-            return 2;
-        }
-    }
-    if (flags[9].value) omp_set_num_threads(threads);
-    int use_cuda, prec;
-    if ((rc0 = backbone_flags(CMD, flags[10].value, flags[11].value, &use_cuda, &prec))) return rc0;
-
-    Status st;
+int teacher_run(const TeacherOpts *o, Status *st) {
+    const char *model_dir = o->model_dir, *ids_path = o->ids_path, *out = o->out;
+    const int ctx = o->ctx, sps = o->seqs_per_shard, max_seq = o->max_seq, resume = o->resume;
+    const ShardXDtype x_dtype = o->x_dtype;
+    SPINDLE_CHECK(!o->text != !ids_path && ctx > 0 && sps > 0 && max_seq >= 0);
     Model m;
-    if (model_load(&m, model_dir, &st)) {
-        fprintf(stderr, "spindle " CMD ": %s\n", st.msg);
-        return 1;
-    }
+    if (model_load(&m, model_dir, st)) return -1;
     const ModelConfig *c = &m.cfg;
     int rc = 1;
     int32_t *ids = NULL;
@@ -264,42 +164,60 @@ int cmd_teacher(int argc, char **argv) {
     Backbone bb = {&m, NULL};
     int created_out = 0;  // this command made --out: a failure before any shard removes it again
 
-    if (flags[5].value ? parse_layers(flags[5].value, c, h->layers, &h->n_layers) : 0) {
-        rc = 2;
-        goto out_free;
+    // The layers: the given ones, each a full-attention layer of this model, or all of those.
+    if (o->n_layers > SHARD_MAX_LAYERS) {
+        status_fail(st, "%d layers to store, at most %d", o->n_layers, SHARD_MAX_LAYERS);
+        goto done;
     }
-    if (!flags[5].value)
+    for (int i = 0; i < o->n_layers; i++) {
+        const int l = o->layers[i];
+        if (l < 0 || l >= c->n_layers || (i && l <= o->layers[i - 1])) {
+            status_fail(st, "%s/config.json: layer %d is not a layer of this model (it has %d), or the layers are not "
+                            "ascending", model_dir, l, c->n_layers);
+            goto done;
+        }
+        if (c->layer_kinds[l] != LAYER_FULL_ATTENTION) {
+            status_fail(st, "%s/config.json: layer %d is not a full-attention layer; teacher shards hold "
+                            "full-attention layers only", model_dir, l);
+            goto done;
+        }
+        h->layers[h->n_layers++] = l;
+    }
+    if (!o->n_layers)
         for (int l = 0; l < c->n_layers && h->n_layers < SHARD_MAX_LAYERS; l++)
             if (c->layer_kinds[l] == LAYER_FULL_ATTENTION) h->layers[h->n_layers++] = l;
+    if (!h->n_layers) {
+        status_fail(st, "%s/config.json: the model has no full-attention layer: nothing to store", model_dir);
+        goto done;
+    }
     if (ctx > c->max_pos) {
-        fprintf(stderr, "spindle " CMD ": --ctx %d is longer than the model supports (%s/config.json: "
-                        "max_position_embeddings %d)\n", ctx, model_dir, c->max_pos);
-        rc = 2;
-        goto out_free;
+        status_fail(st, "--ctx %d is longer than the model supports (%s/config.json: max_position_embeddings %d)", ctx,
+                    model_dir, c->max_pos);
+        goto done;
     }
     h->x_dtype = x_dtype;
-    if (model_fingerprint(model_dir, &m.st, h->fingerprint, &st)) goto done;
+    if (model_fingerprint(model_dir, &m.st, h->fingerprint, st)) goto done;
 
     // The token stream and its windows.
     size_t n_ids = 0;
     if (ids_path) {
-        if (ids_read(ids_path, c->vocab, &ids, &n_ids, &st)) goto done;
+        if (ids_read(ids_path, c->vocab, &ids, &n_ids, st)) goto done;
     } else {
         char tok_path[4096];
         snprintf(tok_path, sizeof tok_path, "%s/tokenizer.json", model_dir);
-        if (tok_load_model(&tok, tok_path, c->vocab, &st) ||
-            corpus_load_tokens(tok, (const char *const *)text->values, text->n_values, &ids, &n_ids, &st))
+        if (tok_load_model(&tok, tok_path, c->vocab, st) ||
+            corpus_load_tokens(tok, o->text, o->n_text, &ids, &n_ids, st))
             goto done;
         for (size_t i = 0; i < n_ids; i++)  // the embedding has vocab rows
             if (ids[i] < 0 || ids[i] >= c->vocab) {
-                status_fail(&st, "%s: token id %d is outside the model's vocabulary (%s/config.json: vocab_size %d)",
+                status_fail(st, "%s: token id %d is outside the model's vocabulary (%s/config.json: vocab_size %d)",
                             tok_path, ids[i], model_dir, c->vocab);
                 goto done;
             }
     }
     size_t n_win = corpus_windows(ids, n_ids, ctx, (size_t)max_seq, NULL);
     if (n_win == 0) {
-        status_fail(&st, "%s: %zu tokens, fewer than one window of --ctx %d", ids_path ? ids_path : text->values[0],
+        status_fail(st, "%s: %zu tokens, fewer than one window of --ctx %d", ids_path ? ids_path : o->text[0],
                     n_ids, ctx);
         goto done;
     }
@@ -316,15 +234,15 @@ int cmd_teacher(int argc, char **argv) {
     h->seqs_per_shard = sps;
     {
         int len = snprintf(h->source, sizeof h->source, "%s:", ids_path ? "ids" : "text");
-        int n_src = ids_path ? 1 : text->n_values;
+        int n_src = ids_path ? 1 : o->n_text;
         for (int i = 0; i < n_src && len < (int)sizeof h->source; i++) {
-            const char *p = ids_path ? ids_path : text->values[i];
+            const char *p = ids_path ? ids_path : o->text[i];
             char abs[PATH_MAX];
             len += snprintf(h->source + len, sizeof h->source - (size_t)len, "%s%s", i ? ";" : "",
                             realpath(p, abs) ? abs : p);
         }
         if (len >= (int)sizeof h->source) {
-            status_fail(&st, "the source paths are too long to record (%d bytes, at most %zu)", len,
+            status_fail(st, "the source paths are too long to record (%d bytes, at most %zu)", len,
                         sizeof h->source - 1);
             goto done;
         }
@@ -333,11 +251,11 @@ int cmd_teacher(int argc, char **argv) {
     // The output folder: new or empty, or (--resume) checked shard by shard.
     if (mkdir(out, 0777) == 0) created_out = 1;
     else if (errno != EEXIST) {
-        status_fail(&st, "%s: cannot create the shard folder (%s)", out, strerror(errno));
+        status_fail(st, "%s: cannot create the shard folder (%s)", out, strerror(errno));
         goto done;
     }
     if (!path_is_dir(out)) {
-        status_fail(&st, "%s: exists and is not a folder", out);
+        status_fail(st, "%s: exists and is not a folder", out);
         goto done;
     }
     int stale = remove_stale_tmp(out);
@@ -346,16 +264,16 @@ int cmd_teacher(int argc, char **argv) {
     int64_t seq = 0;
     int nonempty = dir_nonempty(out);
     if (nonempty < 0) {
-        status_fail(&st, "%s: cannot read the shard folder (%s)", out, strerror(errno));
+        status_fail(st, "%s: cannot read the shard folder (%s)", out, strerror(errno));
         goto done;
     }
     if (nonempty && !resume) {
-        status_fail(&st, "%s: the folder is not empty; pass --resume to continue its shards, or choose an empty folder",
+        status_fail(st, "%s: the folder is not empty; pass --resume to continue its shards, or choose an empty folder",
                     out);
         goto done;
     }
     if (resume) {
-        if (check_existing(out, h, c, starts, n_win, &next_shard, &seq, &st)) goto done;
+        if (check_existing(out, h, c, starts, n_win, &next_shard, &seq, st)) goto done;
         if (next_shard)
             fprintf(stderr, "spindle " CMD ": resuming after %d complete shard(s), %lld sequence(s)\n", next_shard,
                     (long long)seq);
@@ -372,7 +290,7 @@ int cmd_teacher(int argc, char **argv) {
         for (int l = 0; l < c->n_layers; l++) n_full += c->layer_kinds[l] == LAYER_FULL_ATTENTION;
         const double per_layer = (double)shard_x_dtype_bytes(x_dtype) * D + 4.0 * Hq;
         fprintf(stderr, "spindle " CMD ": layers %s (%d of %d full-attention layers%s); the forward stops after layer %d of %d\n",
-                list, L, n_full, flags[5].value ? "" : "; the default: every full-attention layer",
+                list, L, n_full, o->n_layers ? "" : "; the default: every full-attention layer",
                 h->layers[L - 1], c->n_layers - 1);
         fprintf(stderr,
                 "spindle " CMD ": per token: x %d B (%s) + lse %d B = %.0f B per layer, %.0f B for %d layer(s) + 4 B "
@@ -395,9 +313,9 @@ int cmd_teacher(int argc, char **argv) {
         ls[i] = lbuf + nl * i;
         slot[h->layers[i]] = i;
     }
-    if (backbone_open(&bb, &m, use_cuda, prec, &st)) goto done;
+    if (backbone_open(&bb, &m, o->use_cuda, o->precision, st)) goto done;
     Capture cap = {slot, xs, ls, D, Hq, 0};
-    ForwardTap tap = {capture_fn, &cap};
+    ForwardTap tap = {capture_fn, &cap, TAP_XN | TAP_LSE};  // shards hold x and lse; q and k are never read
     const ForwardOpts fo = {.tap = &tap, .stop_after_tap = h->layers[L - 1] + 1};
 
     const int64_t first_new = seq;
@@ -408,18 +326,18 @@ int cmd_teacher(int argc, char **argv) {
         shard_name(path, sizeof path, out, shard);
         h->first_seq = seq;
         h->token_begin = seq * (int64_t)ctx;
-        if (shard_writer_open(&w, path, h, &st)) goto done;
+        if (shard_writer_open(&w, path, h, st)) goto done;
         for (int s = 0; s < sps && seq < (int64_t)n_win; s++, seq++) {
             backbone_hidden(&bb, starts[seq], ctx, hidden, &fo);
             SPINDLE_CHECK(!cap.missing_lse);
-            if (shard_writer_append(w, starts[seq], (const float *const *)xs, (const float *const *)ls, &st)) goto done;
+            if (shard_writer_append(w, starts[seq], (const float *const *)xs, (const float *const *)ls, st)) goto done;
             const int64_t done_n = seq + 1 - first_new;
             progress_update(&prog, done_n, "%.0f tokens/s, shard %d", (double)done_n * ctx / progress_elapsed(&prog),
                             shard);
         }
         ShardWriter *done_w = w;
         w = NULL;
-        if (shard_writer_close(done_w, &st)) goto done;
+        if (shard_writer_close(done_w, st)) goto done;
         created_out = 0;  // a complete shard is there: keep the folder
     }
 
@@ -427,7 +345,7 @@ int cmd_teacher(int argc, char **argv) {
     {
         char **paths = NULL;
         int n = 0;
-        if (shard_list(out, &paths, &n, &st)) goto done;
+        if (shard_list(out, &paths, &n, st)) goto done;
         long long bytes = 0;
         for (int i = 0; i < n; i++) {
             struct stat sb;
@@ -446,10 +364,8 @@ int cmd_teacher(int argc, char **argv) {
     }
     rc = 0;
 done:
-    if (rc) fprintf(stderr, "spindle " CMD ": %s\n", st.msg);
     shard_writer_abort(w);
     if (rc && created_out && dir_nonempty(out) == 0) rmdir(out);  // leave no empty folder behind
-out_free:
     backbone_close(&bb);
     free(h);
     free(hidden), free(xbuf), free(lbuf), free(xs), free(ls), free(slot);
@@ -457,5 +373,5 @@ out_free:
     free(ids);
     tok_free(tok);
     model_free(&m);
-    return rc;
+    return rc ? -1 : 0;
 }
