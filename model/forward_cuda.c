@@ -408,9 +408,11 @@ static void *cuda_begin(void *twin, const int32_t *ids, int T, const ForwardOpts
             }
     }
     if (o->tap) {
-        p->h_xn = xmalloc(sizeof(float) * TT * H), p->h_q = xmalloc(sizeof(float) * TT * nq);
-        p->h_k = xmalloc(sizeof(float) * TT * nkv);
-        p->h_lse = sp ? NULL : xmalloc(sizeof(float) * TT * Hq);
+        const unsigned w = o->tap->wants ? o->tap->wants : TAP_ALL;
+        if (w & TAP_XN) p->h_xn = xmalloc(sizeof(float) * TT * H);
+        if (w & TAP_Q) p->h_q = xmalloc(sizeof(float) * TT * nq);
+        if (w & TAP_K) p->h_k = xmalloc(sizeof(float) * TT * nkv);
+        if ((w & TAP_LSE) && !sp) p->h_lse = xmalloc(sizeof(float) * TT * Hq);
     }
     cuda_to_device(p->d_ids, ids, sizeof(int32_t) * TT);
     embedding_forward_cuda(p->x, p->d_ids, f->embed, T, H, c->embed_scale);
@@ -481,12 +483,15 @@ static void cuda_tap(void *tw, int l, const ForwardTap *tap, int with_lse) {
     CudaPass *p = tw;
     const ModelConfig *c = &p->f->m->cfg;
     const size_t TT = (size_t)p->T;
+    const unsigned w = tap->wants ? tap->wants : TAP_ALL;  // only what the tap reads crosses the bus
     cuda_sync();
-    cuda_to_host(p->h_xn, p->xn, sizeof(float) * TT * c->hidden);
-    cuda_to_host(p->h_q, p->q, sizeof(float) * TT * c->n_heads * c->head_dim);
-    cuda_to_host(p->h_k, p->k, sizeof(float) * TT * c->n_kv_heads * c->head_dim);
-    if (with_lse && p->h_lse) cuda_to_host(p->h_lse, p->lse, sizeof(float) * TT * c->n_heads);
-    tap->fn(tap->ctx, l, p->h_xn, p->h_q, p->h_k, with_lse ? p->h_lse : NULL, p->T);
+    if (w & TAP_XN) cuda_to_host(p->h_xn, p->xn, sizeof(float) * TT * c->hidden);
+    if (w & TAP_Q) cuda_to_host(p->h_q, p->q, sizeof(float) * TT * c->n_heads * c->head_dim);
+    if (w & TAP_K) cuda_to_host(p->h_k, p->k, sizeof(float) * TT * c->n_kv_heads * c->head_dim);
+    const int lse = with_lse && p->h_lse && (w & TAP_LSE);
+    if (lse) cuda_to_host(p->h_lse, p->lse, sizeof(float) * TT * c->n_heads);
+    tap->fn(tap->ctx, l, w & TAP_XN ? p->h_xn : NULL, w & TAP_Q ? p->h_q : NULL, w & TAP_K ? p->h_k : NULL,
+            lse ? p->h_lse : NULL, p->T);
 }
 
 // x += [RMSNorm(·)·post](in·wᵀ (+ bias)): without a post-norm the residual
