@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <time.h>
 #include <omp.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -157,18 +158,31 @@ int cmd_info(int argc, char **argv) {
     }
     printf("heads          %d query, %d key/value (group %d), head_dim %d\n", c->n_heads,
            c->n_kv_heads, c->n_heads / c->n_kv_heads, c->head_dim);
-    printf("intermediate   %d (SwiGLU)\n", c->intermediate);
+    printf("intermediate   %d (%s)\n", c->intermediate, c->act == ACT_GELU_TANH ? "GeGLU, gelu_pytorch_tanh" : "SwiGLU");
     printf("vocab          %d\n", c->vocab);
     printf("context        %d (max_position_embeddings)\n", c->max_pos);
     printf("rope           %s, theta %g, rotated dims %d", config_rope_name(r->type), r->theta,
            rope_rot_dims(c));
     if (r->type != ROPE_DEFAULT) printf(", factor %g", r->factor);
     if (r->original_max_pos > 0 && r->type != ROPE_LINEAR) printf(", original context %g", r->original_max_pos);
+    if (c->sliding_window) {
+        const RopeConfig *rl = &c->rope_local;
+        printf("; sliding layers: %s, theta %g", config_rope_name(rl->type), rl->theta);
+        if (rl->type != ROPE_DEFAULT) printf(", factor %g", rl->factor);
+    }
     printf("\n");
-    printf("norms          RMSNorm eps %g%s\n", c->rms_eps, c->qk_norm ? ", q/k RMSNorm per head" : "");
+    if (c->sliding_window) printf("window         %d keys (sliding layers: t - %d < j <= t)\n", c->sliding_window, c->sliding_window);
+    printf("score scale    %g%s\n", c->attn_scale,
+           fabs(c->attn_scale * sqrt((double)c->head_dim) - 1) > 1e-12 ? " (not 1/sqrt(head_dim))" : " (1/sqrt(head_dim))");
+    printf("norms          RMSNorm eps %g%s%s%s\n", c->rms_eps, c->qk_norm ? ", q/k RMSNorm per head" : "",
+           c->post_norms ? ", post-attention and post-MLP norms" : "",
+           c->family == FAMILY_GEMMA3 ? " (gains stored as w, applied as 1 + w)" : "");
     printf("biases         q/k/v %s, o %s, mlp %s\n", c->attention_bias ? "yes" : "no",
            c->o_bias ? "yes" : "no", c->mlp_bias ? "yes" : "no");
-    printf("embeddings     %s\n", c->tie_embeddings ? "tied" : "untied");
+    printf("embeddings     %s", c->tie_embeddings ? "tied" : "untied");
+    if (c->embed_scale != 1.0f) printf(", input scaled by %g", c->embed_scale);
+    if (c->final_softcap > 0) printf(", logits soft-capped at %g", c->final_softcap);
+    printf("\n");
     printf("layer kinds   ");
     for (int l = 0; l < c->n_layers; l++) printf(" %s", c->layer_kinds[l] == LAYER_FULL_ATTENTION ? "F" : "S");
     printf("  (F full_attention, GQA: the method acts here; S sliding_attention)\n");
