@@ -27,7 +27,7 @@
 # (on an H200 with CUDA 13.0 every such filtered run ends in the tool's "Internal
 # Sanitizer Error ... failed to handle a hardware exception"; the default, one run
 # per part without include filters, completes: docs/gpu.md);
-# SANITIZE_TIMEOUT_S (default 330) caps each sanitizer run.
+# SANITIZE_TIMEOUT_S (default 330) caps each sanitizer run; SANITIZE_PARTS picks some of them.
 # SKIP_TWINS=1, SKIP_SANITIZE=1, SKIP_GOLDENS=1, SKIP_CTEST=1, SKIP_SYNTH=1 shorten a run; ONLY_BUILD=1 stops
 # after the build (scripts/device-bench.sh uses it).
 # Everything goes to $OUT (default ./device-out): device-check.log (all of it),
@@ -177,9 +177,15 @@ sanitize() {
         "$OUT/$name.txt"
     [ $rc -eq 0 ] || fail "$name exit $rc"
 }
+# SANITIZE_PARTS="memcheck backbone sdpa oracle indexer score" (the default: all)
+# names the sanitizer runs to make: memcheck, and the twin-test parts racecheck
+# runs on (a long job split over several calls).
+parts=${SANITIZE_PARTS:-memcheck backbone sdpa oracle indexer score}
 if [ "${SKIP_SANITIZE:-0}" != 1 ]; then
-    step "compute-sanitizer --tool memcheck (test_cuda_twins --quick)"
-    sanitize memcheck memcheck
+    if [[ " $parts " == *" memcheck "* ]]; then
+        step "compute-sanitizer --tool memcheck (test_cuda_twins --quick)"
+        sanitize memcheck memcheck
+    fi
     # racecheck leaves out cuDNN's own kernels: its generated Hopper SDPA kernels
     # (…sdpa_sm90_flash_fprop_wgmma…) order shared memory with mbarriers and
     # TMA, which racecheck does not model: on an H200 it reports 49 "hazards"
@@ -201,6 +207,7 @@ if [ "${SKIP_SANITIZE:-0}" != 1 ]; then
         # instrumented) names its part; the last "ok" line in the file is the
         # check before it.
         for part in backbone sdpa oracle indexer score; do
+            [[ " $parts " == *" $part "* ]] || continue
             step "compute-sanitizer --tool racecheck (test_cuda_twins --quick --part $part)"
             TWIN_ARGS="--part $part" sanitize "racecheck-$part" racecheck --kernel-name-exclude kns=cudnn
         done
