@@ -87,19 +87,37 @@ int cmd_info(int argc, char **argv) {
     printf("layers         %d\n", c->n_layers);
     printf("heads          %d query, %d key/value (group %d), head_dim %d\n", c->n_heads,
            c->n_kv_heads, c->n_heads / c->n_kv_heads, c->head_dim);
-    printf("intermediate   %d (SwiGLU)\n", c->intermediate);
+    printf("intermediate   %d (%s)\n", c->intermediate, c->act == ACT_SILU ? "SwiGLU" : "GeGLU, gelu_tanh");
     printf("vocab          %d\n", c->vocab);
     printf("context        %d (max_position_embeddings)\n", c->max_pos);
-    printf("rope           %s, theta %g, rotated dims %d", config_rope_name(r->type), r->theta,
-           rope_rot_dims(c));
-    if (r->type != ROPE_DEFAULT) printf(", factor %g", r->factor);
-    if (r->original_max_pos > 0 && r->type != ROPE_LINEAR) printf(", original context %g", r->original_max_pos);
-    printf("\n");
-    printf("norms          RMSNorm eps %g%s\n", c->rms_eps, c->qk_norm ? ", q/k RMSNorm per head" : "");
+    int n_sliding = 0;
+    for (int l = 0; l < c->n_layers; l++) n_sliding += c->layer_kinds[l] == LAYER_SLIDING_ATTENTION;
+    for (int kind = 0; kind < (n_sliding ? 2 : 1); kind++) {
+        const RopeConfig *rk = kind ? &c->rope_local : r;
+        printf("%s%s, theta %g, rotated dims %d", kind ? "rope (sliding) " : n_sliding ? "rope (full)    " : "rope           ",
+               config_rope_name(rk->type), rk->theta, rope_rot_dims_kind(c, kind ? LAYER_SLIDING_ATTENTION : LAYER_FULL_ATTENTION));
+        if (rk->type != ROPE_DEFAULT) printf(", factor %g", rk->factor);
+        if (rk->original_max_pos > 0 && rk->type != ROPE_LINEAR) printf(", original context %g", rk->original_max_pos);
+        printf("\n");
+    }
+    printf("norms          RMSNorm eps %g%s%s\n", c->rms_eps, c->qk_norm ? ", q/k RMSNorm per head" : "",
+           c->post_norms ? ", post-attention and post-MLP norms" : "");
     printf("biases         q/k/v %s, o %s, mlp %s\n", c->attention_bias ? "yes" : "no",
            c->o_bias ? "yes" : "no", c->mlp_bias ? "yes" : "no");
-    printf("embeddings     %s\n", c->tie_embeddings ? "tied" : "untied");
-    printf("layer kinds    %d x full_attention (GQA)\n", c->n_layers);
+    printf("embeddings     %s", c->tie_embeddings ? "tied" : "untied");
+    if (c->embed_scale != 1.0f) printf(", scaled by %g", (double)c->embed_scale);
+    printf("\n");
+    printf("scores         scale %g%s", c->attn_scale, c->final_softcap > 0 ? ", final logits soft-capped at " : "");
+    if (c->final_softcap > 0) printf("%g", c->final_softcap);
+    printf("\n");
+    if (!n_sliding) {
+        printf("layer kinds    %d x full_attention (GQA)\n", c->n_layers);
+    } else {
+        printf("layer kinds    %d x full_attention (GQA) at", c->n_layers - n_sliding);
+        for (int l = 0, first = 1; l < c->n_layers; l++)
+            if (c->layer_kinds[l] == LAYER_FULL_ATTENTION) printf("%s%d", first ? " " : ",", l), first = 0;
+        printf("; %d x sliding_attention (window %d)\n", n_sliding, c->sliding_window);
+    }
     printf("parameters     %lld (%.1fM)\n", (long long)m.n_params, m.n_params / 1e6);
     printf("weights        %d file(s), %d tensors, dtype %s\n", m.st.n_files, m.st.n_tensors,
            m.st.n_tensors ? m.st.tensors[0].dtype_name : "-");
