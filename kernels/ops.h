@@ -17,6 +17,15 @@ void rmsnorm_forward_cpu(float *out, const float *in, const float *w, int R, int
 // (already multiplied by the RoPE attention factor). Dims ≥ rot pass through.
 void rope_forward_cpu(float *x, const float *cos, const float *sin, int T, int H, int dh, int rot);
 
+// RoPE tables on the host, shared by the model's RoPE (model/rope.c), the
+// indexer's (kernels/cpu/indexer.c) and what the CUDA twins upload.
+// Default frequencies inv_freq[i] = theta^(−2i/dim), i < dim/2, formed in double
+// and rounded to fp32 as transformers forms them.
+void rope_default_inv_freq(float *inv_freq, double theta, int dim);
+// cos_t/sin_t [T, half] for positions 0..T-1: cos/sin(t·inv_freq[i]) · scale,
+// the angle an fp32 product (as transformers forms it).
+void rope_tables_from_freq(float *cos_t, float *sin_t, const float *inv_freq, int half, float scale, int T);
+
 // The activation of a gated MLP: silu(x) = x / (1 + exp(−x)) (SwiGLU), or
 // gelu_tanh(x) = 0.5·x·(1 + tanh(sqrt(2/π)·(x + 0.044715·x³))) (GeGLU, torch's
 // approximate="tanh").

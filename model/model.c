@@ -117,6 +117,21 @@ static void fold_plus_one(Model *m, const float **w, int64_t n) {
     *w = buf;
 }
 
+// How a checkpoint names the decoder's tensors: as the family does ("model.…",
+// "lm_head.weight"), or wrapped in a multimodal model (Gemma 3's
+// ForConditionalGeneration) as transformers ≥ 4.52 saves it ("model." becomes
+// "model.language_model."; lm_head unchanged) or as older versions did (every
+// name under "language_model.").
+typedef enum { WRAP_NONE, WRAP_MODEL_LANGUAGE_MODEL, WRAP_LANGUAGE_MODEL } NameWrap;
+
+static const char *wrapped(char *buf, size_t n, const char *name, NameWrap wrap) {
+    if (wrap == WRAP_LANGUAGE_MODEL) snprintf(buf, n, "language_model.%s", name);
+    else if (wrap == WRAP_MODEL_LANGUAGE_MODEL && !strncmp(name, "model.", 6))
+        snprintf(buf, n, "model.language_model.%s", name + 6);
+    else snprintf(buf, n, "%s", name);
+    return buf;
+}
+
 // The order layers' tensors are looked up in (the first missing one is reported).
 static const LayerRole load_order[] = {
     ROLE_ATTN_NORM, ROLE_MLP_NORM, ROLE_POST_ATTN_NORM, ROLE_POST_MLP_NORM, ROLE_WQ, ROLE_WK, ROLE_WV, ROLE_WO,
@@ -133,12 +148,16 @@ int model_load(Model *m, const char *dir, Status *st) {
     const ModelConfig *c = &m->cfg;
     const FamilySpec *fam = family_of(c->family);
     const int64_t H = c->hidden, V = c->vocab;
-    char name[256];
+    char name[256], full[300];
+    NameWrap wrap = WRAP_NONE;
+    for (int w = WRAP_MODEL_LANGUAGE_MODEL; w <= WRAP_LANGUAGE_MODEL && wrap == WRAP_NONE && !st_find(&m->st, fam->embed); w++)
+        if (st_find(&m->st, wrapped(full, sizeof full, fam->embed, (NameWrap)w))) wrap = (NameWrap)w;
+#define NAME(n) wrapped(full, sizeof full, n, wrap)
 
-    if (take(m, fam->embed, 2, (const int64_t[]){V, H}, 0, &m->embed, st)) goto fail;
-    if (take(m, fam->final_norm, 1, (const int64_t[]){H}, 0, &m->final_norm, st)) goto fail;
+    if (take(m, NAME(fam->embed), 2, (const int64_t[]){V, H}, 0, &m->embed, st)) goto fail;
+    if (take(m, NAME(fam->final_norm), 1, (const int64_t[]){H}, 0, &m->final_norm, st)) goto fail;
     if (fam->norm_plus_one) fold_plus_one(m, &m->final_norm, H);
-    if (take(m, fam->lm_head, 2, (const int64_t[]){V, H}, c->tie_embeddings, &m->lm_head, st)) goto fail;
+    if (take(m, NAME(fam->lm_head), 2, (const int64_t[]){V, H}, c->tie_embeddings, &m->lm_head, st)) goto fail;
     if (!m->lm_head) m->lm_head = m->embed;
 
     m->layers = xcalloc((size_t)c->n_layers, sizeof *m->layers);
@@ -151,10 +170,11 @@ int model_load(Model *m, const char *dir, Status *st) {
             SPINDLE_CHECK(fam->layer[r]);  // the family names every tensor its config implies
             snprintf(name, sizeof name, "model.layers.%d.%s", l, fam->layer[r]);
             const float **dst = role_slot(&m->layers[l], r);
-            if (take(m, name, ndim, shape, 0, dst, st)) goto fail;
+            if (take(m, NAME(name), ndim, shape, 0, dst, st)) goto fail;
             if (fam->norm_plus_one && role_is_norm(r)) fold_plus_one(m, dst, shape[0]);
         }
     }
+#undef NAME
     for (int i = 0; i < m->st.n_tensors; i++) m->n_params += m->st.tensors[i].numel;
     return 0;
 fail:

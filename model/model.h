@@ -2,7 +2,8 @@
 //
 // F32 tensors are used in place (pointers into the mmap); F16/BF16 tensors are
 // converted to fp32 one tensor at a time into buffers the Model owns. Tensor
-// names come from the family (model/family.h). Norm weights a family stores as
+// names come from the family (model/family.h), also when a multimodal
+// checkpoint holds them under "model.language_model." or "language_model.". Norm weights a family stores as
 // w and applies as (1 + w) (Gemma) are held as fp32 copies of 1 + w, so every
 // norm here is the ordinary RMSNorm x / rms(x) · weight.
 #pragma once

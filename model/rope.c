@@ -12,6 +12,7 @@
 
 #include <math.h>
 
+#include "ops.h"
 #include "status.h"
 
 int rope_config_rot_dims(const RopeConfig *r, int head_dim) { return (int)(head_dim * r->partial_rotary_factor); }
@@ -27,7 +28,7 @@ static double yarn_correction_dim(double n_rot, int dim, double base, double max
 void rope_config_inv_freq(const RopeConfig *r, int head_dim, float *inv_freq, float *attn_factor) {
     const int dim = rope_config_rot_dims(r, head_dim), half = dim / 2;
     *attn_factor = 1.0f;
-    for (int i = 0; i < half; i++) inv_freq[i] = (float)(1.0 / pow(r->theta, (2.0 * i) / dim));
+    rope_default_inv_freq(inv_freq, r->theta, dim);
     switch (r->type) {
     case ROPE_DEFAULT: break;
     case ROPE_LINEAR:
@@ -87,13 +88,7 @@ void rope_tables_kind(const ModelConfig *c, LayerKind kind, int T, float *cos_t,
     float af;
     float *inv_freq = xmalloc(sizeof *inv_freq * (size_t)(half > 0 ? half : 1));
     rope_config_inv_freq(r, c->head_dim, inv_freq, &af);
-#pragma omp parallel for
-    for (int t = 0; t < T; t++)
-        for (int i = 0; i < half; i++) {
-            const float ang = (float)t * inv_freq[i];  // fp32 product, as transformers forms it
-            cos_t[(int64_t)t * half + i] = cosf(ang) * af;
-            sin_t[(int64_t)t * half + i] = sinf(ang) * af;
-        }
+    rope_tables_from_freq(cos_t, sin_t, inv_freq, half, af, T);
     free(inv_freq);
 }
 

@@ -153,14 +153,17 @@ static void test_defaults(const char *tmp) {
     config_free(&c);
 }
 
-// A tiny checkpoint for the legacy fixture: every tensor its config implies,
-// norms with known values. The loader must hand out 1 + w for every norm,
-// the projections as stored, and the embedding as the head.
-static void test_load(const char *fixtures, const char *tmp) {
+// A tiny checkpoint for a fixture: every tensor its config implies, norms
+// with known values. The loader must hand out 1 + w for every norm, the
+// projections as stored, and the embedding as the head. prefix: the
+// checkpoint's names as a multimodal Gemma 3 stores them: "" (plain
+// "model.…"), "model.language_model." (in place of "model.", transformers ≥
+// 4.52) or "language_model.model." (older).
+static void test_load(const char *fixtures, const char *fixture, const char *prefix, const char *tmp) {
     char dir[4096], path[4200], src[4200];
-    snprintf(dir, sizeof dir, "%s/gemma3_tiny", tmp);
+    snprintf(dir, sizeof dir, "%s/%s_tiny%zu", tmp, fixture, strlen(prefix));
     mkdir(dir, 0755);
-    snprintf(src, sizeof src, "%s/gemma3_legacy/config.json", fixtures);
+    snprintf(src, sizeof src, "%s/%s/config.json", fixtures, fixture);
     snprintf(path, sizeof path, "%s/config.json", dir);
     char *text = NULL;
     size_t len = 0;
@@ -188,7 +191,7 @@ static void test_load(const char *fixtures, const char *tmp) {
     // Tensor n holds the value 0.01·n + 0.001·i at index i.
 #define ADD(nm, nd, d0, d1)                                                               \
     do {                                                                                  \
-        snprintf(names[n], sizeof names[n], "%s", nm);                                     \
+        snprintf(names[n], sizeof names[n], "%s%s", *prefix ? prefix : "model.", (nm) + 6); \
         const int64_t numel_ = (int64_t)(d0) * ((nd) == 2 ? (d1) : 1);                      \
         bufs[n] = malloc(sizeof(float) * (size_t)numel_);                                 \
         for (int64_t i_ = 0; i_ < numel_; i_++) bufs[n][i_] = 0.01f * n + 0.001f * (float)(i_ % 97); \
@@ -216,7 +219,7 @@ static void test_load(const char *fixtures, const char *tmp) {
     EXPECT(st_write(path, ts, n, "{\"format\": \"pt\"}", &st) == 0, "st_write: %s", st.msg);
     Model m;
     int rc = model_load(&m, dir, &st);
-    EXPECT(rc == 0, "tiny gemma3 load: %s", st.msg);
+    EXPECT(rc == 0, "tiny gemma3 load (%s, names \"%s\"): %s", fixture, prefix, st.msg);
     if (rc == 0) {
         // The stored value of tensor t at index i, and whether the loaded one is w (+ 1).
 #define STORED(t, i) (0.01f * (t) + 0.001f * (float)((i) % 97))
@@ -250,8 +253,10 @@ static void test_load(const char *fixtures, const char *tmp) {
         if (i != drop) ts2[n2++] = ts[i];
     EXPECT(st_write(path, ts2, n2, "{\"format\": \"pt\"}", &st) == 0, "st_write: %s", st.msg);
     rc = model_load(&m, dir, &st);
-    EXPECT(rc == -1 && strstr(st.msg, "missing weight \"model.layers.3.post_feedforward_layernorm.weight\""),
-           "missing post norm: rc %d, %s", rc, st.msg);
+    char missing[200];
+    snprintf(missing, sizeof missing, "missing weight \"%slayers.3.post_feedforward_layernorm.weight\"",
+             *prefix ? prefix : "model.");
+    EXPECT(rc == -1 && strstr(st.msg, missing), "missing post norm: rc %d, %s", rc, st.msg);
     if (rc == 0) model_free(&m);
     for (int i = 0; i < n; i++) free(bufs[i]);
 }
@@ -296,7 +301,9 @@ int main(int argc, char **argv) {
     if (argc == 4 && !strcmp(argv[1], "fixtures")) {
         test_fixtures(argv[2]);
         test_defaults(argv[3]);
-        test_load(argv[2], argv[3]);
+        test_load(argv[2], "gemma3_legacy", "", argv[3]);
+        test_load(argv[2], "gemma3_nested", "model.language_model.", argv[3]);
+        test_load(argv[2], "gemma3_nested", "language_model.model.", argv[3]);
     } else if (argc == 3 && !strcmp(argv[1], "real")) {
         int rc = test_real(argv[2]);
         if (rc == 77) return 77;

@@ -94,7 +94,7 @@ void indexer_rope(float *v, const IndexerConfig *c, const int *pos, int n, int H
     if (half == 0) return;
     float inv_freq[512];
     SPINDLE_CHECK(half <= 512);
-    for (int i = 0; i < half; i++) inv_freq[i] = (float)(1.0 / pow((double)c->rope_theta, (2.0 * i) / c->d_rope));
+    rope_default_inv_freq(inv_freq, (double)c->rope_theta, c->d_rope);
     const float sgn = inverse ? -1.0f : 1.0f;
 #pragma omp parallel for
     for (int r = 0; r < n; r++) {

@@ -42,6 +42,20 @@ void rope_forward_cpu(float *x, const float *cos, const float *sin, int T, int H
     }
 }
 
+void rope_default_inv_freq(float *inv_freq, double theta, int dim) {
+    for (int i = 0; i < dim / 2; i++) inv_freq[i] = (float)(1.0 / pow(theta, (2.0 * i) / dim));
+}
+
+void rope_tables_from_freq(float *cos_t, float *sin_t, const float *inv_freq, int half, float scale, int T) {
+#pragma omp parallel for
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < half; i++) {
+            const float ang = (float)t * inv_freq[i];
+            cos_t[(int64_t)t * half + i] = cosf(ang) * scale;
+            sin_t[(int64_t)t * half + i] = sinf(ang) * scale;
+        }
+}
+
 void glu_forward_cpu(float *out, const float *gate, const float *up, int64_t n, Act act) {
     if (act == ACT_GELU_TANH) {
         const float c = 0.7978845608028654f;  // sqrt(2/π)
