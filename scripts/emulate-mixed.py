@@ -13,6 +13,10 @@ transformers logits (logits.npy).
          fp32: embedding (× sqrt(hidden) as fp32), the tied LM head, all
          RMSNorms ((1 + w) gains), RoPE, attention, GELU-tanh, the residual
          stream, the logit soft-cap.
+  bf16   an approximation of --precision bf16: mixed, plus q, k, v (after
+         q/k norm and RoPE) and the attention probabilities (unnormalised, as
+         a flash kernel feeds P·V) rounded to bf16, and the gate and up GEMMs
+         writing bf16. cuDNN's exact internals are not modelled.
 
 The rounding itself is selectable (--round): rne (round to nearest, ties to
 even: what the GPU does), trunc (round toward zero), and --round-what picks
@@ -157,7 +161,8 @@ def forward(folder, ids, mode, how="rne", what="both", jitter_rng=None, trace=No
     layer_dt = {W[k][1] for k in W if ".layers." in k and k.endswith("_proj.weight")}
     f16 = layer_dt == {"F16"}
     rnd = (lambda x: round_f16(x, how)) if f16 else (lambda x: round_bf16(x, how))
-    mixed = mode == "mixed"
+    mixed = mode in ("mixed", "bf16")
+    b16 = mode == "bf16"
     rw = mixed and what in ("both", "weights")
     ra = mixed and what in ("both", "activations")
 
@@ -204,16 +209,24 @@ def forward(folder, ids, mode, how="rne", what="both", jitter_rng=None, trace=No
         k = rms(gemm(h, p + "self_attn.k_proj").reshape(T, nkv, hd), wt(p + "self_attn.k_norm.weight"))
         v = gemm(h, p + "self_attn.v_proj").reshape(T, nkv, hd)
         q, k = rope(q, lt), rope(k, lt)
+        if b16:
+            q, k, v = rnd(q), rnd(k), rnd(v)
         o = np.empty((T, nh, hd), F32)
         for hh in range(nh):
             s = ((q[:, hh] @ k[:, hh // G].T) * scale).astype(F32)
             s = np.where(masks[lt], s, F32(-np.inf))
             s = np.exp(s - s.max(-1, keepdims=True)).astype(F32)
-            o[:, hh] = (s / s.sum(-1, keepdims=True, dtype=F32)) @ v[:, hh // G]
+            if b16:
+                o[:, hh] = (rnd(s) @ v[:, hh // G]) / s.sum(-1, keepdims=True, dtype=F32)
+            else:
+                o[:, hh] = (s / s.sum(-1, keepdims=True, dtype=F32)) @ v[:, hh // G]
         x = (x + rms(gemm(o.reshape(T, nh * hd), p + "self_attn.o_proj"),
                      wt(p + "post_attention_layernorm.weight"))).astype(F32)
         h = rms(x, wt(p + "pre_feedforward_layernorm.weight"))
-        m = gemm(gelu_tanh(gemm(h, p + "mlp.gate_proj")) * gemm(h, p + "mlp.up_proj"), p + "mlp.down_proj")
+        g, u = gemm(h, p + "mlp.gate_proj"), gemm(h, p + "mlp.up_proj")
+        if b16:
+            g, u = rnd(g), rnd(u)
+        m = gemm(gelu_tanh(g) * u, p + "mlp.down_proj")
         x = (x + rms(m, wt(p + "post_feedforward_layernorm.weight"))).astype(F32)
         if trace is not None:
             trace.append(x.copy())
@@ -240,7 +253,7 @@ def measure(got, ref):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("cases", nargs="*", help="golden folders (default: tests/goldens/gemma3_*)")
-    ap.add_argument("--modes", default="fp32,mixed", help="comma list of fp32, mixed (default both)")
+    ap.add_argument("--modes", default="fp32,mixed", help="comma list of fp32, mixed, bf16 (default fp32,mixed)")
     ap.add_argument("--round", default="rne", choices=["rne", "trunc"], help="rounding of mixed (default rne)")
     ap.add_argument("--round-what", default="both", choices=["both", "weights", "activations"])
     ap.add_argument("--jitter", type=int, default=0, help="N extra mixed runs with 1-ulp fp32 input noise")
@@ -250,7 +263,7 @@ def main():
                                                      "..", "tests", "goldens", "gemma3_*")))
     modes = a.modes.split(",")
     for m in modes:
-        if m not in ("fp32", "mixed"):
+        if m not in ("fp32", "mixed", "bf16"):
             ap.error(f"--modes: {m}")
     print(f"{'case':<28} {'mode':<12} {'T':>5} {'vocab':>6} {'max|diff|':>11} {'nmse':>11} {'top1':>9}")
     for d in cases:
@@ -261,10 +274,10 @@ def main():
         ref = np.load(os.path.join(d, "logits.npy"))
         T, V = ref.shape
         for m in modes:
-            tr = [] if (a.per_layer and m == "mixed") else None
+            tr = [] if (a.per_layer and m != "fp32") else None
             got = forward(d, ids, m, a.round, a.round_what, trace=tr)
             mx, nmse, top1, fl = measure(got, ref)
-            label = m if m == "fp32" else f"mixed/{a.round}" + ("" if a.round_what == "both" else f"/{a.round_what[0]}")
+            label = m if m == "fp32" else f"{m}/{a.round}" + ("" if a.round_what == "both" else f"/{a.round_what[0]}")
             print(f"{name:<28} {label:<12} {T:5d} {V:6d} {mx:11.3e} {nmse:11.3e} {100 * top1:8.2f}%"
                   + (f"  flips: {fl}" if fl else ""))
             if tr is not None:
@@ -273,9 +286,9 @@ def main():
                 rel = [float(np.sqrt(((u.astype(np.float64) - b) ** 2).mean() / (b.astype(np.float64) ** 2).mean()))
                        for u, b in zip(tr, base)]
                 print(f"{'':<28} per-layer residual rel-rms vs fp32: " + " ".join(f"{r:.2e}" for r in rel))
-            if m == "mixed" and a.jitter > 0:
+            if m != "fp32" and a.jitter > 0:
                 rng = np.random.default_rng(0)
-                res = [measure(forward(d, ids, "mixed", a.round, a.round_what, jitter_rng=rng), ref)
+                res = [measure(forward(d, ids, m, a.round, a.round_what, jitter_rng=rng), ref)
                        for _ in range(a.jitter)]
                 ns, ts = [r[1] for r in res], [r[2] for r in res]
                 print(f"{'':<28} jitter x{a.jitter}: nmse {min(ns):.3e} .. {max(ns):.3e}, "
