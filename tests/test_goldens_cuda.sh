@@ -10,13 +10,40 @@
 #          round each operand to 8 (bf16) or 11 (f16) mantissa bits: the
 #          logits move by ~0.3% rms; where a row's top two logits are that
 #          close the argmax may flip.
+#          Gemma 3 cases (config.json model_type gemma3_text): nmse ≤ 3e-4,
+#          top-1 ≥ 90%, and every flipped row at a reference top-2 margin
+#          ≤ 0.05. Their post-norms hand each layer's rounding error to the
+#          residual stream at full size (a llama branch adds it unnormalised,
+#          smaller) and they have 3–5 layers, not 2: the same rounding costs
+#          more. scripts/emulate-mixed.py (numpy float32 Gemma 3 forward with
+#          exactly the mixed rounding: weights and GEMM inputs to bf16, nearest
+#          even) gives, against logits.npy (GPU H200 in brackets):
+#            gemma3_hd256_w16_softcap  nmse 5.52e-5 top-1 100%   (5.61e-5, 100%)
+#            gemma3_legacy_linear_w16  nmse 8.60e-5 top-1 100%   (8.47e-5, 100%)
+#            gemma3_legacy_w4          nmse 1.40e-4 top-1 100%   (1.33e-4, 100%)
+#            gemma3_types_w7_bf16      nmse 8.17e-5 top-1 95.31% (8.23e-5, 93.75%)
+#          and with one fp32 ulp of noise on each GEMM input before rounding
+#          (`python3 scripts/emulate-mixed.py --modes mixed --jitter 20`): nmse
+#          up to 1.43e-4 (legacy_w4), top-1 down to 93.75% (types_w7: 4 of its
+#          6 rows with top-2 margin < 0.02 flip; flips at margins ≤ 0.011).
+#          The bound is ~2× the largest nmse and allows all 6 near-tie rows of
+#          types_w7 to flip. A bug is far outside it: the same emulation in
+#          fp32 with the window off by one, query_pre_attn_scalar 32 for 48,
+#          the local RoPE base 1e6, or the wrong layer pattern gives nmse
+#          3.6e-2..0.67, top-1 31..81%, flips at margins up to 0.67.
 #   bf16:  mixed + cuDNN's bf16 attention. Rounding q, k, v and the attention
 #          output to bf16 as well costs more on these tiny random-weight models
 #          with near-flat logits (a CPU emulation of exactly this rounding gives
 #          nmse up to 1.0e-4 and top-1 down to 98.6% on them), so the bound is
 #          nmse ≤ 3e-4 and top-1 ≥ 95%: wide enough for rounding, far below
 #          what a wrong mask, scale or layout does (nmse ~1, top-1 ~chance).
-#   SPINDLE_BF16_NMSE / SPINDLE_BF16_TOP1 override the mixed bounds.
+#          Gemma 3: `scripts/emulate-mixed.py --modes bf16 --jitter 20` (an
+#          approximation: q, k, v, unnormalised P and the gate/up outputs in
+#          bf16 as well) gives nmse 1.02e-4..1.89e-4 (GPU 1.03e-4..1.84e-4)
+#          and top-1 ≥ 95.31% (types_w7, 3 flips of 64; GPU 96.88%, the same
+#          2 rows as the plain emulation): inside the bound, types_w7 at its
+#          edge (a 4th near-tie flip would miss it).
+#   SPINDLE_BF16_NMSE / SPINDLE_BF16_TOP1 override the mixed bounds (every case).
 # Prints one line per case and precision: max|Δ|, nmse, top-1 agreement.
 # Exit 0 all pass, 1 a failure, 77 (CTest: skipped) without a usable GPU (or a
 # build without CUDA); with SPINDLE_REQUIRE_GPU=1 no GPU is a failure.
@@ -63,11 +90,18 @@ for d in "${cases[@]}"; do
             fails=$((fails + 1))
             continue
         fi
-        python3 - "$out" "$d/logits.npy" "$name" "$prec" "${SPINDLE_BF16_NMSE:-1e-4}" "${SPINDLE_BF16_TOP1:-0.99}" <<'PY'
+        python3 - "$out" "$d/logits.npy" "$name" "$prec" "${SPINDLE_BF16_NMSE:-}" "${SPINDLE_BF16_TOP1:-}" \
+                "$d/config.json" <<'PY'
+import json
 import sys
 import numpy as np
 got_p, ref_p, name, prec = sys.argv[1:5]
-bf16_nmse, bf16_top1 = float(sys.argv[5]), float(sys.argv[6])
+with open(sys.argv[7]) as f:
+    gemma3 = json.load(f).get("model_type") == "gemma3_text"
+# mixed bounds: dense families / Gemma 3 (header comment: why, and the emulation behind the latter)
+bf16_nmse = float(sys.argv[5] or (3e-4 if gemma3 else 1e-4))
+bf16_top1 = float(sys.argv[6] or (0.90 if gemma3 else 0.99))
+flip_margin_max = 0.05 if gemma3 else float("inf")
 got = np.load(got_p).astype(np.float64)
 ref = np.load(ref_p).astype(np.float64)
 if got.shape != ref.shape:
@@ -78,18 +112,19 @@ diff = np.abs(got - ref)
 max_abs = float(diff.max()) if finite else float("nan")
 nmse = float(((got - ref) ** 2).sum() / (ref ** 2).sum()) if finite else float("nan")
 top1 = float((got.argmax(axis=1) == ref.argmax(axis=1)).mean())
-if prec == "fp32":
-    ok = finite and max_abs <= 2e-3
-elif prec == "mixed":
-    ok = finite and nmse <= bf16_nmse and top1 >= bf16_top1
-else:
-    ok = finite and nmse <= 3e-4 and top1 >= 0.95
 T, V = ref.shape
 # Rows whose argmax moved, with the reference's top-2 margin there (a flip at a
 # near-tie is rounding; one at a wide margin is a bug).
 srt = np.sort(ref, axis=1)
 margin = srt[:, -1] - srt[:, -2]
 flips = np.nonzero(got.argmax(axis=1) != ref.argmax(axis=1))[0]
+if prec == "fp32":
+    ok = finite and max_abs <= 2e-3
+elif prec == "mixed":
+    ok = (finite and nmse <= bf16_nmse and top1 >= bf16_top1
+          and bool((margin[flips] <= flip_margin_max).all()))
+else:
+    ok = finite and nmse <= 3e-4 and top1 >= 0.95
 fl = " ".join(f"t={t}(margin {margin[t]:.2g})" for t in flips[:6]) + (" ..." if len(flips) > 6 else "")
 print(f"{name:<28} {prec:<5} {T:5d} {V:6d} {max_abs:11.3e} {nmse:11.3e} {100 * top1:8.2f}%  "
       f"{'PASS' if ok else 'FAIL'}" + (f"  flips: {fl}" if len(flips) else ""))
