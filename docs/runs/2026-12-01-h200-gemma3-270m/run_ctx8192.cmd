@@ -1,0 +1,1 @@
+/work/main/build-device/spindle train --model models/gemma3-270m --shards /root/g3/report/shards_train_ctx8192 --heldout /root/g3/report/shards_heldout_ctx8192 --out /root/g3/report/run_ctx8192 --steps 128 --warmup 12 --lr 3e-3 --eval-every 16 --device cuda --resume
