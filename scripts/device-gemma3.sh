@@ -56,7 +56,7 @@ gemma)
             mv models/gemma3-270m.tmp models/gemma3-270m || { tail "$OUT/convert.txt"; exit 1; }
     fi
     (cd models/gemma3-270m && sha256sum *) >"$OUT/sums.txt"; cat "$OUT/sums.txt"
-    for prec in fp32 bf16; do
+    for prec in ${CHECK_PRECISIONS:-fp32 bf16}; do
         python3 scripts/check-gemma3-spindle.py --model models/gemma3-270m --text .dev/c1/text/check.txt \
             --spindle "$B/spindle" --device cuda --precision $prec --out-dir /root/g3/check-$prec \
             --json "$OUT/check-$prec.json" >"$OUT/check-$prec.txt" 2>&1
