@@ -47,40 +47,10 @@ import sys
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from safetensors_np import read_safetensors  # noqa: E402
+
 F32 = np.float32
-
-
-def read_safetensors(folder):
-    """{name: (float32 array, stored dtype)} from model.safetensors (or the shards of an index)."""
-    idx = os.path.join(folder, "model.safetensors.index.json")
-    if os.path.exists(idx):
-        with open(idx) as f:
-            files = sorted(set(json.load(f)["weight_map"].values()))
-    else:
-        files = ["model.safetensors"]
-    out = {}
-    for fn in files:
-        with open(os.path.join(folder, fn), "rb") as f:
-            buf = f.read()
-        n = int.from_bytes(buf[:8], "little")
-        hdr = json.loads(buf[8:8 + n])
-        base = 8 + n
-        for k, v in hdr.items():
-            if k == "__metadata__":
-                continue
-            a, b = v["data_offsets"]
-            raw = buf[base + a:base + b]
-            dt = v["dtype"]
-            if dt == "F32":
-                x = np.frombuffer(raw, "<f4").astype(F32)
-            elif dt == "F16":
-                x = np.frombuffer(raw, "<f2").astype(F32)
-            elif dt == "BF16":
-                x = (np.frombuffer(raw, "<u2").astype(np.uint32) << 16).view(F32)
-            else:
-                raise ValueError(f"{fn}: {k}: dtype {dt} not handled")
-            out[k] = (x.reshape(v["shape"]).copy(), dt)
-    return out
 
 
 def round_bf16(x, how):

@@ -45,6 +45,9 @@ import numpy as np
 import torch
 import transformers
 from safetensors import safe_open
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from safetensors_np import read_safetensors  # noqa: E402
 from transformers import (AutoModelForCausalLM, Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig,
                           LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
@@ -531,34 +534,8 @@ def build_case(case, outdir):
 # rules reproduce the transformers reference within the test tolerance.
 # ----------------------------------------------------------------------------------------------
 def read_safetensors_raw(folder):
-    idx = os.path.join(folder, "model.safetensors.index.json")
-    if os.path.exists(idx):
-        with open(idx) as f:
-            files = sorted(set(json.load(f)["weight_map"].values()))
-    else:
-        files = ["model.safetensors"]
-    out = {}
-    for fn in files:
-        with open(os.path.join(folder, fn), "rb") as f:
-            buf = f.read()
-        n = int.from_bytes(buf[:8], "little")
-        hdr = json.loads(buf[8:8 + n])
-        base = 8 + n
-        for k, v in hdr.items():
-            if k == "__metadata__":
-                continue
-            a, b = v["data_offsets"]
-            raw = buf[base + a:base + b]
-            if v["dtype"] == "F32":
-                x = np.frombuffer(raw, "<f4").astype(np.float64)
-            elif v["dtype"] == "F16":
-                x = np.frombuffer(raw, "<f2").astype(np.float64)
-            elif v["dtype"] == "BF16":
-                x = (np.frombuffer(raw, "<u2").astype(np.uint32) << 16).view(np.float32).astype(np.float64)
-            else:
-                raise ValueError(f"{fn}:{k}: dtype {v['dtype']}")
-            out[k] = x.reshape(v["shape"])
-    return out
+    """{name: float64 array} of the files on disk (scripts/safetensors_np.py, widened exactly)."""
+    return {k: x.astype(np.float64) for k, (x, _) in read_safetensors(folder).items()}
 
 
 def doc_rope(cfg, head_dim):
