@@ -15,15 +15,17 @@ typedef struct {
     int bsel;  // queries sharing one support (1 = per query)
 } Sparsity;
 
-// What the sparse supports kept, summed over layers (either may be NULL):
-// recall[t] += Σ_{j∈S_t} P_t(j), support[t] += |S_t|, per layer; a layer the
-// pass leaves dense (no indexer for it) adds 1 and t + 1: it keeps every key.
+// What the sparse supports kept, summed over the full-attention layers (either
+// may be NULL): recall[t] += Σ_{j∈S_t} P_t(j), support[t] += |S_t|, per layer;
+// a full-attention layer the pass leaves dense (no indexer for it) adds 1 and
+// t + 1: it keeps every key. Sliding-window layers add nothing.
 typedef struct {
     float *recall;   // [T]
     float *support;  // [T]
 } SparseStats;
 
-// Sees each layer's attention inputs during a forward pass (teacher emission):
+// Sees each full-attention layer's attention inputs during a forward pass
+// (teacher emission; sliding-window layers are not tapped):
 // xn [T, hidden] the layer's normed attention input (what its q/k/v projections
 // read), q [T, Hq·dh] and k [T, Hkv·dh] exactly as attention uses them (after
 // bias, q/k norm and RoPE), and lse [Hq, T] the per-head log-sum-exp of the
