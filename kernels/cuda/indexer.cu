@@ -550,13 +550,8 @@ static void rope_tables(const IndexerConfig *c, int n, const float **cs, const f
         fprintf(stderr, "spindle: out of host memory for the indexer's RoPE tables\n");
         abort();
     }
-    for (int i = 0; i < half; i++) inv_freq[i] = (float)(1.0 / pow((double)c->rope_theta, (2.0 * i) / c->d_rope));
-    for (int t = 0; t < cap; t++)
-        for (int i = 0; i < half; i++) {
-            const float ang = (float)t * inv_freq[i];
-            hc[(int64_t)t * half + i] = cosf(ang);
-            hs[(int64_t)t * half + i] = sinf(ang);
-        }
+    rope_default_inv_freq(inv_freq, (double)c->rope_theta, c->d_rope);  // the CPU twin's tables (ops.h)
+    rope_tables_from_freq(hc, hs, inv_freq, half, 1.0f, cap);
     g_rope.cos = (float *)cuda_malloc(sizeof(float) * (size_t)cap * half);
     g_rope.sin = (float *)cuda_malloc(sizeof(float) * (size_t)cap * half);
     cuda_to_device(g_rope.cos, hc, sizeof(float) * (size_t)cap * half);
