@@ -74,6 +74,9 @@ add_executable(test_indexer tests/test_indexer.c)
 target_link_libraries(test_indexer PRIVATE spindle_kernels)
 add_test(NAME indexer COMMAND test_indexer)
 
+# The method on a hybrid stack (the tiny Gemma 3 golden): full-attention layers only, end to end.
+add_test(NAME hybrid_pipeline COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_hybrid.sh $<TARGET_FILE:spindle>
+         ${GOLDENS} ${TEST_TMP}/hybrid)
 add_test(NAME train_resume_export COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_train.sh
          $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/train)
 
