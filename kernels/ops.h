@@ -46,6 +46,46 @@ void softcap_forward_cpu(float *x, int64_t n, float cap);
 void attention_forward_cpu(float *out, float *lse, const float *q, const float *k, const float *v,
                            int T, int Hq, int Hkv, int dh, float scale, int window);
 
+// Gated DeltaNet (linear attention) ops, kernels/cpu/deltanet_cpu.c; HF transformers'
+// modeling_qwen3_next.py is the reference.
+//
+// Causal depthwise conv1d over time (HF's nn.Conv1d(groups=C, padding=K−1), first T
+// outputs): x, out [T, C], w [C, K] (conv1d.weight [C, 1, K]), bias [C] or NULL:
+//   out[t, c] = bias[c] + Σ_{j<K} w[c, j] · x[t − K + 1 + j, c]   (x rows < 0 are zero),
+// then out = silu(out) when apply_silu. out must not alias x.
+void causal_conv1d_cpu(float *out, const float *x, const float *w, const float *bias, int T, int C,
+                       int K, int apply_silu);
+
+// x[r, :] ← x[r, :] / sqrt(Σ_c x[r, c]² + eps) in place (HF's l2norm; eps 1e-6 there).
+void l2norm_rows_cpu(float *x, int rows, int C, float eps);
+
+// Qwen3NextRMSNormGated: out[r, c] = w[c] · x[r, c] / sqrt(mean(x[r, :]²) + eps) · silu(z[r, c]).
+// The weight is w itself (initialised to ones; not 1 + w), the norm comes before
+// the gate. out may alias x or z.
+void gated_rmsnorm_cpu(float *out, const float *x, const float *z, const float *w, int rows, int C,
+                       float eps);
+
+// The gated delta rule (HF's torch_recurrent_gated_delta_rule), sequential, fp32
+// state. q, k [T, Hk, dk]; v [T, Hv, dv]; g [T, Hv] log decays (≤ 0); beta [T, Hv];
+// o [T, Hv, dv]. Value head h reads key head h / (Hv/Hk) (HF's repeat_interleave).
+// With qk_l2norm (HF's use_qk_l2norm_in_kernel=True, as the model calls it) q_t and
+// k_t are first L2-normalised (eps 1e-6); then q_t is multiplied by scale
+// (0: 1/sqrt(dk)). Per value head, with S [dk, dv] from state_in [Hv, dk, dv] (NULL: zeros):
+//   S_t = e^{g_t} S_{t−1} + β_t k_t (v_t − (e^{g_t} S_{t−1})ᵀ k_t)ᵀ,   o_t = S_tᵀ q_t
+// state_out [Hv, dk, dv] (may be NULL, may alias state_in) receives S_T.
+void gated_delta_rule_cpu(float *o, float *state_out, const float *q, const float *k, const float *v,
+                          const float *g, const float *beta, const float *state_in, int T, int Hk,
+                          int Hv, int dk, int dv, float scale, int qk_l2norm);
+
+// The same outputs by the chunked form (HF's torch_chunk_gated_delta_rule, chunk
+// tokens per chunk, e.g. 64; any T ≥ 0 and chunk ≥ 1): within a chunk the WY/UT
+// transform (a unit lower-triangular solve), across chunks the state carry.
+// Agrees with gated_delta_rule_cpu to fp32 rounding.
+void gated_delta_rule_chunked_cpu(float *o, float *state_out, const float *q, const float *k,
+                                  const float *v, const float *g, const float *beta,
+                                  const float *state_in, int T, int Hk, int Hv, int dk, int dv,
+                                  float scale, int qk_l2norm, int chunk);
+
 // Re-executes the process once with OPENBLAS_CORETYPE / OMP_WAIT_POLICY set when
 // they are missing and would make it slow (see blas_init.c). Call
 // first thing in main.

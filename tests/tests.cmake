@@ -126,3 +126,9 @@ foreach(c ${layering_cases})
   list(APPEND layering_args "${lib}=$<JOIN:$<TARGET_PROPERTY:${lib},INCLUDE_DIRECTORIES>,:>=${allowed}=${forbidden}")
 endforeach()
 add_test(NAME layering COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_layering.sh ${CMAKE_C_COMPILER} ${layering_args})
+
+# The Gated DeltaNet CPU ops: the sequential gated delta rule against a double
+# recurrence, the chunked form against it, conv1d, l2norm, gated RMSNorm.
+add_executable(test_deltanet tests/test_deltanet.c)
+target_link_libraries(test_deltanet PRIVATE spindle_kernels)
+add_test(NAME deltanet COMMAND test_deltanet)
