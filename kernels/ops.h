@@ -65,6 +65,13 @@ void l2norm_rows_cpu(float *x, int rows, int C, float eps);
 void gated_rmsnorm_cpu(float *out, const float *x, const float *z, const float *w, int rows, int C,
                        float eps);
 
+// The per-token gates of a Gated DeltaNet layer from its projections a, b [T, Hv]
+// (Qwen3NextGatedDeltaNet.forward): g = −exp(A_log[h]) · softplus(a + dt_bias[h]) (the
+// log decay, ≤ 0; torch's softplus: x for x > 20, else log1p(exp(x))) and
+// beta = sigmoid(b). g and beta [T, Hv]; g may alias a, beta may alias b.
+void deltanet_gates_cpu(float *g, float *beta, const float *a, const float *b, const float *A_log,
+                        const float *dt_bias, int T, int Hv);
+
 // The gated delta rule (HF's torch_recurrent_gated_delta_rule), sequential, fp32
 // state. q, k [T, Hk, dk]; v [T, Hv, dv]; g [T, Hv] log decays (≤ 0); beta [T, Hv];
 // o [T, Hv, dv]. Value head h reads key head h / (Hv/Hk) (HF's repeat_interleave).

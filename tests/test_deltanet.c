@@ -126,8 +126,8 @@ static void check_seq_vs_naive(int T, int Hk, int Hv, int dk, int dv, int l2, in
     gated_delta_rule_cpu(o, S, c.q, c.k, c.v, c.g, c.beta, S0, T, Hk, Hv, dk, dv, 0.0f, l2);
     naive_gdr(od, Sd, c.q, c.k, c.v, c.g, c.beta, S0, T, Hk, Hv, dk, dv, l2);
     double eo = rel_err_d(o, od, no), es = rel_err_d(S, Sd, ns);
-    printf("seq vs double  T %4d Hk %d Hv %d dk %d dv %d l2 %d S0 %d: o %.2e  S %.2e\n", T, Hk, Hv, dk,
-           dv, l2, with_state, eo, es);
+    printf("seq vs double  T %4d Hk %d Hv %d dk %d dv %d l2 %d S0 %d: o %.2e  S %.2e\n", T, Hk, Hv,
+           dk, dv, l2, with_state, eo, es);
     EXPECT(eo < 1e-5 && es < 1e-5, "sequential vs double: o %.3e S %.3e", eo, es);
     free(o), free(S), free(od), free(Sd);
     free_case(&c);
@@ -141,13 +141,13 @@ static double check_chunked(int T, int Hk, int Hv, int dk, int dv, int C, float 
     float *o1 = malloc(sizeof(float) * no), *o2 = malloc(sizeof(float) * no);
     float *S1 = malloc(sizeof(float) * ns), *S2 = malloc(sizeof(float) * ns);
     gated_delta_rule_cpu(o1, S1, c.q, c.k, c.v, c.g, c.beta, c.S0, T, Hk, Hv, dk, dv, 0.0f, 1);
-    gated_delta_rule_chunked_cpu(o2, S2, c.q, c.k, c.v, c.g, c.beta, c.S0, T, Hk, Hv, dk, dv, 0.0f, 1,
-                                 C);
+    gated_delta_rule_chunked_cpu(o2, S2, c.q, c.k, c.v, c.g, c.beta, c.S0, T, Hk, Hv, dk, dv, 0.0f,
+                                 1, C);
     double eo = rel_err(o2, o1, no - 1), es = rel_err(S2, S1, ns);
-    printf("chunked vs seq T %4d C %2d Hk %d Hv %d dk %d dv %d %-12s: o %.2e  S %.2e\n", T, C, Hk, Hv,
-           dk, dv, what, eo, es);
-    EXPECT(eo < 2e-5 && es < 2e-5, "chunked vs sequential (T %d C %d %s): o %.3e S %.3e", T, C, what,
-           eo, es);
+    printf("chunked vs seq T %4d C %2d Hk %d Hv %d dk %d dv %d %-12s: o %.2e  S %.2e\n", T, C, Hk,
+           Hv, dk, dv, what, eo, es);
+    EXPECT(eo < 2e-5 && es < 2e-5, "chunked vs sequential (T %d C %d %s): o %.3e S %.3e", T, C,
+           what, eo, es);
     free(o1), free(o2), free(S1), free(S2);
     free_case(&c);
     return eo > es ? eo : es;
@@ -168,15 +168,18 @@ static void check_gqa(void) {
     float *a = malloc(sizeof(float) * no), *b = malloc(sizeof(float) * no);
     for (int chunked = 0; chunked < 2; chunked++) {
         if (chunked) {
-            gated_delta_rule_chunked_cpu(a, NULL, c.q, c.k, c.v, c.g, c.beta, NULL, T, Hk, Hv, dk, dv,
-                                         0.0f, 1, 16);
+            gated_delta_rule_chunked_cpu(a, NULL, c.q, c.k, c.v, c.g, c.beta, NULL, T, Hk, Hv, dk,
+                                         dv, 0.0f, 1, 16);
             gated_delta_rule_chunked_cpu(b, NULL, qr, kr, c.v, c.g, c.beta, NULL, T, Hv, Hv, dk, dv,
                                          0.0f, 1, 16);
         } else {
-            gated_delta_rule_cpu(a, NULL, c.q, c.k, c.v, c.g, c.beta, NULL, T, Hk, Hv, dk, dv, 0.0f, 1);
-            gated_delta_rule_cpu(b, NULL, qr, kr, c.v, c.g, c.beta, NULL, T, Hv, Hv, dk, dv, 0.0f, 1);
+            gated_delta_rule_cpu(a, NULL, c.q, c.k, c.v, c.g, c.beta, NULL, T, Hk, Hv, dk, dv, 0.0f,
+                                 1);
+            gated_delta_rule_cpu(b, NULL, qr, kr, c.v, c.g, c.beta, NULL, T, Hv, Hv, dk, dv, 0.0f,
+                                 1);
         }
-        EXPECT(memcmp(a, b, sizeof(float) * no) == 0, "GQA Hk 2 → Hv 4 (%s) differs from repeated keys",
+        EXPECT(memcmp(a, b, sizeof(float) * no) == 0,
+               "GQA Hk 2 → Hv 4 (%s) differs from repeated keys",
                chunked ? "chunked" : "sequential");
     }
     // and the head mapping is h / 2, not h % 2: heads 1 and 2 read different keys
@@ -189,26 +192,31 @@ static void check_gqa(void) {
     free_case(&c);
 }
 
+// One form over tokens [t0, t0 + n) of a case, state from S_in, into o [n, Hv, dv] and S_out.
+static void run_span(int chunked, float *o, float *S_out, const Case *c, int t0, int n,
+                     const float *S_in) {
+    const float *q = c->q + (int64_t)t0 * c->Hk * c->dk, *k = c->k + (int64_t)t0 * c->Hk * c->dk;
+    const float *v = c->v + (int64_t)t0 * c->Hv * c->dv;
+    const float *g = c->g + (int64_t)t0 * c->Hv, *beta = c->beta + (int64_t)t0 * c->Hv;
+    if (chunked)
+        gated_delta_rule_chunked_cpu(o, S_out, q, k, v, g, beta, S_in, n, c->Hk, c->Hv, c->dk,
+                                     c->dv, 0.0f, 1, 32);
+    else
+        gated_delta_rule_cpu(o, S_out, q, k, v, g, beta, S_in, n, c->Hk, c->Hv, c->dk, c->dv, 0.0f,
+                             1);
+}
+
 // Running [0, T1) then [T1, T) with the state carried equals one run of T.
 static void check_state_carry(int chunked) {
-    const int T = 150, T1 = 71, Hk = 2, Hv = 4, dk = 16, dv = 8, C = 32;
+    const int T = 150, T1 = 71, Hk = 2, Hv = 4, dk = 16, dv = 8;  // chunk 32
     Case c = make_case(T, Hk, Hv, dk, dv, -0.3f, 0.0f);
     const int64_t no = (int64_t)T * Hv * dv, ns = (int64_t)Hv * dk * dv;
     float *o = malloc(sizeof(float) * no), *o2 = malloc(sizeof(float) * no);
     float *S = malloc(sizeof(float) * ns), *S2 = malloc(sizeof(float) * ns);
-#define GDR(O, SO, OFF, N, SI)                                                                     \
-    (chunked ? gated_delta_rule_chunked_cpu(O, SO, c.q + (int64_t)(OFF) * Hk * dk,                  \
-                                            c.k + (int64_t)(OFF) * Hk * dk,                         \
-                                            c.v + (int64_t)(OFF) * Hv * dv, c.g + (OFF) * Hv,       \
-                                            c.beta + (OFF) * Hv, SI, N, Hk, Hv, dk, dv, 0.0f, 1, C) \
-             : gated_delta_rule_cpu(O, SO, c.q + (int64_t)(OFF) * Hk * dk,                          \
-                                    c.k + (int64_t)(OFF) * Hk * dk, c.v + (int64_t)(OFF) * Hv * dv, \
-                                    c.g + (OFF) * Hv, c.beta + (OFF) * Hv, SI, N, Hk, Hv, dk, dv,   \
-                                    0.0f, 1))
-    GDR(o, S, 0, T, c.S0);
-    GDR(o2, S2, 0, T1, c.S0);
-    GDR(o2 + (int64_t)T1 * Hv * dv, S2, T1, T - T1, S2);  // state_out aliases state_in
-#undef GDR
+    run_span(chunked, o, S, &c, 0, T, c.S0);
+    run_span(chunked, o2, S2, &c, 0, T1, c.S0);
+    run_span(chunked, o2 + (int64_t)T1 * Hv * dv, S2, &c, T1, T - T1,
+             S2);  // state_out aliases state_in
     double eo = rel_err(o2, o, no), es = rel_err(S2, S, ns);
     printf("state carry (%s): o %.2e  S %.2e\n", chunked ? "chunked" : "sequential", eo, es);
     EXPECT(eo < 1e-5 && es < 1e-5, "two halves vs one run (%s): o %.3e S %.3e",
@@ -234,7 +242,8 @@ static void check_conv1d(void) {
                 double worst = 0.0;
                 for (int t = 0; t < T; t++)
                     for (int c = 0; c < C; c++) {
-                        // F.conv1d(padding=K−1)[:T]: out[t] = Σ_j w[j] · xpad[t + j], xpad = [0]*(K−1) ++ x
+                        // F.conv1d(padding=K−1)[:T]: out[t] = Σ_j w[j] · xpad[t + j], xpad =
+                        // [0]*(K−1) ++ x
                         double s = with_bias ? b[c] : 0.0;
                         for (int j = 0; j < K; j++) {
                             int src = t + j - (K - 1);
@@ -276,6 +285,27 @@ static void check_norms(void) {
     EXPECT(fabsf(out[3] - 2.8577223f) < 1e-6f, "gated rmsnorm of a constant row = %.7f", out[3]);
 }
 
+static void check_gates(void) {
+    // head 0: A_log = 0 (A = 1), dt_bias 0.5; head 1: A_log = log 2, dt_bias −1.
+    // token 0: a = [0.5, 1], b = [0, 2]; token 1: a = [100, −21], b = [−1, 0].
+    //   g[0,0] = −softplus(1)      = −1.3132617    beta = sigmoid(0)  = 0.5
+    //   g[0,1] = −2·softplus(0)    = −1.3862944    beta = sigmoid(2)  = 0.8807971
+    //   g[1,0] = −100.5 (linear above 20)      beta = sigmoid(−1) = 0.2689414
+    //   g[1,1] = −2·softplus(−22)  = −5.5789e-10   beta = sigmoid(0)  = 0.5
+    const float A_log[2] = {0.0f, 0.69314718f}, dt[2] = {0.5f, -1.0f};
+    const float a[4] = {0.5f, 1.0f, 100.0f, -21.0f}, b[4] = {0.0f, 2.0f, -1.0f, 0.0f};
+    const float wg[4] = {-1.3132617f, -1.3862944f, -100.5f, -5.5789362e-10f};
+    const float wb[4] = {0.5f, 0.8807971f, 0.2689414f, 0.5f};
+    float g[4], beta[4];
+    deltanet_gates_cpu(g, beta, a, b, A_log, dt, 2, 2);
+    for (int i = 0; i < 4; i++) {
+        EXPECT(fabsf(g[i] - wg[i]) <= 1e-6f * fabsf(wg[i]) + 1e-15f, "gate g[%d] = %.8g, want %.8g",
+               i, g[i], wg[i]);
+        EXPECT(fabsf(beta[i] - wb[i]) < 1e-7f, "gate beta[%d] = %.8f, want %.8f", i, beta[i],
+               wb[i]);
+    }
+}
+
 static double now(void) { return omp_get_wtime(); }
 
 static int bench(int argc, char **argv) {
@@ -289,19 +319,23 @@ static int bench(int argc, char **argv) {
     double t0 = now();
     gated_delta_rule_cpu(o1, NULL, c.q, c.k, c.v, c.g, c.beta, NULL, T, Hk, Hv, dk, dv, 0.0f, 1);
     double t1 = now();
-    gated_delta_rule_chunked_cpu(o2, NULL, c.q, c.k, c.v, c.g, c.beta, NULL, T, Hk, Hv, dk, dv, 0.0f,
-                                 1, C);
+    gated_delta_rule_chunked_cpu(o2, NULL, c.q, c.k, c.v, c.g, c.beta, NULL, T, Hk, Hv, dk, dv,
+                                 0.0f, 1, C);
     double t2 = now();
-    printf("T %d Hk %d Hv %d dk %d dv %d C %d threads %d: sequential %.3f s, chunked %.3f s, "
-           "rel err %.2e\n",
-           T, Hk, Hv, dk, dv, C, omp_get_max_threads(), t1 - t0, t2 - t1, rel_err(o2, o1, no));
+    printf(
+        "T %d Hk %d Hv %d dk %d dv %d C %d threads %d: sequential %.3f s, chunked %.3f s, "
+        "rel err %.2e\n",
+        T, Hk, Hv, dk, dv, C, omp_get_max_threads(), t1 - t0, t2 - t1, rel_err(o2, o1, no));
     free(o1), free(o2);
     free_case(&c);
     return 0;
 }
 
 int main(int argc, char **argv) {
-    if (argc > 1 && strcmp(argv[1], "bench") == 0) return bench(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "bench") == 0) {
+        blas_ensure_core(argv);  // the GEMM kernels and wait policy the binary runs with
+        return bench(argc, argv);
+    }
 
     check_seq_vs_naive(9, 1, 2, 4, 3, 1, 0);
     check_seq_vs_naive(9, 1, 2, 4, 3, 1, 1);
@@ -310,14 +344,18 @@ int main(int argc, char **argv) {
 
     double worst = 0.0, e;
     const int Hk = 2, Hv = 4, d = 32;
-    e = check_chunked(100, Hk, Hv, d, d, 64, -1.0f, 0.0f, "T % C != 0"), worst = e > worst ? e : worst;
+    e = check_chunked(100, Hk, Hv, d, d, 64, -1.0f, 0.0f, "T % C != 0"),
+    worst = e > worst ? e : worst;
     e = check_chunked(10, Hk, Hv, d, d, 64, -1.0f, 0.0f, "T < C"), worst = e > worst ? e : worst;
     e = check_chunked(1, Hk, Hv, d, d, 64, -1.0f, 0.0f, "T = 1"), worst = e > worst ? e : worst;
     e = check_chunked(50, Hk, Hv, d, d, 1, -1.0f, 0.0f, "C = 1"), worst = e > worst ? e : worst;
-    e = check_chunked(128, Hk, Hv, d, 24, 64, -1.0f, 0.0f, "T = 2C, dk≠dv"), worst = e > worst ? e : worst;
-    e = check_chunked(1000, Hk, Hv, d, d, 64, -5.0f, -1.0f, "strong decay"), worst = e > worst ? e : worst;
+    e = check_chunked(128, Hk, Hv, d, 24, 64, -1.0f, 0.0f, "T = 2C, dk≠dv"),
+    worst = e > worst ? e : worst;
+    e = check_chunked(1000, Hk, Hv, d, d, 64, -5.0f, -1.0f, "strong decay"),
+    worst = e > worst ? e : worst;
     e = check_chunked(1000, Hk, Hv, d, d, 64, 0.0f, 0.0f, "g = 0"), worst = e > worst ? e : worst;
-    e = check_chunked(1000, Hk, Hv, d, d, 64, -0.05f, 0.0f, "weak decay"), worst = e > worst ? e : worst;
+    e = check_chunked(1000, Hk, Hv, d, d, 64, -0.05f, 0.0f, "weak decay"),
+    worst = e > worst ? e : worst;
     printf("chunked vs sequential: worst %.2e\n", worst);
 
     check_gqa();
@@ -325,6 +363,7 @@ int main(int argc, char **argv) {
     check_state_carry(1);
     check_conv1d();
     check_norms();
+    check_gates();
 
     if (failures) fprintf(stderr, "%d failure(s)\n", failures);
     return failures ? 1 : 0;

@@ -1,5 +1,6 @@
 // deltanet_cpu.c: the ops of a Gated DeltaNet (linear attention) layer, CPU twin:
-// the causal depthwise conv1d, the row L2 norm, the gated RMSNorm, and the
+// the causal depthwise conv1d, the row L2 norm, the gated RMSNorm, the decay and
+// write gates, and the
 // gated delta rule in two forms: the sequential recurrence (the reference) and
 // the chunked form (WY/UT transform inside a chunk, state carried across
 // chunks), which must agree with it to fp32 rounding.
@@ -61,6 +62,19 @@ void gated_rmsnorm_cpu(float *out, const float *x, const float *z, const float *
     }
 }
 
+void deltanet_gates_cpu(float *g, float *beta, const float *a, const float *b, const float *A_log,
+                        const float *dt_bias, int T, int Hv) {
+#pragma omp parallel for
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < Hv; h++) {
+            const int64_t i = (int64_t)t * Hv + h;
+            const float x = a[i] + dt_bias[h];
+            const float sp = x > 20.0f ? x : log1pf(expf(x));
+            g[i] = -expf(A_log[h]) * sp;
+            beta[i] = 1.0f / (1.0f + expf(-b[i]));
+        }
+}
+
 // q or k of token t, head kh, into dst (dk floats): L2-normalised (HF's
 // l2norm, eps 1e-6) when asked, then multiplied by mul.
 static void load_qk(float *dst, const float *src, int l2, float mul, int dk) {
@@ -75,9 +89,9 @@ static void load_qk(float *dst, const float *src, int l2, float mul, int dk) {
 // Sequential recurrence, one value head at a time (heads in parallel). The
 // state S [dk, dv] stays fp32; per token, two passes over it: decay and read
 // kv = Sᵀk, then the rank-1 update and the read-out o = Sᵀq.
-void gated_delta_rule_cpu(float *o, float *state_out, const float *q, const float *k, const float *v,
-                          const float *g, const float *beta, const float *state_in, int T, int Hk,
-                          int Hv, int dk, int dv, float scale, int qk_l2norm) {
+void gated_delta_rule_cpu(float *o, float *state_out, const float *q, const float *k,
+                          const float *v, const float *g, const float *beta, const float *state_in,
+                          int T, int Hk, int Hv, int dk, int dv, float scale, int qk_l2norm) {
     SPINDLE_CHECK(Hk > 0 && Hv % Hk == 0);
     if (scale == 0.0f) scale = 1.0f / sqrtf((float)dk);
     const int G = Hv / Hk;
@@ -178,7 +192,8 @@ void gated_delta_rule_chunked_cpu(float *o, float *state_out, const float *q, co
                     const float *vt = v + (t * Hv + h) * dv;
                     for (int j = 0; j < dv; j++) Vb[(int64_t)i * dv + j] = bt[i] * vt[j];
                     const float s = bt[i] * expf(gam[i]);
-                    for (int c = 0; c < dk; c++) Wk[(int64_t)i * dk + c] = s * K[(int64_t)i * dk + c];
+                    for (int c = 0; c < dk; c++)
+                        Wk[(int64_t)i * dk + c] = s * K[(int64_t)i * dk + c];
                 }
                 // A = K Kᵀ; L = β_i e^{γ_i − γ_j} A (strictly lower); Tm = (I + L)⁻¹ by
                 // forward substitution: Tm[i][j] = −Σ_{j≤m<i} L[i][m] Tm[m][j].
@@ -215,8 +230,8 @@ void gated_delta_rule_chunked_cpu(float *o, float *state_out, const float *q, co
                     for (int c = 0; c < dk; c++) Q[(int64_t)i * dk + c] *= e;
                 }
                 float *Ob = o + ((int64_t)t0 * Hv + h) * dv;
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, dv, dk, 1.0f, Q, dk, S, dv,
-                            0.0f, Ob, (int)ldo);
+                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, dv, dk, 1.0f, Q, dk, S,
+                            dv, 0.0f, Ob, (int)ldo);
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, dv, n, 1.0f, A, Cn, U, dv,
                             1.0f, Ob, (int)ldo);
                 // S ← e^{γ_n} S + (e^{γ_n − γ} K)ᵀ V'.
