@@ -229,6 +229,23 @@ static void check_state_carry(int chunked) {
     free_case(&c);
 }
 
+// T = 0: no output, the final state is the initial one.
+static void check_empty(void) {
+    Case c = make_case(0, 1, 2, 4, 3, -1.0f, 0.0f);
+    float S[2 * 4 * 3], o[1];
+    for (int chunked = 0; chunked < 2; chunked++) {
+        memset(S, 0, sizeof S);
+        if (chunked)
+            gated_delta_rule_chunked_cpu(o, S, c.q, c.k, c.v, c.g, c.beta, c.S0, 0, 1, 2, 4, 3, 0.0f, 1,
+                                         64);
+        else
+            gated_delta_rule_cpu(o, S, c.q, c.k, c.v, c.g, c.beta, c.S0, 0, 1, 2, 4, 3, 0.0f, 1);
+        EXPECT(memcmp(S, c.S0, sizeof S) == 0, "T = 0 (%s): the state changed",
+               chunked ? "chunked" : "sequential");
+    }
+    free_case(&c);
+}
+
 static void check_conv1d(void) {
     const int K = 4, C = 5;
     const int Ts[] = {1, 3, 17};
@@ -361,6 +378,7 @@ int main(int argc, char **argv) {
     check_gqa();
     check_state_carry(0);
     check_state_carry(1);
+    check_empty();
     check_conv1d();
     check_norms();
     check_gates();
