@@ -121,11 +121,11 @@ static void cpu_attend(void *tw, int l, const AttendPlan *a) {
     }
 }
 
-static void cpu_tap(void *tw, int l, const ForwardTap *tap, int with_lse) {
+static void cpu_tap(void *tw, int l, const ForwardTap *tap) {
     CpuPass *p = tw;
     const unsigned w = tap->wants ? tap->wants : TAP_ALL;
     tap->fn(tap->ctx, l, w & TAP_XN ? p->xn : NULL, w & TAP_Q ? p->q : NULL, w & TAP_K ? p->k : NULL,
-            with_lse && (w & TAP_LSE) ? p->lse : NULL, p->T);
+            w & TAP_LSE ? p->lse : NULL, p->T);
 }
 
 // x += [RMSNorm(·)·post](y), y already in p->xn.

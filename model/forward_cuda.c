@@ -479,7 +479,7 @@ static void cuda_attend(void *tw, int l, const AttendPlan *a) {
     }
 }
 
-static void cuda_tap(void *tw, int l, const ForwardTap *tap, int with_lse) {
+static void cuda_tap(void *tw, int l, const ForwardTap *tap) {
     CudaPass *p = tw;
     const ModelConfig *c = &p->f->m->cfg;
     const size_t TT = (size_t)p->T;
@@ -488,10 +488,9 @@ static void cuda_tap(void *tw, int l, const ForwardTap *tap, int with_lse) {
     if (w & TAP_XN) cuda_to_host(p->h_xn, p->xn, sizeof(float) * TT * c->hidden);
     if (w & TAP_Q) cuda_to_host(p->h_q, p->q, sizeof(float) * TT * c->n_heads * c->head_dim);
     if (w & TAP_K) cuda_to_host(p->h_k, p->k, sizeof(float) * TT * c->n_kv_heads * c->head_dim);
-    const int lse = with_lse && p->h_lse && (w & TAP_LSE);
-    if (lse) cuda_to_host(p->h_lse, p->lse, sizeof(float) * TT * c->n_heads);
+    if (p->h_lse) cuda_to_host(p->h_lse, p->lse, sizeof(float) * TT * c->n_heads);  // wanted, dense pass
     tap->fn(tap->ctx, l, w & TAP_XN ? p->h_xn : NULL, w & TAP_Q ? p->h_q : NULL, w & TAP_K ? p->h_k : NULL,
-            lse ? p->h_lse : NULL, p->T);
+            p->h_lse, p->T);
 }
 
 // x += [RMSNorm(·)·post](in·wᵀ (+ bias)): without a post-norm the residual

@@ -68,7 +68,7 @@ void layer_loop(const LayerOps *ops, void *twin, const ModelConfig *c, const int
         ops->attend(tw, l, &p);
         if (prof) prof->attention += lap(ops, &t0);
         if (tap) {
-            ops->tap(tw, l, o->tap, !o->sparse);
+            ops->tap(tw, l, o->tap);
             if (prof) prof->other += lap(ops, &t0);
         }
         if (o->stop_after_tap > 0 && l + 1 >= o->stop_after_tap) {  // nothing downstream is wanted

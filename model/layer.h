@@ -48,8 +48,9 @@ typedef struct {
     void (*qkv)(void *tw, int l);
     // The layer's attention output from q, k, v (and xn for an indexer).
     void (*attend)(void *tw, int l, const AttendPlan *p);
-    // Hands xn, q, k and (with_lse) lse of layer l to tap->fn, as host arrays.
-    void (*tap)(void *tw, int l, const ForwardTap *tap, int with_lse);
+    // Hands xn, q, k and lse of layer l to tap->fn, as host arrays (lse only in a
+    // dense pass: begin keeps a buffer for it exactly then).
+    void (*tap)(void *tw, int l, const ForwardTap *tap);
     // x += [post_attn_norm](a·Woᵀ (+b)).
     void (*attn_out)(void *tw, int l);
     // x += [post_mlp_norm](down(act(xn·Wgateᵀ) ⊙ xn·Wupᵀ)), xn = RMSNorm(x)·mlp_norm.
