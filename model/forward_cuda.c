@@ -327,6 +327,14 @@ void fwd_cuda_layer_qk(FwdCuda *f, int layer, const float *xn, int T, float *q, 
     cuda_free(hb);
 }
 
+// logits[rows, vocab] = hidden[rows, hidden] · lm_headᵀ (device in and out), fp32 in
+// every precision, soft-capped when the config says so (cap·tanh(logits / cap)).
+static void lm_head_logits(const FwdCuda *f, float *logits, const float *hidden, int rows) {
+    const ModelConfig *c = &f->m->cfg;
+    matmul_forward_cuda(logits, hidden, f->lm_head, NULL, rows, c->hidden, c->vocab);
+    if (c->final_softcap > 0) softcap_forward_cuda(logits, (int64_t)rows * c->vocab, (float)c->final_softcap);
+}
+
 // ---- the CUDA twin's ops beneath the layer loop (layer.h) ------------------------------
 
 // One pass's device scratch. last_logits: the pass ends in the last position's
@@ -554,8 +562,7 @@ static void cuda_finish(void *tw, int stopped, const ForwardOpts *o) {
         rmsnorm_forward_cuda(p->x, p->x, f->final_norm, T, H, (float)c->rms_eps);
         if (p->last_logits_host) {
             float *logits = cuda_malloc(sizeof(float) * (size_t)c->vocab);
-            matmul_forward_cuda(logits, p->x + (TT - 1) * H, f->lm_head, NULL, 1, H, c->vocab);
-            if (c->final_softcap > 0) softcap_forward_cuda(logits, c->vocab, (float)c->final_softcap);
+            lm_head_logits(f, logits, p->x + (TT - 1) * H, 1);
             cuda_sync();
             cuda_to_host(p->last_logits_host, logits, sizeof(float) * (size_t)c->vocab);
             cuda_free(logits);
@@ -618,8 +625,7 @@ void fwd_cuda_lm_head(FwdCuda *f, const float *hidden_host, int rows, float *log
         f->lm_rows = rows;
     }
     cuda_to_device(f->lm_in, hidden_host, sizeof(float) * (size_t)rows * H);
-    matmul_forward_cuda(f->lm_out, f->lm_in, f->lm_head, NULL, rows, H, V);
-    if (f->m->cfg.final_softcap > 0) softcap_forward_cuda(f->lm_out, (int64_t)rows * V, (float)f->m->cfg.final_softcap);
+    lm_head_logits(f, f->lm_out, f->lm_in, rows);
     cuda_sync();
     cuda_to_host(logits_host, f->lm_out, sizeof(float) * (size_t)rows * V);
 }
@@ -635,7 +641,6 @@ void fwd_cuda_score(FwdCuda *f, const float *hd, const float *hs, int rows, cons
                     double *nll_s, double *kl, int32_t *top1) {
     if (rows <= 0) return;
     const int H = f->m->cfg.hidden, V = f->m->cfg.vocab, chunk = score_chunk(V);
-    const float softcap = (float)f->m->cfg.final_softcap;  // > 0: logits = softcap·tanh(logits / softcap)
     const int n = rows < chunk ? rows : chunk;
     if (n > f->sc_rows) {  // grow the scratch to this chunk
         cuda_free(f->sc_hidden), cuda_free(f->sc_logits), cuda_free(f->sc_next);
@@ -655,12 +660,10 @@ void fwd_cuda_score(FwdCuda *f, const float *hd, const float *hs, int rows, cons
         const int m = rows - r0 < n ? rows - r0 : n;
         cuda_to_device(in_d, hd + (size_t)r0 * H, sizeof(float) * (size_t)m * H);
         cuda_to_device(f->sc_next, next + r0, sizeof(int32_t) * (size_t)m);
-        matmul_forward_cuda(lg_d, in_d, f->lm_head, NULL, m, H, V);
-        if (softcap > 0) softcap_forward_cuda(lg_d, (int64_t)m * V, softcap);
+        lm_head_logits(f, lg_d, in_d, m);
         if (hs) {
             cuda_to_device(in_s, hs + (size_t)r0 * H, sizeof(float) * (size_t)m * H);
-            matmul_forward_cuda(lg_s, in_s, f->lm_head, NULL, m, H, V);
-            if (softcap > 0) softcap_forward_cuda(lg_s, (int64_t)m * V, softcap);
+            lm_head_logits(f, lg_s, in_s, m);
         }
         next_token_stats_cuda(o_nll_d, o_nll_s, o_kl, f->sc_top1, lg_d, hs ? lg_s : NULL, f->sc_next, m, V);
         cuda_sync();
