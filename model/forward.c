@@ -67,7 +67,7 @@ static void *cpu_begin(void *twin, const int32_t *ids, int T, const ForwardOpts 
     p->up = xmalloc(sizeof(float) * TT * c->intermediate);
     if (o->tap && !o->sparse) p->lse = xmalloc(sizeof(float) * TT * c->n_heads);
     const size_t half = (size_t)(rope_rot_dims(c) / 2);
-    for (int kind = 0; kind < 2; kind++) {
+    for (int kind = 0; kind < (c->sliding_window ? 2 : 1); kind++) {  // sliding tables only where layers slide
         p->cos_t[kind] = xmalloc(sizeof(float) * (TT * half + 1));
         p->sin_t[kind] = xmalloc(sizeof(float) * (TT * half + 1));
         rope_tables_kind(c, kind ? LAYER_SLIDING_ATTENTION : LAYER_FULL_ATTENTION, T, p->cos_t[kind],
