@@ -75,6 +75,14 @@ void deltanet_gates_cpu(float *g, float *beta, const float *a, const float *b, c
         }
 }
 
+// S [dk, dv] = value head h's initial state: state_in's, or zeros without one.
+static void state_start(float *S, const float *state_in, int h, int dk, int dv) {
+    if (state_in)
+        memcpy(S, state_in + (int64_t)h * dk * dv, sizeof(float) * dk * dv);
+    else
+        memset(S, 0, sizeof(float) * dk * dv);
+}
+
 // q or k of token t, head kh, into dst (dk floats): L2-normalised (HF's
 // l2norm, eps 1e-6) when asked, then multiplied by mul.
 static void load_qk(float *dst, const float *src, int l2, float mul, int dk) {
@@ -103,10 +111,7 @@ void gated_delta_rule_cpu(float *o, float *state_out, const float *q, const floa
 #pragma omp for schedule(static)
         for (int h = 0; h < Hv; h++) {
             const int kh = h / G;
-            if (state_in)
-                memcpy(S, state_in + (int64_t)h * dk * dv, sizeof(float) * dk * dv);
-            else
-                memset(S, 0, sizeof(float) * dk * dv);
+            state_start(S, state_in, h, dk, dv);
             for (int t = 0; t < T; t++) {
                 load_qk(qt, q + ((int64_t)t * Hk + kh) * dk, qk_l2norm, scale, dk);
                 load_qk(kt, k + ((int64_t)t * Hk + kh) * dk, qk_l2norm, 1.0f, dk);
@@ -175,10 +180,7 @@ void gated_delta_rule_chunked_cpu(float *o, float *state_out, const float *q, co
 #pragma omp for schedule(static)
         for (int h = 0; h < Hv; h++) {
             const int kh = h / G;
-            if (state_in)
-                memcpy(S, state_in + (int64_t)h * dk * dv, sizeof(float) * dk * dv);
-            else
-                memset(S, 0, sizeof(float) * dk * dv);
+            state_start(S, state_in, h, dk, dv);
             for (int t0 = 0; t0 < T; t0 += Cn) {
                 const int n = T - t0 < Cn ? T - t0 : Cn;
                 float acc = 0.0f;
