@@ -48,7 +48,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from safetensors_np import read_safetensors  # noqa: E402
+from goldens_np import gemma3_layout, read_safetensors  # noqa: E402
 
 F32 = np.float32
 
@@ -73,26 +73,6 @@ def round_f16(x, how):
     away = np.abs(h.astype(F32)) > np.abs(x)
     h = np.where(away, np.nextafter(h, np.float16(0)), h)
     return h.astype(F32)
-
-
-def gemma3_layout(cfg):
-    """(layer types, {type: rope params}) from a gemma3_text config.json in either style."""
-    n = cfg["num_hidden_layers"]
-    types = cfg.get("layer_types")
-    if not types:
-        pat = cfg.get("sliding_window_pattern", 6)
-        types = ["full_attention" if (i + 1) % pat == 0 else "sliding_attention" for i in range(n)]
-    rp = cfg.get("rope_parameters")
-    if rp and "full_attention" in rp:
-        full, slid = dict(rp["full_attention"]), dict(rp["sliding_attention"])
-    else:
-        full = dict(cfg.get("rope_scaling") or {})
-        if "type" in full and "rope_type" not in full:
-            full["rope_type"] = full.pop("type")
-        full.setdefault("rope_type", "default")
-        full["rope_theta"] = cfg.get("rope_theta", 1000000.0)
-        slid = {"rope_type": "default", "rope_theta": cfg.get("rope_local_base_freq", 10000.0)}
-    return list(types), {"full_attention": full, "sliding_attention": slid}
 
 
 def rope_tables(rp, hd, T):

@@ -47,7 +47,7 @@ import transformers
 from safetensors import safe_open
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from safetensors_np import read_safetensors  # noqa: E402
+from goldens_np import gemma3_layout, gemma3_pattern_types, read_safetensors  # noqa: E402
 from transformers import (AutoModelForCausalLM, Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig,
                           LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
 
@@ -193,10 +193,6 @@ CASES = [
 # HF's sliding mask keeps key j for query t iff t - W < j <= t with W = sliding_window (masking_utils
 # sliding_window_overlay: kv_idx > q_idx - sliding_window); the oracle stage asserts that mask.
 # ----------------------------------------------------------------------------------------------
-def gemma3_pattern_types(n_layers, pattern):
-    return ["full_attention" if (i + 1) % pattern == 0 else "sliding_attention" for i in range(n_layers)]
-
-
 def _g3(vocab, hidden, inter, types, hq, hkv, hd, window, scalar, rope_full, rope_local=10000.0, **extra):
     cfg = dict(vocab_size=vocab, hidden_size=hidden, intermediate_size=inter, num_hidden_layers=len(types),
                num_attention_heads=hq, num_key_value_heads=hkv, head_dim=hd, rms_norm_eps=1e-6,
@@ -534,7 +530,7 @@ def build_case(case, outdir):
 # rules reproduce the transformers reference within the test tolerance.
 # ----------------------------------------------------------------------------------------------
 def read_safetensors_raw(folder):
-    """{name: float64 array} of the files on disk (scripts/safetensors_np.py, widened exactly)."""
+    """{name: float64 array} of the files on disk (scripts/goldens_np.py, widened exactly)."""
     return {k: x.astype(np.float64) for k, (x, _) in read_safetensors(folder).items()}
 
 
@@ -702,25 +698,6 @@ def to_legacy_gemma3(cfg, case):
     out["sliding_window_pattern"] = n
     out["transformers_version"] = LEGACY_GEMMA3_TRANSFORMERS_VERSION
     return dict(sorted(out.items()))
-
-
-def gemma3_layout(cfg):
-    """(layer types, rope parameters per layer type) from a gemma3_text config.json in either style."""
-    n = cfg["num_hidden_layers"]
-    types = cfg.get("layer_types")
-    if not types:
-        types = gemma3_pattern_types(n, cfg.get("sliding_window_pattern", 6))
-    rp = cfg.get("rope_parameters")
-    if rp and "full_attention" in rp:
-        full, slid = dict(rp["full_attention"]), dict(rp["sliding_attention"])
-    else:
-        full = dict(cfg.get("rope_scaling") or {})
-        if "type" in full and "rope_type" not in full:
-            full["rope_type"] = full.pop("type")
-        full.setdefault("rope_type", "default")
-        full["rope_theta"] = cfg.get("rope_theta", 1000000.0)
-        slid = {"rope_type": "default", "rope_theta": cfg.get("rope_local_base_freq", 10000.0)}
-    return list(types), {"full_attention": full, "sliding_attention": slid}
 
 
 def numpy_forward_gemma3(folder, ids, oracle=None, over=None):
