@@ -99,14 +99,7 @@ manifest=$out/manifest.tsv
 : >"$manifest.tmp"
 bench_failed=0
 
-# shell_line ARGS...: the arguments as one line a shell reads back the same (quoted only where needed).
-shell_line() {
-    local a line=""
-    for a in "$@"; do
-        if [[ $a =~ ^[A-Za-z0-9_./,=:@%+-]+$ ]]; then line+="$a "; else line+="$(printf '%q' "$a") "; fi
-    done
-    printf '%s' "${line% }"
-}
+. "$root/scripts/shell-line.sh"  # shell_line
 
 # step KIND LENGTH K BSEL TAG JSON TIMEOUT -- COMMAND...: runs COMMAND (stdout+stderr to JSON's .log)
 # unless JSON is there from the same command line; appends a line to the manifest either way.

@@ -104,13 +104,7 @@ manifest=$out/manifest.tsv
 : >"$manifest.tmp"
 failed=0
 
-shell_line() {  # the arguments as one line a shell reads back the same
-    local a line=""
-    for a in "$@"; do
-        if [[ $a =~ ^[A-Za-z0-9_./,=:@%+-]+$ ]]; then line+="$a "; else line+="$(printf '%q' "$a") "; fi
-    done
-    printf '%s' "${line% }"
-}
+. "$root/scripts/shell-line.sh"  # shell_line
 
 # step KIND TAG OUTPUT TIMEOUT -- COMMAND...: runs COMMAND (stdout+stderr to OUTPUT.log) unless OUTPUT is
 # there from the same command line; one manifest line either way. OUTPUT is a file or a folder.
