@@ -8,24 +8,6 @@
 
 #include "status.h"
 
-const char *cli_layer_kind_name(LayerKind k) {
-    switch (k) {
-    case LAYER_FULL_ATTENTION: return "full_attention";
-    case LAYER_SLIDING_ATTENTION: return "sliding_attention";
-    }
-    return "unknown";
-}
-
-int cli_full_layers(const LayerKind *kinds, int n_layers, int *out) {
-    int n = 0;
-    for (int l = 0; l < n_layers; l++)
-        if (kinds[l] == LAYER_FULL_ATTENTION) {
-            if (out) out[n] = l;
-            n++;
-        }
-    return n;
-}
-
 int cli_check_layers(const char *cmd, const char *flag, const int *layers, int n, const LayerKind *kinds,
                      int n_layers) {
     for (int i = 0; i < n; i++) {
@@ -37,7 +19,7 @@ int cli_check_layers(const char *cmd, const char *flag, const int *layers, int n
         }
         if (kinds[l] != LAYER_FULL_ATTENTION) {
             fprintf(stderr, "spindle %s: %s: layer %d is a %s layer; the method acts at full_attention layers only "
-                            "(this model's: ", cmd, flag, l, cli_layer_kind_name(kinds[l]));
+                            "(this model's: ", cmd, flag, l, config_layer_kind_name(kinds[l]));
             int first = 1;
             for (int j = 0; j < n_layers; j++)
                 if (kinds[j] == LAYER_FULL_ATTENTION) fprintf(stderr, "%s%d", first ? "" : ",", j), first = 0;
@@ -52,7 +34,7 @@ int cli_layers(const char *cmd, const char *flag, const char *value, const Layer
                int *out, int *n) {
     *n = 0;
     if (!value) {
-        const int nf = cli_full_layers(kinds, n_layers, NULL);
+        const int nf = config_full_layers(kinds, n_layers, NULL);
         if (nf == 0) {
             fprintf(stderr, "spindle %s: the model has no full_attention layer: nothing to act on\n", cmd);
             return -1;
@@ -62,7 +44,7 @@ int cli_layers(const char *cmd, const char *flag, const char *value, const Layer
                     nf, max);
             return -1;
         }
-        *n = cli_full_layers(kinds, n_layers, out);
+        *n = config_full_layers(kinds, n_layers, out);
         return 0;
     }
     char *seen = xcalloc((size_t)(n_layers > 0 ? n_layers : 1), 1);

@@ -6,13 +6,8 @@
 #pragma once
 #include "config.h"
 
-// The kind as config.json's layer_types spells it: "full_attention",
-// "sliding_attention".
-const char *cli_layer_kind_name(LayerKind k);
-
-// The full-attention layers among kinds[0..n_layers), ascending, into out
-// (room for n_layers entries; may be NULL to count only). Returns their count.
-int cli_full_layers(const LayerKind *kinds, int n_layers, int *out);
+// (config_layer_kind_name and config_full_layers, model/config.h, name the
+// kinds and list the full-attention layers.)
 
 // Checks that each of layers[0..n) is a layer of the model (< n_layers) and a
 // full-attention one. Returns 0, or -1 after "spindle CMD: FLAG: layer L is a

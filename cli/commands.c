@@ -61,7 +61,7 @@ static void describe_sparsity(const char *cmd, const Sparsity *sp, const Indexer
     }
     int *ls = xmalloc(sizeof(int) * (size_t)(n_layers > 0 ? n_layers : 1));
     char list[4096], others[128] = "";
-    const int n_full = cli_full_layers(c->layer_kinds, n_layers, ls);
+    const int n_full = config_full_layers(c->layer_kinds, n_layers, ls);
     if (n_full < n_layers)
         snprintf(others, sizeof others, "; the %d other layers run as they are", n_layers - n_full);
     const char *full = sp->topk >= T ? " (k >= the sequence length: every key kept, i.e. dense exactly)" : "";
@@ -99,7 +99,7 @@ static int load_indexer(IndexerSet *set, const char *dir, const Model *m, const 
     for (int l = 0; l < set->n_model_layers && l < m->cfg.n_layers; l++)
         if (set->params[l] && m->cfg.layer_kinds[l] != LAYER_FULL_ATTENTION) {
             status_fail(st, "%s/config.json: holds an indexer for layer %d, a %s layer of %s; indexers cover "
-                            "full_attention layers only", dir, l, cli_layer_kind_name(m->cfg.layer_kinds[l]), model_dir);
+                            "full_attention layers only", dir, l, config_layer_kind_name(m->cfg.layer_kinds[l]), model_dir);
             indexer_set_free(set);
             return -1;
         }
@@ -141,12 +141,12 @@ int cmd_info(int argc, char **argv) {
     printf("hidden         %d\n", c->hidden);
     {  // "18 (15 sliding_attention, 3 full_attention: 5 11 17)"
         int *full = xmalloc(sizeof(int) * (size_t)c->n_layers);
-        const int n_full = cli_full_layers(c->layer_kinds, c->n_layers, full);
+        const int n_full = config_full_layers(c->layer_kinds, c->n_layers, full);
         printf("layers         %d (", c->n_layers);
         for (int k = LAYER_FULL_ATTENTION + 1; k <= LAYER_SLIDING_ATTENTION; k++) {
             int n = 0;
             for (int l = 0; l < c->n_layers; l++) n += c->layer_kinds[l] == (LayerKind)k;
-            if (n) printf("%d %s, ", n, cli_layer_kind_name((LayerKind)k));
+            if (n) printf("%d %s, ", n, config_layer_kind_name((LayerKind)k));
         }
         printf("%d full_attention", n_full);
         if (n_full < c->n_layers) {
@@ -190,7 +190,7 @@ int cmd_info(int argc, char **argv) {
         int *ls = xmalloc(sizeof(int) * (size_t)c->n_layers);
         const int nl = indexer_layers(&set, c->n_layers, ls);
         printf("indexer        %s: %d of %d full-attention layers:", flags[1].value, nl,
-               cli_full_layers(c->layer_kinds, c->n_layers, NULL));
+               config_full_layers(c->layer_kinds, c->n_layers, NULL));
         for (int i = 0; i < nl; i++) printf(" %d", ls[i]);
         printf(" (%s, d_I %d, default k %d, b_sel %d)\n", set.cfg.variant == INDEXER_EXPANDED ? "expanded" : "collapsed",
                set.cfg.d_index, set.default_k, set.default_bsel);
@@ -644,7 +644,7 @@ int cmd_eval(int argc, char **argv) {
     const int L = m.cfg.n_layers;
     full_layers = xmalloc(sizeof(int) * (size_t)L), ix_layers = xmalloc(sizeof(int) * (size_t)L);
     // The method acts at the full-attention layers only; other kinds run as they are.
-    const int n_full = cli_full_layers(m.cfg.layer_kinds, L, full_layers);
+    const int n_full = config_full_layers(m.cfg.layer_kinds, L, full_layers);
     if (ix_dir) {
         n_ix = indexer_layers(&set, L, ix_layers);
         fprintf(stderr, "spindle eval: indexer %s covers %d of %d full-attention layers (", ix_dir, n_ix, n_full);

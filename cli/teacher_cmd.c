@@ -68,7 +68,7 @@ int cmd_teacher(int argc, char **argv) {
         fprintf(stderr, "spindle " CMD ": --ctx %d is longer than the model supports (%s/config.json: "
                         "max_position_embeddings %d)\n", o.ctx, o.model_dir, mc.max_pos);
         rc = 2;
-    } else if (!cli_full_layers(mc.layer_kinds, mc.n_layers, NULL)) {
+    } else if (!config_full_layers(mc.layer_kinds, mc.n_layers, NULL)) {
         fprintf(stderr, "spindle " CMD ": %s/config.json: the model has no full-attention layer: nothing to store\n",
                 o.model_dir);
         rc = 1;

@@ -58,11 +58,7 @@ static Sparsity config_of(const EvalOpts *o, int c) {
 
 // The full-attention layers of the model: the only ones the method acts at
 // (docs/design.md, "Hybrid stacks"); the forward's SparseStats sum over them.
-static int n_full_layers(const Model *m) {
-    int n = 0;
-    for (int l = 0; l < m->cfg.n_layers; l++) n += m->cfg.layer_kinds[l] == LAYER_FULL_ATTENTION;
-    return n;
-}
+static int n_full_layers(const Model *m) { return config_full_layers(m->cfg.layer_kinds, m->cfg.n_layers, NULL); }
 
 // The layers that run sparse in configuration c: none (dense), every
 // full-attention layer (the oracle), the full-attention layers the indexer covers.

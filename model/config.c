@@ -36,6 +36,16 @@ const char *config_layer_kind_name(LayerKind k) {
     return "?";
 }
 
+int config_full_layers(const LayerKind *kinds, int n_layers, int *out) {
+    int n = 0;
+    for (int l = 0; l < n_layers; l++)
+        if (kinds[l] == LAYER_FULL_ATTENTION) {
+            if (out) out[n] = l;
+            n++;
+        }
+    return n;
+}
+
 const char *config_act_name(Act a) {
     switch (a) {
     case ACT_SILU: return "silu";

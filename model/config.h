@@ -67,5 +67,9 @@ int config_load(ModelConfig *cfg, const char *dir, Status *st);
 void config_free(ModelConfig *cfg);
 const char *config_family_name(Family f);
 const char *config_rope_name(RopeType t);
-const char *config_layer_kind_name(LayerKind k);  // "full_attention", "sliding_attention"
+const char *config_layer_kind_name(LayerKind k);
+// The full-attention layers among kinds[0..n_layers) — the layers the method
+// acts at (docs/design.md, "Hybrid stacks") — ascending, into out (room for
+// n_layers entries; may be NULL to count only). Returns their count.
+int config_full_layers(const LayerKind *kinds, int n_layers, int *out);  // "full_attention", "sliding_attention"
 const char *config_act_name(Act a);               // "silu", "gelu_pytorch_tanh"

@@ -286,8 +286,7 @@ int teacher_run(const TeacherOpts *o, Status *st) {
     {
         char list[256];
         layer_list(list, sizeof list, h->layers, L);
-        int n_full = 0;
-        for (int l = 0; l < c->n_layers; l++) n_full += c->layer_kinds[l] == LAYER_FULL_ATTENTION;
+        const int n_full = config_full_layers(c->layer_kinds, c->n_layers, NULL);
         const double per_layer = (double)shard_x_dtype_bytes(x_dtype) * D + 4.0 * Hq;
         fprintf(stderr, "spindle " CMD ": layers %s (%d of %d full-attention layers%s); the forward stops after layer %d of %d\n",
                 list, L, n_full, o->n_layers ? "" : "; the default: every full-attention layer",

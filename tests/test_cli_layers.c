@@ -48,10 +48,10 @@ int main(int argc, char **argv) {
     int out[32], n = -1;
     char msg[4096];
 
-    EXPECT(!strcmp(cli_layer_kind_name(LAYER_FULL_ATTENTION), "full_attention"), "kind name");
-    EXPECT(!strcmp(cli_layer_kind_name(LAYER_SLIDING_ATTENTION), "sliding_attention"), "kind name");
-    EXPECT(cli_full_layers(gemma, 18, NULL) == 3, "3 full-attention layers counted");
-    EXPECT(cli_full_layers(gemma, 18, out) == 3 && same(out, 3, (int[]){5, 11, 17}, 3), "the full layers 5, 11, 17");
+    EXPECT(!strcmp(config_layer_kind_name(LAYER_FULL_ATTENTION), "full_attention"), "kind name");
+    EXPECT(!strcmp(config_layer_kind_name(LAYER_SLIDING_ATTENTION), "sliding_attention"), "kind name");
+    EXPECT(config_full_layers(gemma, 18, NULL) == 3, "3 full-attention layers counted");
+    EXPECT(config_full_layers(gemma, 18, out) == 3 && same(out, 3, (int[]){5, 11, 17}, 3), "the full layers 5, 11, 17");
 
     // The default: every full-attention layer.
     EXPECT(run(NULL, gemma, 18, 32, out, &n, msg, sizeof msg) == 0 && same(out, n, (int[]){5, 11, 17}, 3),
