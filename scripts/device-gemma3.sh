@@ -8,7 +8,8 @@
 #   build     build (scripts/device-check.sh: goldens_cuda incl. the gemma3 goldens), then the
 #             128K TTFT of the synthetic Qwen3-8B (dense, block-shared) with the HF transformers
 #             anchor in the same job
-#   part N    keep the GGUF part .dev/gp/pN in /root/g3/; with SANITIZE_PARTS, those sanitizer runs
+#   part N    keep the GGUF part .dev/gp/pN in /root/g3/; with TWINS=1 the full twin test
+#             (test_cuda_twins), with SANITIZE_PARTS those sanitizer runs
 #   gemma     join the parts (sha256 a5fd3b62…6818), convert (scripts/gemma3_gguf_to_hf.py), check
 #             spindle's logits against HF transformers on 2,048 real tokens (CUDA fp32 and bf16), then
 #             scripts/gemma3-report.sh with REPORT_ARGS
@@ -37,6 +38,10 @@ build)
 part)
     n=${2:?part number}
     mv ".dev/gp/p$n" "/root/g3/p$n" && ls -la /root/g3
+    if [ "${TWINS:-0}" = 1 ]; then
+        SPINDLE_REQUIRE_GPU=1 "$B/test_cuda_twins" >"$OUT/twins.txt" 2>&1
+        echo "test_cuda_twins exit $?"; grep -E "FAIL|failures|PASS$" "$OUT/twins.txt" | tail -6
+    fi
     if [ -n "${SANITIZE_PARTS:-}" ]; then
         REUSE_BUILD=1 SKIP_TWINS=1 SKIP_GOLDENS=1 SKIP_CTEST=1 SKIP_SYNTH=1 SKIP_SMOLLM2=1 \
             OUT=$OUT/sanitize bash scripts/device-check.sh >/dev/null 2>&1

@@ -122,11 +122,13 @@ def main():
     ap.add_argument("--precision", default="fp32")
     ap.add_argument("--steps", default="")
     ap.add_argument("--train-seqs", default="")
+    ap.add_argument("--indexers", default="", help="L=DIR pairs: indexers evaluated at L, trained elsewhere")
     ap.add_argument("--seconds", type=int, default=0)
     ap.add_argument("--invocation", default="scripts/gemma3-report.sh")
     a = ap.parse_args()
     ints = lambda s: [int(x) for x in s.replace(",", " ").split()]
     lengths, ks, bsels, tls = ints(a.lengths), ints(a.ks), ints(a.bsels), ints(a.train_lengths)
+    given = dict((int(p.split("=", 1)[0]), p.split("=", 1)[1]) for p in a.indexers.replace(",", " ").split())
     steps = load_manifest(a.manifest)
     out = a.out
     info = ""
@@ -189,7 +191,9 @@ def main():
                   f"text, {a.steps} steps of `spindle train`, export, then one `spindle eval --indexer` at L: dense, "
                   "oracle and indexer on the same held-out sequences. oracle gap = ΔNLL(oracle, b_sel 1); indexer "
                   "gap = ΔNLL(indexer, b_sel 1) − ΔNLL(oracle, b_sel 1); realization gap of block sharing = "
-                  "ΔNLL(indexer, b_sel) − ΔNLL(indexer, b_sel 1) (docs/design.md, Evidence decomposition).")
+                  "ΔNLL(indexer, b_sel) − ΔNLL(indexer, b_sel 1) (docs/design.md, Evidence decomposition)."
+                  + "".join(f" At {L} the indexers are `{d}`, exported by an earlier run (not trained here)."
+                            for L, d in sorted(given.items())))
         md.append("")
         md.append("| train/eval ctx | k | b_sel | oracle ΔNLL | indexer ΔNLL | oracle gap | indexer gap | realization gap | "
                   "oracle recall | indexer recall | oracle top-1 | indexer top-1 | indexer logit KL | from |")
@@ -230,6 +234,17 @@ def main():
         md.append("| train ctx | teacher seqs | layers | per layer: final KL / held-out recall | from |")
         md.append("|---|---|---|---|---|")
         for L in tls:
+            if L in given:
+                cfg = {}
+                try:
+                    cfg = json.load(open(os.path.join(given[L], "config.json")))
+                except (OSError, ValueError):
+                    pass
+                md.append(f"| {L} | – | {len(cfg.get('layers', [])) or '–'} | trained by an earlier run: "
+                          f"{cfg.get('steps', '?')} steps, {cfg.get('tokens', '?')} tokens (`{given[L]}/config.json`) | – |")
+                js.setdefault("training", []).append(dict(ctx=L, indexers=given[L], steps=cfg.get("steps"),
+                                                          tokens=cfg.get("tokens")))
+                continue
             sh = by_res(steps, os.path.join(out, f"shards_train_ctx{L}"))
             tr = by_res(steps, os.path.join(out, f"run_ctx{L}"))
             seqs, nl = teacher_done(os.path.join(out, f"shards_train_ctx{L}.log"))

@@ -9,6 +9,7 @@
 #      dense, oracle and trained indexer on the same held-out sequences (oracle gap, indexer gap, and the
 #      block-sharing realization gap b_sel > 1 vs b_sel 1). At a length in both lists the oracle-gap rows
 #      come from this eval (same sequences, same command);
+#      --indexers L=DIR evaluates already exported indexers at L instead (no teacher, train, export);
 #   c. TTFT of the same configurations: `spindle bench --model MODEL --no-kernels` per length, k and block
 #      b_sel (dense, indexer per query, indexer block-shared, oracle per query; random indexer weights: the
 #      timing does not depend on training), GPU only;
@@ -47,6 +48,8 @@ usage: scripts/gemma3-report.sh [options]   (lists: spaces or commas, e.g. "4096
   --steps N             optimizer steps (default 256); warm-up steps/10, held-out recall every steps/8
   --lr X                peak learning rate (default 3e-3)
   --train-flags "..."   extra spindle train flags (e.g. "--d-index 128 --d-rope 64")
+  --indexers LIST       L=DIR pairs (e.g. 32768=runs/idx32k): at train length L evaluate the exported
+                        indexers in DIR (spindle export's folder) instead of training them
   --oracle-ttft-max L   longest length whose oracle TTFT bench measures (default: the longest length)
   --bench-timeout S     wall-clock limit of each bench call (default 600)
   --out DIR             outputs (default results/gemma3)
@@ -58,7 +61,7 @@ lst() { echo "${1//,/ }" | xargs; }   # "a,b c" -> "a b c"
 model=models/gemma3-270m bin=build/spindle device=cuda precision=fp32
 lengths="4096 8192 16384 32768" ks="64 256 1024 2048" bsels="1 64" train_lengths="8192 16384 32768"
 heldout=corpus/heldout train_text=corpus/train positions=65536 train_seqs=32 heldout_seqs=2 steps=256 lr=3e-3
-train_flags="" oracle_ttft_max="" bench_timeout=600 out=results/gemma3 fresh=0
+train_flags="" indexers="" oracle_ttft_max="" bench_timeout=600 out=results/gemma3 fresh=0
 while [ $# -gt 0 ]; do
     case "$1" in
         -h|--help) usage; exit 0 ;;
@@ -70,7 +73,7 @@ while [ $# -gt 0 ]; do
         --lengths) lengths=$(lst "$2") ;; --ks) ks=$(lst "$2") ;; --bsels) bsels=$(lst "$2") ;;
         --train-lengths) train_lengths=$(lst "$2") ;; --heldout) heldout=$2 ;; --train-text) train_text=$2 ;;
         --positions) positions=$2 ;; --train-seqs) train_seqs=$2 ;; --heldout-seqs) heldout_seqs=$2 ;;
-        --steps) steps=$2 ;; --lr) lr=$2 ;; --train-flags) train_flags=$2 ;;
+        --steps) steps=$2 ;; --lr) lr=$2 ;; --train-flags) train_flags=$2 ;; --indexers) indexers=$(lst "$2") ;;
         --oracle-ttft-max) oracle_ttft_max=$2 ;; --bench-timeout) bench_timeout=$2 ;; --out) out=$2 ;;
         *) echo "gemma3-report: unknown option $1" >&2; usage >&2; exit 2 ;;
     esac
@@ -89,6 +92,15 @@ done
 case "$device" in cpu|cuda) ;; *) echo "gemma3-report: --device is cpu or cuda, not '$device'" >&2; exit 2 ;; esac
 case "$precision" in fp32|mixed|bf16) ;; *) echo "gemma3-report: --precision is fp32, mixed or bf16" >&2; exit 2 ;; esac
 read -ra train_extra <<<"$train_flags"
+in_list() { local x; for x in $2; do [ "$x" = "$1" ] && return 0; done; return 1; }
+declare -A given_idx=()
+for pair in $indexers; do
+    L=${pair%%=*} d=${pair#*=}
+    [[ $pair == *=* ]] && posint "$L" && [ -n "$d" ] || { echo "gemma3-report: --indexers: '$pair' is not L=DIR" >&2; exit 2; }
+    in_list "$L" "$train_lengths" || { echo "gemma3-report: --indexers: $L is not one of --train-lengths ($train_lengths)" >&2; exit 2; }
+    [ -f "$d/config.json" ] || { echo "gemma3-report: --indexers: $d/config.json not found (a folder written by spindle export)" >&2; exit 1; }
+    given_idx[$L]=$d
+done
 
 fail() { echo "gemma3-report: $*" >&2; exit 1; }
 [ -x "$bin" ] || fail "spindle binary $bin not found (scripts/build.sh build; for the GPU scripts/build.sh build-cuda -DSPINDLE_CUDA=ON)"
@@ -145,7 +157,6 @@ step() {
 
 nseq_for() { local n=$(( positions / $1 )); [ $n -ge 1 ] || n=1; echo $n; }
 ks_below() { local k s=""; for k in $ks; do [ "$k" -lt "$1" ] && s+="$k,"; done; echo "${s%,}"; }
-in_list() { local x; for x in $2; do [ "$x" = "$1" ] && return 0; done; return 1; }
 csv() { echo "${1// /,}"; }
 dev=(--device "$device"); [ "$device" = cuda ] && dev+=(--precision "$precision")
 eval_dev=("${dev[@]}")
@@ -163,24 +174,29 @@ done
 # b. Teacher -> train -> export -> eval (dense, oracle, indexer) at each train length.
 tdev=(--device "$device")
 for L in $train_lengths; do
-    for part in "train:$train_text:$train_seqs" "heldout:$heldout:$heldout_seqs"; do
-        IFS=: read -r name text n <<<"$part"
-        sh=$out/shards_${name}_ctx$L
-        [ $fresh = 1 ] && [ -d "$sh" ] && rm -rf -- "$sh"
-        # --resume always (a missing or empty --out starts fresh): a run cut short continues
-        step teacher "$name ctx $L" "$sh" 0 -- \
-            "$bin" teacher --model "$model" --text "$text" --ctx "$L" --max-seq "$n" --out "$sh" "${tdev[@]}" --resume ||
-            { failed=1; continue 2; }
-    done
-    run=$out/run_ctx$L
-    [ $fresh = 1 ] && [ -d "$run" ] && rm -rf -- "$run"
-    warm=$(( steps / 10 )); every=$(( steps / 8 )); [ $every -ge 1 ] || every=1
-    step train "ctx $L" "$run" 0 -- \
-        "$bin" train --model "$model" --shards "$out/shards_train_ctx$L" --heldout "$out/shards_heldout_ctx$L" \
-        --out "$run" --steps "$steps" --warmup "$warm" --lr "$lr" --eval-every "$every" "${tdev[@]}" \
-        "${train_extra[@]}" --resume || { failed=1; continue; }
-    idx=$out/idx_ctx$L
-    step export "ctx $L" "$idx" 0 -- "$bin" export --run "$run" --out "$idx" || { failed=1; continue; }
+    if [ -n "${given_idx[$L]:-}" ]; then
+        idx=${given_idx[$L]}
+        say "ctx $L: indexers from $idx (no teacher, train or export)"
+    else
+        for part in "train:$train_text:$train_seqs" "heldout:$heldout:$heldout_seqs"; do
+            IFS=: read -r name text n <<<"$part"
+            sh=$out/shards_${name}_ctx$L
+            [ $fresh = 1 ] && [ -d "$sh" ] && rm -rf -- "$sh"
+            # --resume always (a missing or empty --out starts fresh): a run cut short continues
+            step teacher "$name ctx $L" "$sh" 0 -- \
+                "$bin" teacher --model "$model" --text "$text" --ctx "$L" --max-seq "$n" --out "$sh" "${tdev[@]}" --resume ||
+                { failed=1; continue 2; }
+        done
+        run=$out/run_ctx$L
+        [ $fresh = 1 ] && [ -d "$run" ] && rm -rf -- "$run"
+        warm=$(( steps / 10 )); every=$(( steps / 8 )); [ $every -ge 1 ] || every=1
+        step train "ctx $L" "$run" 0 -- \
+            "$bin" train --model "$model" --shards "$out/shards_train_ctx$L" --heldout "$out/shards_heldout_ctx$L" \
+            --out "$run" --steps "$steps" --warmup "$warm" --lr "$lr" --eval-every "$every" "${tdev[@]}" \
+            "${train_extra[@]}" --resume || { failed=1; continue; }
+        idx=$out/idx_ctx$L
+        step export "ctx $L" "$idx" 0 -- "$bin" export --run "$run" --out "$idx" || { failed=1; continue; }
+    fi
     lk=$(ks_below "$L"); [ -n "$lk" ] || { say "ctx $L: every k >= $L, no eval"; continue; }
     n=$(nseq_for "$L")
     step eval "indexer ctx $L" "$out/eval_indexer_ctx$L.json" 0 -- \
@@ -213,7 +229,7 @@ mv "$manifest.tmp" "$manifest"
 total=$(( $(date +%s) - start ))
 python3 scripts/gemma3-report.py --manifest "$manifest" --out "$out" --model "$model" --heldout "$heldout" \
     --train-text "$train_text" --lengths "$lengths" --ks "$ks" --bsels "$bsels" --train-lengths "$train_lengths" \
-    --device "$device" --precision "$precision" --steps "$steps" --train-seqs "$train_seqs" \
+    --device "$device" --precision "$precision" --steps "$steps" --train-seqs "$train_seqs" --indexers "$indexers" \
     --seconds "$total" --invocation "$invocation" || fail "scripts/gemma3-report.py failed"
 say "done: $out/report.md, $out/report.json"
 [ $failed = 0 ] || fail "some calls failed (see the manifest $manifest and the logs beside each output)"
