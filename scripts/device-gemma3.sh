@@ -3,8 +3,8 @@
 # consecutive calls (each under the 10-minute limit; the machine keeps /root and the ignored
 # folders between calls made back to back). What travels: .deb/ (scripts/device-prepare.sh),
 # .dev/c1/ (text/heldout.txt, text/train.txt, text/check.txt, the gguf wheel) and the Gemma 3
-# GGUF in parts .dev/gp/pN (split -b 42300000 -d -a 1 GGUF .dev/gp/p: ~42 MB each, so each
-# call stays under the 64 MiB a call carries).
+# GGUF in parts .dev/gp/pN (split -b BYTES -d -a 1 GGUF .dev/gp/p, BYTES such that the tree plus one
+# part stay under the 64 MiB a call carries; the gemma stage joins every part there, in order).
 #   build     build (scripts/device-check.sh: goldens_cuda incl. the gemma3 goldens), then the
 #             128K TTFT of the synthetic Qwen3-8B (dense, block-shared) with the HF transformers
 #             anchor in the same job
@@ -50,7 +50,7 @@ part)
     fi
     ;;
 gemma)
-    cat /root/g3/p0 /root/g3/p1 /root/g3/p2 /root/g3/p3 /root/g3/p4 /root/g3/p5 >/root/g3/g.gguf
+    cat /root/g3/p[0-9] >/root/g3/g.gguf
     got=$(sha256sum /root/g3/g.gguf | cut -d' ' -f1)
     echo "gguf sha256 $got"; [ "$got" = "$GGUF_SHA" ] || { echo "device-gemma3: GGUF sha256 mismatch"; exit 1; }
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target /tmp/site .dev/c1/*.whl

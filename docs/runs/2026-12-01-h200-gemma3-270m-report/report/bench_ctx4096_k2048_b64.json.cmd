@@ -1,0 +1,1 @@
+build-device/spindle bench --model models/gemma3-270m --no-kernels --ctx 4096 --k 2048 --bsel 64 --device cuda --max-oracle-ttft-ctx 32768 --json docs/runs/2026-12-01-h200-gemma3-270m-report/report/bench_ctx4096_k2048_b64.json

@@ -1,0 +1,1 @@
+build-device/spindle eval --model models/gemma3-270m --text .dev/c1/text/heldout.txt --ctx 4096 --n-seq 8 --k 64,256,1024,2048 --bsel 1,64 --device cuda --precision fp32 --json docs/runs/2026-12-01-h200-gemma3-270m-report/report/eval_oracle_ctx4096.json

@@ -1,0 +1,1 @@
+build-device/spindle train --model models/gemma3-270m --shards docs/runs/2026-12-01-h200-gemma3-270m-report/report/shards_train_ctx16384 --heldout docs/runs/2026-12-01-h200-gemma3-270m-report/report/shards_heldout_ctx16384 --out docs/runs/2026-12-01-h200-gemma3-270m-report/report/run_ctx16384 --steps 128 --warmup 12 --lr 3e-3 --eval-every 16 --device cuda --resume
