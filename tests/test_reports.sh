@@ -141,12 +141,25 @@ sys.exit(1 if bad else 0)
 PY
 check $? "gemma3-report.py: gaps, speedups and not-measured cells follow from the recorded inputs"
 # gemma3-report.sh refuses bad flags before any work (exit 2)
-for bad in "--steps 0" "--device gpu" "--lengths 4096,x" "--bogus 1"; do
+for bad in "--steps 0" "--device gpu" "--lengths 4096,x" "--bogus 1" "--indexers 999=$tmp" "--indexers x"; do
     out=$(bash "$src/scripts/gemma3-report.sh" $bad --out "$tmp/g3-bad" 2>&1)
     rc=$?
     [ $rc = 2 ] && [ ! -e "$tmp/g3-bad" ]
     check $? "gemma3-report.sh $bad: exit 2 ($rc), writes nothing"
 done
+
+# --indexers L=DIR: DIR must be an exported indexer folder (exit 1, nothing written); the training table
+# names it instead of a training run
+out=$(bash "$src/scripts/gemma3-report.sh" --indexers "8192=$tmp/none" --out "$tmp/g3-bad" 2>&1)
+rc=$?
+[ $rc = 1 ] && [ ! -e "$tmp/g3-bad" ] && [[ $out == *"$tmp/none/config.json not found"* ]]
+check $? "gemma3-report.sh --indexers with no config.json: exit 1 ($rc), says which file"
+mkdir -p "$tmp/idx256" && echo '{"layers": [0, 1], "steps": 7, "tokens": 1792}' >"$tmp/idx256/config.json"
+python3 "$src/scripts/gemma3-report.py" --manifest "$g3/manifest.tsv" --out "$g3" --model models/smollm2 \
+    --lengths "256 512" --ks "32 64" --bsels "1 64" --train-lengths 256 --indexers "256=$tmp/idx256" \
+    --device cuda >"$g3/log" 2>&1 &&
+    grep -q "| 256 | – | 2 | trained by an earlier run: 7 steps, 1792 tokens (\`$tmp/idx256/config.json\`) | – |" "$g3/report.md"
+check $? "gemma3-report.py --indexers: the training row names the given indexers"
 
 echo "reports: $([ $fails = 0 ] && echo PASS || echo "FAIL ($fails)")"
 exit $((fails > 0))
