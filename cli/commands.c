@@ -143,7 +143,7 @@ int cmd_info(int argc, char **argv) {
         int *full = xmalloc(sizeof(int) * (size_t)c->n_layers);
         const int n_full = config_full_layers(c->layer_kinds, c->n_layers, full);
         printf("layers         %d (", c->n_layers);
-        for (int k = LAYER_FULL_ATTENTION + 1; k <= LAYER_SLIDING_ATTENTION; k++) {
+        for (int k = LAYER_FULL_ATTENTION + 1; k < LAYER_KIND_COUNT; k++) {
             int n = 0;
             for (int l = 0; l < c->n_layers; l++) n += c->layer_kinds[l] == (LayerKind)k;
             if (n) printf("%d %s, ", n, config_layer_kind_name((LayerKind)k));
@@ -176,7 +176,7 @@ int cmd_info(int argc, char **argv) {
            fabs(c->attn_scale * sqrt((double)c->head_dim) - 1) > 1e-12 ? " (not 1/sqrt(head_dim))" : " (1/sqrt(head_dim))");
     printf("norms          RMSNorm eps %g%s%s%s\n", c->rms_eps, c->qk_norm ? ", q/k RMSNorm per head" : "",
            c->post_norms ? ", post-attention and post-MLP norms" : "",
-           c->family == FAMILY_GEMMA3 ? " (gains stored as w, applied as 1 + w)" : "");
+           c->family == FAMILY_GEMMA3 || c->attn_out_gate ? " (gains stored as w, applied as 1 + w)" : "");
     printf("biases         q/k/v %s, o %s, mlp %s\n", c->attention_bias ? "yes" : "no",
            c->o_bias ? "yes" : "no", c->mlp_bias ? "yes" : "no");
     printf("embeddings     %s", c->tie_embeddings ? "tied" : "untied");
@@ -184,8 +184,21 @@ int cmd_info(int argc, char **argv) {
     if (c->final_softcap > 0) printf(", logits soft-capped at %g", c->final_softcap);
     printf("\n");
     printf("layer kinds   ");
-    for (int l = 0; l < c->n_layers; l++) printf(" %s", c->layer_kinds[l] == LAYER_FULL_ATTENTION ? "F" : "S");
-    printf("  (F full_attention, GQA: the method acts here; S sliding_attention)\n");
+    static const char *const letter[LAYER_KIND_COUNT] = {"F", "S", "L"};
+    for (int l = 0; l < c->n_layers; l++) printf(" %s", letter[c->layer_kinds[l]]);
+    printf("  (F full_attention, GQA: the method acts here%s%s)\n", c->sliding_window ? "; S sliding_attention" : "",
+           c->lin.n_v_heads ? "; L linear_attention, Gated DeltaNet" : "");
+    if (c->attn_out_gate) printf("attn gate      output x sigmoid(gate), gate rows in q_proj\n");
+    if (c->lin.n_v_heads)
+        printf("deltanet       %d key / %d value heads, d_k %d, d_v %d, conv %d\n", c->lin.n_k_heads, c->lin.n_v_heads,
+               c->lin.k_dim, c->lin.v_dim, c->lin.conv_kernel);
+    if (c->layer_moe) {
+        int n = 0;
+        for (int l = 0; l < c->n_layers; l++) n += c->layer_moe[l];
+        printf("moe            %d of %d layers: %d experts, top %d%s, expert FFN %d, shared expert %d\n", n,
+               c->n_layers, c->moe.n_experts, c->moe.top_k, c->moe.norm_topk_prob ? " (renormalised)" : "",
+               c->moe.intermediate, c->moe.shared_intermediate);
+    }
     if (flags[1].value) {
         int *ls = xmalloc(sizeof(int) * (size_t)c->n_layers);
         const int nl = indexer_layers(&set, c->n_layers, ls);

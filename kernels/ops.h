@@ -93,6 +93,22 @@ void gated_delta_rule_chunked_cpu(float *o, float *state_out, const float *q, co
                                   const float *state_in, int T, int Hk, int Hv, int dk, int dv,
                                   float scale, int qk_l2norm, int chunk);
 
+// Sigmoid gates (Qwen3-Next / Qwen3.5, kernels/cpu/moe_cpu.c):
+// x[i] ← x[i] · sigmoid(g[i]) (the attention output gate);
+void sigmoid_mul_cpu(float *x, const float *g, int64_t n);
+// x[r, :] ← x[r, :] · sigmoid(g[r]) (the shared expert's gate), x [rows, cols].
+void sigmoid_scale_rows_cpu(float *x, const float *g, int rows, int cols);
+
+// The router (Qwen3NextTopKRouter): per token, softmax of logits [T, E] in fp32,
+// the k largest (idx [T, k], descending; the lower index first among equal
+// logits) with their probabilities wt [T, k], renormalised to sum 1 when renorm.
+void moe_route_cpu(int *idx, float *wt, const float *logits, int T, int E, int k, int renorm);
+// The routed experts (Qwen3NextExperts): out[t] = Σ_j wt[t, j] · down_e(act(x[t]·gate_eᵀ) ⊙
+// x[t]·up_eᵀ), e = idx[t, j]; w_gate[e], w_up[e] [inter, H], w_down[e] [H, inter]; x, out [T, H].
+void moe_experts_cpu(float *out, const float *x, const int *idx, const float *wt, const float *const *w_gate,
+                     const float *const *w_up, const float *const *w_down, int T, int H, int E, int inter, int k,
+                     Act act);
+
 // Re-executes the process once with OPENBLAS_CORETYPE / OMP_WAIT_POLICY set when
 // they are missing and would make it slow (see blas_init.c). Call
 // first thing in main.

@@ -24,6 +24,8 @@ const char *config_family_name(Family f) {
     case FAMILY_QWEN2: return "qwen2";
     case FAMILY_QWEN3: return "qwen3";
     case FAMILY_GEMMA3: return "gemma3";
+    case FAMILY_QWEN3_NEXT: return "qwen3_next";
+    case FAMILY_QWEN3_5: return "qwen3_5";
     }
     return "?";
 }
@@ -32,6 +34,7 @@ const char *config_layer_kind_name(LayerKind k) {
     switch (k) {
     case LAYER_FULL_ATTENTION: return "full_attention";
     case LAYER_SLIDING_ATTENTION: return "sliding_attention";
+    case LAYER_LINEAR_ATTENTION: return "linear_attention";
     }
     return "?";
 }
@@ -129,13 +132,13 @@ int config_read_bool(const cJSON *obj, const char *path, const char *key, int df
 // The RoPE object alone: `rope` is the rope_parameters / rope_scaling object
 // (may be NULL); theta comes from it or from root's theta_key.
 static int parse_rope_object(RopeConfig *r, const cJSON *root, const cJSON *rope, const char *theta_key,
-                             double theta_dflt, const char *path, Status *st) {
+                             double theta_dflt, double partial_dflt, const char *path, Status *st) {
     memset(r, 0, sizeof *r);
     r->type = ROPE_DEFAULT;
     r->attention_factor = -1;
-    r->partial_rotary_factor = 1.0;
+    r->partial_rotary_factor = partial_dflt;
     if (config_read_float(root, path, theta_key, theta_dflt, &r->theta, st)) return -1;
-    if (config_read_float(root, path, "partial_rotary_factor", 1.0, &r->partial_rotary_factor, st))
+    if (config_read_float(root, path, "partial_rotary_factor", partial_dflt, &r->partial_rotary_factor, st))
         return -1;
     if (!rope || cJSON_IsNull(rope)) return 0;
     if (!cJSON_IsObject(rope)) return status_fail(st, "%s: RoPE parameters must be an object", path);
@@ -203,7 +206,8 @@ static int parse_rope_object(RopeConfig *r, const cJSON *root, const cJSON *rope
 int config_parse_rope(RopeConfig *r, const ModelConfig *cfg, const cJSON *root, const cJSON *rope,
                       const char *theta_key, double theta_dflt, const char *what, const char *path,
                       Status *st) {
-    if (parse_rope_object(r, root, rope, theta_key, theta_dflt, path, st)) return -1;
+    const double partial_dflt = cfg->rope_partial_dflt > 0 ? cfg->rope_partial_dflt : 1.0;
+    if (parse_rope_object(r, root, rope, theta_key, theta_dflt, partial_dflt, path, st)) return -1;
     if (r->type == ROPE_LLAMA3 || r->type == ROPE_YARN) {
         // A top-level original_max_position_embeddings overrides the dict's;
         // yarn falls back to max_position_embeddings.
@@ -220,7 +224,12 @@ int config_parse_rope(RopeConfig *r, const ModelConfig *cfg, const cJSON *root, 
     }
     // Llama/Qwen/Gemma rotate the whole head: default RoPE ignores partial_rotary_factor
     // and the scaled types cannot apply it (transformers raises a shape error).
-    if (r->type == ROPE_DEFAULT) r->partial_rotary_factor = 1.0;
+    // Qwen3-Next and Qwen3.5 rotate the first head_dim · partial_rotary_factor dims.
+    if (r->type == ROPE_DEFAULT && cfg->rope_partial_dflt > 0) {
+        if (rope_config_rot_dims(r, cfg->head_dim) % 2)
+            return status_fail(st, "%s: head_dim %d x partial_rotary_factor %g rotates an odd number of dims", path,
+                               cfg->head_dim, r->partial_rotary_factor);
+    } else if (r->type == ROPE_DEFAULT) r->partial_rotary_factor = 1.0;
     else if (r->partial_rotary_factor != 1.0)
         return status_fail(st, "%s: partial_rotary_factor %g is not supported for %s RoPE in %s models", path,
                            r->partial_rotary_factor, config_rope_name(r->type), cfg->model_type);
@@ -248,7 +257,8 @@ int config_parse_rope(RopeConfig *r, const ModelConfig *cfg, const cJSON *root, 
     return 0;
 }
 
-int config_read_layer_types(ModelConfig *cfg, const cJSON *root, const char *path, int *found, Status *st) {
+int config_read_layer_types(ModelConfig *cfg, const cJSON *root, const char *path, unsigned allowed, int *found,
+                            Status *st) {
     *found = 0;
     const cJSON *lt = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
     if (!lt || cJSON_IsNull(lt)) return 0;
@@ -257,20 +267,27 @@ int config_read_layer_types(ModelConfig *cfg, const cJSON *root, const char *pat
     if (n != cfg->n_layers)
         return status_fail(st, "%s: \"layer_types\" has %d entries but num_hidden_layers is %d", path, n,
                            cfg->n_layers);
+    char names[96] = "";  // "full_attention, sliding_attention" (the kinds allowed, for messages)
+    for (int k = 0; k < LAYER_KIND_COUNT; k++)
+        if (allowed & (1u << k))
+            snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", names[0] ? ", " : "",
+                     config_layer_kind_name((LayerKind)k));
     LayerKind *kinds = xcalloc((size_t)n, sizeof *kinds);
     int i = 0;
     for (const cJSON *e = lt->child; e; e = e->next, i++) {
-        if (cJSON_IsString(e) && !strcmp(e->valuestring, "full_attention")) kinds[i] = LAYER_FULL_ATTENTION;
-        else if (cJSON_IsString(e) && !strcmp(e->valuestring, "sliding_attention")) kinds[i] = LAYER_SLIDING_ATTENTION;
-        else {
-            if (cJSON_IsString(e))
-                status_fail(st, "%s: \"layer_types\"[%d] is \"%s\" (supported: full_attention, sliding_attention)",
-                            path, i, e->valuestring);
-            else
-                status_fail(st, "%s: \"layer_types\"[%d] must be a string", path, i);
-            free(kinds);
-            return -1;
+        int kind = -1;
+        for (int k = 0; k < LAYER_KIND_COUNT && kind < 0 && cJSON_IsString(e); k++)
+            if ((allowed & (1u << k)) && !strcmp(e->valuestring, config_layer_kind_name((LayerKind)k))) kind = k;
+        if (kind >= 0) {
+            kinds[i] = (LayerKind)kind;
+            continue;
         }
+        if (cJSON_IsString(e))
+            status_fail(st, "%s: \"layer_types\"[%d] is \"%s\" (supported: %s)", path, i, e->valuestring, names);
+        else
+            status_fail(st, "%s: \"layer_types\"[%d] must be a string", path, i);
+        free(kinds);
+        return -1;
     }
     free(cfg->layer_kinds);
     cfg->layer_kinds = kinds;
@@ -278,7 +295,8 @@ int config_read_layer_types(ModelConfig *cfg, const cJSON *root, const char *pat
     return 0;
 }
 
-static const FamilySpec *const families[] = {&family_llama, &family_qwen2, &family_qwen3, &family_gemma3};
+static const FamilySpec *const families[] = {&family_llama, &family_qwen2, &family_qwen3, &family_gemma3,
+                                             &family_qwen3_next, &family_qwen3_5};
 enum { N_FAMILIES = sizeof families / sizeof families[0] };
 
 const FamilySpec *family_find(const char *model_type) {
@@ -324,11 +342,14 @@ int config_load(ModelConfig *cfg, const char *dir, Status *st) {
         goto done;
     }
     const char *type = mt->valuestring;
-    // A multimodal Gemma 3 config holds the language model's under "text_config".
+    // A multimodal Gemma 3 or Qwen3.5 config holds the language model's under "text_config".
     const cJSON *text_cfg = cJSON_GetObjectItemCaseSensitive(root, "text_config");
     if (!strcmp(type, "gemma3") && cJSON_IsObject(text_cfg)) {
         root = text_cfg;
         type = family_gemma3.model_type;
+    } else if (!strcmp(type, "qwen3_5") && cJSON_IsObject(text_cfg)) {
+        root = text_cfg;
+        type = family_qwen3_5.model_type;
     }
     const FamilySpec *fam = family_find(type);
     if (!fam) {
@@ -399,5 +420,7 @@ done:
 
 void config_free(ModelConfig *cfg) {
     free(cfg->layer_kinds);
+    free(cfg->layer_moe);
     cfg->layer_kinds = NULL;
+    cfg->layer_moe = NULL;
 }

@@ -3,11 +3,30 @@
 #include "ops.h"  // Act
 #include "status.h"
 
-typedef enum { FAMILY_LLAMA, FAMILY_QWEN2, FAMILY_QWEN3, FAMILY_GEMMA3 } Family;
+typedef enum { FAMILY_LLAMA, FAMILY_QWEN2, FAMILY_QWEN3, FAMILY_GEMMA3, FAMILY_QWEN3_NEXT, FAMILY_QWEN3_5 } Family;
 typedef enum { ROPE_DEFAULT, ROPE_LINEAR, ROPE_LLAMA3, ROPE_YARN } RopeType;
 // full: causal GQA over every earlier key; sliding: key j visible to query t
-// iff t − sliding_window < j ≤ t (DESIGN.md, "Hybrid stacks").
-typedef enum { LAYER_FULL_ATTENTION, LAYER_SLIDING_ATTENTION } LayerKind;
+// iff t − sliding_window < j ≤ t; linear: Gated DeltaNet, a recurrence with no
+// keys to select (DESIGN.md, "Hybrid stacks").
+typedef enum { LAYER_FULL_ATTENTION, LAYER_SLIDING_ATTENTION, LAYER_LINEAR_ATTENTION } LayerKind;
+#define LAYER_KIND_COUNT 3
+
+// The Gated DeltaNet layers' sizes (Qwen3-Next, Qwen3.5: linear_*).
+typedef struct {
+    int n_k_heads, n_v_heads;  // linear_num_key_heads, linear_num_value_heads (a multiple of n_k_heads)
+    int k_dim, v_dim;          // linear_key_head_dim, linear_value_head_dim
+    int conv_kernel;           // linear_conv_kernel_dim
+    int fused_proj;            // in_proj_qkvz + in_proj_ba (qwen3_next), else in_proj_qkv/_z/_b/_a
+} LinearAttnConfig;
+
+// The mixture-of-experts MLP (Qwen3-Next): routed experts + a gated shared expert.
+typedef struct {
+    int n_experts;         // num_experts (0: no MoE layer)
+    int top_k;             // num_experts_per_tok
+    int intermediate;      // moe_intermediate_size (per routed expert)
+    int shared_intermediate;  // shared_expert_intermediate_size (0: no shared expert)
+    int norm_topk_prob;    // renormalise the top-k router probabilities to sum 1
+} MoeConfig;
 
 typedef struct {
     RopeType type;
@@ -49,6 +68,11 @@ typedef struct {
     RopeConfig rope_local;   // RoPE of sliding-window layers (== rope when there are none)
     int sliding_window;      // W of sliding layers; 0 when no layer slides
     LayerKind *layer_kinds;  // n_layers entries, owned
+    int attn_out_gate;       // qwen3_next/3_5: q_proj rows per head are [q | gate]; o = attn · sigmoid(gate)
+    double rope_partial_dflt;// > 0: default RoPE honours partial_rotary_factor (this is its default); 0: rotates all
+    LinearAttnConfig lin;    // sizes of the LAYER_LINEAR_ATTENTION layers
+    MoeConfig moe;
+    unsigned char *layer_moe;// n_layers entries (owned; NULL: no MoE layer): 1 where the MLP is the MoE block
 } ModelConfig;
 
 // Ranges config_load accepts (far beyond released checkpoints; they keep
@@ -67,9 +91,9 @@ int config_load(ModelConfig *cfg, const char *dir, Status *st);
 void config_free(ModelConfig *cfg);
 const char *config_family_name(Family f);
 const char *config_rope_name(RopeType t);
-const char *config_layer_kind_name(LayerKind k);
+const char *config_layer_kind_name(LayerKind k);  // "full_attention", "sliding_attention", "linear_attention"
 // The full-attention layers among kinds[0..n_layers) — the layers the method
 // acts at (docs/design.md, "Hybrid stacks") — ascending, into out (room for
 // n_layers entries; may be NULL to count only). Returns their count.
-int config_full_layers(const LayerKind *kinds, int n_layers, int *out);  // "full_attention", "sliding_attention"
+int config_full_layers(const LayerKind *kinds, int n_layers, int *out);
 const char *config_act_name(Act a);               // "silu", "gelu_pytorch_tanh"

@@ -20,6 +20,12 @@ typedef enum {
     ROLE_WQ, ROLE_BQ, ROLE_WK, ROLE_BK, ROLE_WV, ROLE_BV, ROLE_WO, ROLE_BO,
     ROLE_Q_NORM, ROLE_K_NORM,  // per-head norms of q and k (qk_norm)
     ROLE_W_GATE, ROLE_B_GATE, ROLE_W_UP, ROLE_B_UP, ROLE_W_DOWN, ROLE_B_DOWN,
+    // Gated DeltaNet (linear_attention layers): the projections, either apart
+    // (qkv, z, b, a) or fused per key-head group (qkvz, ba: cfg->lin.fused_proj)
+    ROLE_LIN_QKV, ROLE_LIN_Z, ROLE_LIN_B, ROLE_LIN_A, ROLE_LIN_QKVZ, ROLE_LIN_BA,
+    ROLE_LIN_CONV, ROLE_LIN_A_LOG, ROLE_LIN_DT_BIAS, ROLE_LIN_NORM, ROLE_LIN_OUT,
+    // the MoE block (layers with cfg->layer_moe[l]): router, shared expert and its gate
+    ROLE_MOE_ROUTER, ROLE_SH_GATE, ROLE_SH_UP, ROLE_SH_DOWN, ROLE_SH_EXPERT_GATE,
     ROLE_COUNT
 } LayerRole;
 
@@ -40,12 +46,16 @@ typedef struct {
     // "model.layers.{l}." for each role (NULL: the family has no such tensor).
     const char *embed, *final_norm, *lm_head;
     const char *layer[ROLE_COUNT];
+    // The routed experts, after "model.layers.{l}.": "{experts}.gate_up_proj" [E, 2I, H] and
+    // "{experts}.down_proj" [E, H, I] (transformers 5), or per expert
+    // "{experts}.{e}.{gate,up,down}_proj.weight"; NULL: the family has no MoE.
+    const char *experts;
     // Norm weights (every role *_NORM and final_norm) are stored as w and
     // applied as (1 + w) (Gemma): the loader folds the 1 in.
     int norm_plus_one;
 } FamilySpec;
 
-extern const FamilySpec family_llama, family_qwen2, family_qwen3, family_gemma3;
+extern const FamilySpec family_llama, family_qwen2, family_qwen3, family_gemma3, family_qwen3_next, family_qwen3_5;
 
 // The family of config.json's model_type, or NULL.
 const FamilySpec *family_find(const char *model_type);
@@ -78,7 +88,9 @@ int config_check_range(const char *path, const char *key, double v, double lo, i
 int config_parse_rope(RopeConfig *r, const ModelConfig *cfg, const cJSON *root, const cJSON *rope,
                       const char *theta_key, double theta_dflt, const char *what, const char *path,
                       Status *st);
-// Layer kinds from root's "layer_types" (strings "full_attention" /
-// "sliding_attention", one per layer) into cfg->layer_kinds (allocated here);
-// *found = 0 (and nothing allocated) when the key is absent or null.
-int config_read_layer_types(ModelConfig *cfg, const cJSON *root, const char *path, int *found, Status *st);
+// Layer kinds from root's "layer_types" (one string per layer, the
+// config_layer_kind_name of a kind whose bit 1 << kind is set in allowed) into
+// cfg->layer_kinds (allocated here); *found = 0 (and nothing allocated) when
+// the key is absent or null.
+int config_read_layer_types(ModelConfig *cfg, const cJSON *root, const char *path, unsigned allowed, int *found,
+                            Status *st);

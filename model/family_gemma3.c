@@ -56,7 +56,8 @@ static int parse_gemma3(ModelConfig *cfg, const cJSON *root, const char *path, S
     if (config_read_int_in(root, path, "sliding_window", 0, 4096, 1, CONFIG_MAX_POS, &cfg->sliding_window, st))
         return -1;
     int found = 0;
-    if (config_read_layer_types(cfg, root, path, &found, st)) return -1;
+    const unsigned kinds = 1u << LAYER_FULL_ATTENTION | 1u << LAYER_SLIDING_ATTENTION;
+    if (config_read_layer_types(cfg, root, path, kinds, &found, st)) return -1;
     if (!found) {
         int pattern = 6;
         if (config_read_int_in(root, path, "sliding_window_pattern", 0, 6, 1, CONFIG_MAX_LAYERS, &pattern, st))

@@ -3,8 +3,11 @@
 //   attn_in   xn = RMSNorm(x)·attn_norm
 //   qkv       q, k, v = xn·Wqᵀ (+b), xn·Wkᵀ (+b), xn·Wvᵀ (+b); q/k norm; RoPE of the layer's kind
 //   attend    dense (causal, or in the sliding window), the oracle's supports, or an indexer's
-//   attn_out  x += [RMSNorm](a·Woᵀ (+b))
+//   attn_out  x += [RMSNorm]((a [· sigmoid(xn·Wgᵀ)])·Woᵀ (+b))
+//   linear_attn  x += Gated DeltaNet(xn): projections, causal conv + SiLU, gates,
+//            the chunked gated delta rule, gated RMSNorm, out_proj
 //   mlp       x += [RMSNorm](Wdown·(act(xn·Wgateᵀ) ⊙ xn·Wupᵀ)), xn = RMSNorm(x)·mlp_norm
+//   moe       x += routed experts(xn) + sigmoid(xn·w_sgᵀ) · shared expert(xn)
 #include "forward.h"
 
 #include <math.h>
@@ -38,6 +41,11 @@ typedef struct {
     float *out;  // hidden [T, hidden]: the residual stream lives in the output buffer
     int T;
     float *xn, *q, *k, *v, *att, *gate, *up, *lse;
+    float *agate;                // [T, Hq·dh] the attention output gate's logits (attn_out_gate)
+    float *lin_x, *lin_c, *lin_q, *lin_k, *lin_v, *lin_z, *lin_a, *lin_b, *lin_o;  // Gated DeltaNet scratch
+    float *moe_logits, *moe_wt, *moe_y, *moe_sg;  // router logits [T, E], top-k weights [T, k],
+                                                  // routed output [T, H], shared-expert gate [T]
+    int *moe_idx;                // top-k experts [T, k]
     float *cos_t[2], *sin_t[2];  // RoPE tables of full (0) and sliding (1) layers
     int *sel, *n_sel;            // indexer supports [rows, topk] and their sizes
     SparseStats stats;           // the pass's recall / support sums (o->stats or none)
@@ -63,8 +71,33 @@ static void *cpu_begin(void *twin, const int32_t *ids, int T, const ForwardOpts 
     p->k = xmalloc(sizeof(float) * TT * nkv);
     p->v = xmalloc(sizeof(float) * TT * nkv);
     p->att = xmalloc(sizeof(float) * TT * nq);
-    p->gate = xmalloc(sizeof(float) * TT * c->intermediate);
-    p->up = xmalloc(sizeof(float) * TT * c->intermediate);
+    size_t inter = (size_t)c->intermediate;  // room for the dense MLP and the shared expert
+    if ((size_t)c->moe.shared_intermediate > inter) inter = (size_t)c->moe.shared_intermediate;
+    p->gate = xmalloc(sizeof(float) * TT * inter);
+    p->up = xmalloc(sizeof(float) * TT * inter);
+    if (c->attn_out_gate) p->agate = xmalloc(sizeof(float) * TT * nq);
+    int n_lin = 0;
+    for (int l = 0; l < c->n_layers; l++) n_lin += c->layer_kinds[l] == LAYER_LINEAR_ATTENTION;
+    if (n_lin) {
+        const LinearAttnConfig *la = &c->lin;
+        const size_t kd = (size_t)la->n_k_heads * la->k_dim, vd = (size_t)la->n_v_heads * la->v_dim;
+        p->lin_x = xmalloc(sizeof(float) * TT * (2 * kd + vd));
+        p->lin_c = xmalloc(sizeof(float) * TT * (2 * kd + vd));
+        p->lin_q = xmalloc(sizeof(float) * TT * kd);
+        p->lin_k = xmalloc(sizeof(float) * TT * kd);
+        p->lin_v = xmalloc(sizeof(float) * TT * vd);
+        p->lin_z = xmalloc(sizeof(float) * TT * vd);
+        p->lin_o = xmalloc(sizeof(float) * TT * vd);
+        p->lin_a = xmalloc(sizeof(float) * TT * la->n_v_heads);
+        p->lin_b = xmalloc(sizeof(float) * TT * la->n_v_heads);
+    }
+    if (c->layer_moe) {
+        p->moe_logits = xmalloc(sizeof(float) * TT * c->moe.n_experts);
+        p->moe_wt = xmalloc(sizeof(float) * TT * c->moe.top_k);
+        p->moe_idx = xmalloc(sizeof(int) * TT * c->moe.top_k);
+        p->moe_y = xmalloc(sizeof(float) * TT * H);
+        p->moe_sg = xmalloc(sizeof(float) * TT);
+    }
     if (o->tap && !o->sparse) p->lse = xmalloc(sizeof(float) * TT * c->n_heads);
     const size_t half = (size_t)(rope_rot_dims(c) / 2);
     for (int kind = 0; kind < (c->sliding_window ? 2 : 1); kind++) {  // sliding tables only where layers slide
@@ -102,6 +135,7 @@ static void cpu_qkv(void *tw, int l) {
     const int kind = c->layer_kinds[l] == LAYER_SLIDING_ATTENTION;
     forward_layer_qk(p->m, l, p->xn, p->T, p->cos_t[kind], p->sin_t[kind], p->q, p->k);
     matmul_forward_cpu(p->v, p->xn, w->wv, w->bv, p->T, c->hidden, c->n_kv_heads * c->head_dim);
+    if (w->wq_gate) matmul_forward_cpu(p->agate, p->xn, w->wq_gate, w->bq_gate, p->T, c->hidden, c->n_heads * c->head_dim);
 }
 
 static void cpu_attend(void *tw, int l, const AttendPlan *a) {
@@ -140,8 +174,37 @@ static void cpu_attn_out(void *tw, int l) {
     CpuPass *p = tw;
     const ModelConfig *c = &p->m->cfg;
     const LayerWeights *w = &p->m->layers[l];
+    if (w->wq_gate) sigmoid_mul_cpu(p->att, p->agate, (int64_t)p->T * c->n_heads * c->head_dim);
     matmul_forward_cpu(p->xn, p->att, w->wo, w->bo, p->T, c->n_heads * c->head_dim, c->hidden);
     add_block(p, w->post_attn_norm);
+}
+
+// Columns [c0, c0 + n) of x [T, C] into dst [T, n].
+static void take_cols(float *dst, const float *x, int T, int C, int c0, int n) {
+    for (int t = 0; t < T; t++) memcpy(dst + (size_t)t * n, x + (size_t)t * C + c0, sizeof(float) * (size_t)n);
+}
+
+static void cpu_linear_attn(void *tw, int l) {
+    CpuPass *p = tw;
+    const ModelConfig *c = &p->m->cfg;
+    const LayerWeights *w = &p->m->layers[l];
+    const LinearAttnConfig *la = &c->lin;
+    const int T = p->T, H = c->hidden, Hk = la->n_k_heads, Hv = la->n_v_heads, dk = la->k_dim, dv = la->v_dim;
+    const int kd = Hk * dk, vd = Hv * dv, C = 2 * kd + vd;
+    matmul_forward_cpu(p->lin_x, p->xn, w->lin_qkv, NULL, T, H, C);
+    matmul_forward_cpu(p->lin_z, p->xn, w->lin_z, NULL, T, H, vd);
+    matmul_forward_cpu(p->lin_b, p->xn, w->lin_b, NULL, T, H, Hv);
+    matmul_forward_cpu(p->lin_a, p->xn, w->lin_a, NULL, T, H, Hv);
+    causal_conv1d_cpu(p->lin_c, p->lin_x, w->lin_conv, NULL, T, C, la->conv_kernel, 1);
+    take_cols(p->lin_q, p->lin_c, T, C, 0, kd);
+    take_cols(p->lin_k, p->lin_c, T, C, kd, kd);
+    take_cols(p->lin_v, p->lin_c, T, C, 2 * kd, vd);
+    deltanet_gates_cpu(p->lin_a, p->lin_b, p->lin_a, p->lin_b, w->lin_a_log, w->lin_dt_bias, T, Hv);
+    gated_delta_rule_chunked_cpu(p->lin_o, NULL, p->lin_q, p->lin_k, p->lin_v, p->lin_a, p->lin_b, NULL, T, Hk, Hv,
+                                 dk, dv, 0, 1, 64);
+    gated_rmsnorm_cpu(p->lin_o, p->lin_o, p->lin_z, w->lin_norm, T * Hv, dv, (float)c->rms_eps);
+    matmul_forward_cpu(p->xn, p->lin_o, w->lin_out, NULL, T, vd, H);
+    add_block(p, NULL);
 }
 
 static void cpu_mlp(void *tw, int l) {
@@ -157,11 +220,40 @@ static void cpu_mlp(void *tw, int l) {
     add_block(p, w->post_mlp_norm);
 }
 
+static void cpu_moe(void *tw, int l) {
+    CpuPass *p = tw;
+    const ModelConfig *c = &p->m->cfg;
+    const LayerWeights *w = &p->m->layers[l];
+    const MoeConfig *mo = &c->moe;
+    const int T = p->T, H = c->hidden, E = mo->n_experts, k = mo->top_k, Is = mo->shared_intermediate;
+    rmsnorm_forward_cpu(p->xn, p->out, w->mlp_norm, T, H, (float)c->rms_eps);
+    matmul_forward_cpu(p->moe_logits, p->xn, w->moe_router, NULL, T, H, E);
+    moe_route_cpu(p->moe_idx, p->moe_wt, p->moe_logits, T, E, k, mo->norm_topk_prob);
+    moe_experts_cpu(p->moe_y, p->xn, p->moe_idx, p->moe_wt, w->exp_gate, w->exp_up, w->exp_down, T, H, E,
+                    mo->intermediate, k, c->act);
+    if (Is > 0) {  // + sigmoid(xn·w_sgᵀ) · shared expert(xn)
+        matmul_forward_cpu(p->moe_sg, p->xn, w->sh_expert_gate, NULL, T, H, 1);
+        matmul_forward_cpu(p->gate, p->xn, w->sh_gate, NULL, T, H, Is);
+        matmul_forward_cpu(p->up, p->xn, w->sh_up, NULL, T, H, Is);
+        glu_forward_cpu(p->gate, p->gate, p->up, (int64_t)T * Is, c->act);
+        matmul_forward_cpu(p->xn, p->gate, w->sh_down, NULL, T, Is, H);
+        sigmoid_scale_rows_cpu(p->xn, p->moe_sg, T, H);
+        for (size_t i = 0; i < (size_t)T * H; i++) p->xn[i] += p->moe_y[i];
+    } else {
+        memcpy(p->xn, p->moe_y, sizeof(float) * (size_t)T * H);
+    }
+    add_block(p, w->post_mlp_norm);
+}
+
 static void cpu_finish(void *tw, int stopped, const ForwardOpts *o) {
     CpuPass *p = tw;
     const ModelConfig *c = &p->m->cfg;
     if (!stopped) rmsnorm_forward_cpu(p->out, p->out, p->m->final_norm, p->T, c->hidden, (float)c->rms_eps);
     free(p->xn), free(p->q), free(p->k), free(p->v), free(p->att), free(p->gate), free(p->up), free(p->lse);
+    free(p->agate);
+    free(p->lin_x), free(p->lin_c), free(p->lin_q), free(p->lin_k), free(p->lin_v), free(p->lin_z), free(p->lin_a);
+    free(p->lin_b), free(p->lin_o);
+    free(p->moe_logits), free(p->moe_wt), free(p->moe_y), free(p->moe_sg), free(p->moe_idx);
     for (int kind = 0; kind < 2; kind++) free(p->cos_t[kind]), free(p->sin_t[kind]);
     free(p->sel), free(p->n_sel);
     free(p);
@@ -174,7 +266,9 @@ static const LayerOps cpu_ops = {
     .attend = cpu_attend,
     .tap = cpu_tap,
     .attn_out = cpu_attn_out,
+    .linear_attn = cpu_linear_attn,
     .mlp = cpu_mlp,
+    .moe = cpu_moe,
     .sync = NULL,
     .finish = cpu_finish,
 };

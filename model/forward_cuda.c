@@ -122,6 +122,11 @@ static int upload(const Model *m, FwdPrecision prec, uint64_t synth, FwdCuda **o
     const ModelConfig *c = &m->cfg;
     if (c->head_dim > 256)
         return status_fail(st, "head_dim %d: the CUDA attention kernels take head_dim <= 256", c->head_dim);
+    int n_lin = 0;
+    for (int l = 0; l < c->n_layers; l++) n_lin += c->layer_kinds[l] == LAYER_LINEAR_ATTENTION;
+    if (n_lin || c->layer_moe || c->attn_out_gate)
+        return status_fail(st, "%s: %s run on the CPU twin only so far (--device cpu)", c->model_type,
+                           n_lin ? "Gated DeltaNet layers" : c->layer_moe ? "MoE layers" : "gated attention layers");
     const int64_t H = c->hidden, I = c->intermediate, V = c->vocab;
     const int64_t nq = (int64_t)c->n_heads * c->head_dim, nkv = (int64_t)c->n_kv_heads * c->head_dim;
 

@@ -57,26 +57,33 @@ void layer_loop(const LayerOps *ops, void *twin, const ModelConfig *c, const int
 
     int n_dense_full = 0, stopped = 0;
     for (int l = 0; l < c->n_layers; l++) {
-        int dense_full;
-        const AttendPlan p = plan_layer(c, l, T, o, &dense_full);
-        n_dense_full += dense_full;
         const int full = c->layer_kinds[l] == LAYER_FULL_ATTENTION;
-        const int tap = o->tap && full;  // the tap sees the layers the method acts on
-        ops->attn_in(tw, l, p.mode == ATTEND_INDEXER || tap);
-        ops->qkv(tw, l);
-        if (prof) prof->gemm += lap(ops, &t0);
-        ops->attend(tw, l, &p);
-        if (prof) prof->attention += lap(ops, &t0);
-        if (tap) {
-            ops->tap(tw, l, o->tap);
-            if (prof) prof->other += lap(ops, &t0);
+        if (c->layer_kinds[l] == LAYER_LINEAR_ATTENTION) {
+            ops->attn_in(tw, l, 0);
+            ops->linear_attn(tw, l);
+            if (prof) prof->attention += lap(ops, &t0);
+        } else {
+            int dense_full;
+            const AttendPlan p = plan_layer(c, l, T, o, &dense_full);
+            n_dense_full += dense_full;
+            const int tap = o->tap && full;  // the tap sees the layers the method acts on
+            ops->attn_in(tw, l, p.mode == ATTEND_INDEXER || tap);
+            ops->qkv(tw, l);
+            if (prof) prof->gemm += lap(ops, &t0);
+            ops->attend(tw, l, &p);
+            if (prof) prof->attention += lap(ops, &t0);
+            if (tap) {
+                ops->tap(tw, l, o->tap);
+                if (prof) prof->other += lap(ops, &t0);
+            }
+            if (o->stop_after_tap > 0 && l + 1 >= o->stop_after_tap) {  // nothing downstream is wanted
+                stopped = 1;
+                break;
+            }
+            ops->attn_out(tw, l);
         }
-        if (o->stop_after_tap > 0 && l + 1 >= o->stop_after_tap) {  // nothing downstream is wanted
-            stopped = 1;
-            break;
-        }
-        ops->attn_out(tw, l);
-        ops->mlp(tw, l);
+        if (c->layer_moe && c->layer_moe[l]) ops->moe(tw, l);
+        else ops->mlp(tw, l);
         if (prof) prof->gemm += lap(ops, &t0);
     }
     ops->finish(tw, stopped, o);

@@ -2,13 +2,17 @@
 // supplies beneath it.
 //
 // The recipe (layer.c) is written once. Per layer it reads the layer's kind
-// from the config and picks the attention module — full GQA attention (dense,
-// over the attention-mass oracle's supports, or over a trained indexer's) or
-// sliding-window attention (always dense, in its window) — then runs
+// from the config and picks the token mixer — full GQA attention (dense, over
+// the attention-mass oracle's supports, or over a trained indexer's),
+// sliding-window attention (always dense, in its window) or Gated DeltaNet
+// linear attention (a recurrence: nothing to select) — and the MLP module
+// (dense or mixture of experts), then runs
 //   attention block:  xn = RMSNorm(x); q, k, v = proj(xn) (+ q/k norm, RoPE of
-//                     the kind); a = Attention(q, k, v); [tap];
-//                     x += [post-norm](a·Woᵀ (+b))
+//                     the kind; [gate = xn·Wgᵀ]); a = Attention(q, k, v); [tap];
+//                     x += [post-norm]((a [· sigmoid(gate)])·Woᵀ (+b))
+//   linear block:     xn = RMSNorm(x); x += out_proj(GatedDeltaNet(xn))
 //   MLP block:        xn = RMSNorm(x); x += [post-norm](down(act(gate) ⊙ up))
+//                     or x += MoE(xn)
 // with the family's choices carried by the config and weights (which norms
 // exist, the activation, the embedding scale), never by a branch on the family.
 // The CPU twin (forward.c, fp32) and the CUDA twin (forward_cuda.c, fp32 /
@@ -51,10 +55,15 @@ typedef struct {
     // Hands xn, q, k and lse of layer l to tap->fn, as host arrays (lse only in a
     // dense pass: begin keeps a buffer for it exactly then).
     void (*tap)(void *tw, int l, const ForwardTap *tap);
-    // x += [post_attn_norm](a·Woᵀ (+b)).
+    // x += [post_attn_norm]((a [· sigmoid(gate)])·Woᵀ (+b)).
     void (*attn_out)(void *tw, int l);
+    // A linear_attention layer's whole mixer from attn_in's operand (docs/design.md,
+    // "Gated DeltaNet"): x += out_proj(gated_rmsnorm(DeltaRule(conv(qkv)), z)).
+    void (*linear_attn)(void *tw, int l);
     // x += [post_mlp_norm](down(act(xn·Wgateᵀ) ⊙ xn·Wupᵀ)), xn = RMSNorm(x)·mlp_norm.
     void (*mlp)(void *tw, int l);
+    // x += routed experts(xn) + sigmoid(xn·w_sgᵀ) · shared expert(xn), xn = RMSNorm(x)·mlp_norm.
+    void (*moe)(void *tw, int l);
     // Waits until the twin's queued work is done (profiling; NULL: nothing to wait for).
     void (*sync)(void);
     // stopped = 0: final norm, then the pass's output (hidden states, or the

@@ -1,0 +1,87 @@
+// moe_cpu.c: the mixture-of-experts MLP's routed part and the sigmoid gates of
+// Qwen3-Next / Qwen3.5 (kernels/ops.h), fp32. The reference is transformers'
+// Qwen3NextTopKRouter, Qwen3NextExperts and Qwen3NextSparseMoeBlock.
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops.h"
+#include "status.h"
+
+static inline float sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+void sigmoid_mul_cpu(float *x, const float *g, int64_t n) {
+#pragma omp parallel for
+    for (int64_t i = 0; i < n; i++) x[i] *= sigmoidf(g[i]);
+}
+
+void sigmoid_scale_rows_cpu(float *x, const float *g, int rows, int cols) {
+#pragma omp parallel for
+    for (int r = 0; r < rows; r++) {
+        const float s = sigmoidf(g[r]);
+        for (int c = 0; c < cols; c++) x[(int64_t)r * cols + c] *= s;
+    }
+}
+
+void moe_route_cpu(int *idx, float *wt, const float *logits, int T, int E, int k, int renorm) {
+#pragma omp parallel for
+    for (int t = 0; t < T; t++) {
+        const float *z = logits + (int64_t)t * E;
+        int *ix = idx + (int64_t)t * k;
+        float *w = wt + (int64_t)t * k;
+        float mx = z[0];
+        for (int e = 1; e < E; e++) mx = z[e] > mx ? z[e] : mx;
+        double sum = 0;
+        for (int e = 0; e < E; e++) sum += exp((double)(z[e] - mx));
+        // top-k by insertion into k sorted slots: the larger logit first, the lower
+        // expert index first among equal ones
+        int n = 0;
+        for (int e = 0; e < E; e++) {
+            int pos = n < k ? n : k;
+            while (pos > 0 && z[e] > z[ix[pos - 1]]) pos--;
+            if (pos >= k) continue;
+            const int last = n < k ? n : k - 1;
+            for (int j = last; j > pos; j--) ix[j] = ix[j - 1];
+            ix[pos] = e;
+            if (n < k) n++;
+        }
+        float tot = 0;
+        for (int j = 0; j < k; j++) {
+            w[j] = (float)(exp((double)(z[ix[j]] - mx)) / sum);  // softmax in fp32 precision, as torch's
+            tot += w[j];
+        }
+        if (renorm)
+            for (int j = 0; j < k; j++) w[j] /= tot;
+    }
+}
+
+void moe_experts_cpu(float *out, const float *x, const int *idx, const float *wt, const float *const *w_gate,
+                     const float *const *w_up, const float *const *w_down, int T, int H, int E, int inter, int k,
+                     Act act) {
+    memset(out, 0, sizeof(float) * (size_t)T * H);
+    int *rows = xmalloc(sizeof(int) * (size_t)T);
+    float *rw = xmalloc(sizeof(float) * (size_t)T);
+    float *xe = xmalloc(sizeof(float) * (size_t)T * H), *ye = xmalloc(sizeof(float) * (size_t)T * H);
+    float *g = xmalloc(sizeof(float) * (size_t)T * inter), *u = xmalloc(sizeof(float) * (size_t)T * inter);
+    for (int e = 0; e < E; e++) {  // experts in order, tokens in order: one fixed summation order
+        int n = 0;
+        for (int t = 0; t < T; t++)
+            for (int j = 0; j < k; j++)
+                if (idx[(int64_t)t * k + j] == e) {
+                    rows[n] = t, rw[n] = wt[(int64_t)t * k + j];
+                    memcpy(xe + (int64_t)n * H, x + (int64_t)t * H, sizeof(float) * (size_t)H);
+                    n++;
+                }
+        if (!n) continue;
+        matmul_forward_cpu(g, xe, w_gate[e], NULL, n, H, inter);
+        matmul_forward_cpu(u, xe, w_up[e], NULL, n, H, inter);
+        glu_forward_cpu(g, g, u, (int64_t)n * inter, act);
+        matmul_forward_cpu(ye, g, w_down[e], NULL, n, inter, H);
+        for (int i = 0; i < n; i++) {
+            float *o = out + (int64_t)rows[i] * H;
+            const float *y = ye + (int64_t)i * H;
+            for (int c = 0; c < H; c++) o[c] += rw[i] * y[c];
+        }
+    }
+    free(rows), free(rw), free(xe), free(ye), free(g), free(u);
+}
