@@ -32,6 +32,9 @@ add_test(NAME gemma3_tokenizer COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_gemma
          ${CMAKE_SOURCE_DIR}/models/gemma3-270m ${CMAKE_SOURCE_DIR}/tests/tokenizer ${TEST_TMP}/gemma3_tokenizer)
 set_tests_properties(gemma3_tokenizer PROPERTIES SKIP_RETURN_CODE 77)
 
+add_executable(test_qwen3next_config tests/test_qwen3next_config.c)
+target_link_libraries(test_qwen3next_config PRIVATE spindle_model)
+add_test(NAME qwen3next_config COMMAND test_qwen3next_config ${TEST_TMP}/qwen3next_config)
 add_executable(test_gemma3_config tests/test_gemma3_config.c)
 target_link_libraries(test_gemma3_config PRIVATE spindle_model)
 add_test(NAME gemma3_config COMMAND test_gemma3_config fixtures ${CMAKE_SOURCE_DIR}/tests/fixtures ${TEST_TMP})
