@@ -128,6 +128,21 @@ void softcap_forward_cuda(float *x, int64_t n, float cap);
 // out[i] = a[i] + b[i] (the residual stream). out may alias a or b.
 void residual_forward_cuda(float *out, const float *a, const float *b, int64_t n);
 
+// ---- gates and mixture of experts (kernels/cuda/moe.cu) ------------------------------
+
+// sigmoid_mul_cpu, sigmoid_scale_rows_cpu, moe_route_cpu (ops.h) on the device.
+void sigmoid_mul_cuda(float *x, const float *g, int64_t n);
+void sigmoid_scale_rows_cuda(float *x, const float *g, int rows, int cols);
+void moe_route_cuda(int *idx, float *wt, const float *logits, int T, int E, int k, int renorm);
+// moe_experts_cpu on the device: x, out [T, H], idx, wt [T, k] device arrays;
+// w_gate, w_up, w_down host arrays of E device pointers to fp32 matrices. The
+// (token, slot) pairs are bucketed by expert on the host (a copy of idx and wt),
+// each expert's GEMMs run over its tokens, and each token's k contributions are
+// added in ascending expert order (the CPU twin's order). Synchronises.
+void moe_experts_cuda(float *out, const float *x, const int *idx, const float *wt, const float *const *w_gate,
+                      const float *const *w_up, const float *const *w_down, int T, int H, int E, int inter, int k,
+                      Act act);
+
 // ---- scoring (kernels/cuda/score.cu) ----------------------------------------------
 
 // next_token_stats_cpu (ops.h) on the device: ld, ls [rows, V] fp32 logits (ls
