@@ -1128,6 +1128,30 @@ class RouterMargins:
         return min(self.margins) if self.margins else None
 
 
+def hybrid_probes(model, ids):
+    """Values to localise a mismatch: at positions 0, 63, 64 (the first DeltaNet chunk boundary) and T-1,
+    the first 4 channels of each layer's token-mixer output (DeltaNet out_proj or attention o_proj, before
+    the residual add), of its MLP/MoE output, and of the residual stream after the layer; fp32 reference."""
+    T = len(ids)
+    pos = [0, 63, 64, T - 1]
+    rec = {"mixer_out": [], "mlp_out": [], "layer_out": []}
+    hooks = []
+
+    def grab(key):
+        def f(mod, inp, out):
+            o = out[0] if isinstance(out, tuple) else out
+            rec[key].append([[float(x) for x in o[0, t, :4]] for t in pos])
+        return f
+    for layer in model.model.layers:
+        mixer = layer.linear_attn if hasattr(layer, "linear_attn") else layer.self_attn
+        hooks += [mixer.register_forward_hook(grab("mixer_out")), layer.mlp.register_forward_hook(grab("mlp_out")),
+                  layer.register_forward_hook(grab("layer_out"))]
+    run_logits_nocache(model, ids)
+    for h in hooks:
+        h.remove()
+    return dict(positions=pos, channels=4, **rec)
+
+
 def hybrid_layer_types(cfg):
     """Layer kinds of a qwen3_5_text / qwen3_next config.json: layer_types, else full_attention_interval
     (HF default 4)."""
@@ -1559,6 +1583,7 @@ def build_case_hybrid(case, outdir):
         "transformers_version": transformers.__version__,
         "torch_version": torch.__version__,
     }
+    desc["probes"] = hybrid_probes(reloaded, ids)
     if family == "qwen3_next":
         desc["moe"] = {"num_experts": want["num_experts"], "num_experts_per_tok": want["num_experts_per_tok"],
                        "norm_topk_prob": want["norm_topk_prob"], "moe_intermediate_size": want["moe_intermediate_size"],
