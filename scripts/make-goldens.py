@@ -15,6 +15,12 @@ Usage:  python3 scripts/make-goldens.py [--out tests/goldens] [--only CASE ...] 
                                         [--oracle | --no-oracle]
         python3 scripts/make-goldens.py --family gemma3      # only the gemma3_text cases
 
+qwen3_5 / qwen3_next cases (HYBRID_CASES; model_type qwen3_5_text / qwen3_next): Gated DeltaNet
+(linear_attention) + gated full-attention stacks, Qwen3-Next with the MoE MLP; T > 64 (HF's DeltaNet
+chunk); layer kinds as layer_types or only as full_attention_interval. Their oracle acts at the
+full-attention layers only; their independent check is numpy_forward_hybrid (sequential gated delta rule).
+        python3 scripts/make-goldens.py --family qwen3_5 --family qwen3_next
+
 gemma3 cases (GEMMA3_CASES, Gemma3ForCausalLM): hybrid stacks of sliding-window and full-attention
 layers, T several times the window, both config styles; their oracle acts at the full-attention layers
 only (sliding layers stay windowed dense), and the oracle stage asserts HF's sliding mask is
