@@ -15,6 +15,12 @@ Usage:  python3 scripts/make-goldens.py [--out tests/goldens] [--only CASE ...] 
                                         [--oracle | --no-oracle]
         python3 scripts/make-goldens.py --family gemma3      # only the gemma3_text cases
 
+qwen3_5 / qwen3_next cases (HYBRID_CASES; model_type qwen3_5_text / qwen3_next): Gated DeltaNet
+(linear_attention) + gated full-attention stacks, Qwen3-Next with the MoE MLP; T > 64 (HF's DeltaNet
+chunk); layer kinds as layer_types or only as full_attention_interval. Their oracle acts at the
+full-attention layers only; their independent check is numpy_forward_hybrid (sequential gated delta rule).
+        python3 scripts/make-goldens.py --family qwen3_5 --family qwen3_next
+
 gemma3 cases (GEMMA3_CASES, Gemma3ForCausalLM): hybrid stacks of sliding-window and full-attention
 layers, T several times the window, both config styles; their oracle acts at the full-attention layers
 only (sliding layers stay windowed dense), and the oracle stage asserts HF's sliding mask is
@@ -49,7 +55,8 @@ from safetensors import safe_open
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from goldens_np import gemma3_layout, gemma3_pattern_types, read_safetensors  # noqa: E402
 from transformers import (AutoModelForCausalLM, Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig,
-                          LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3Config, Qwen3ForCausalLM)
+                          LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3_5ForCausalLM, Qwen3_5TextConfig,
+                          Qwen3Config, Qwen3ForCausalLM, Qwen3NextConfig, Qwen3NextForCausalLM)
 
 TOL = 2e-3          # the ctest tolerance (max abs logit difference) for spindle vs these goldens
 RELOAD_TOL = 1e-6   # reload-from-disk must reproduce the reference this closely
@@ -60,6 +67,8 @@ FAMILIES = {
     "qwen2": (Qwen2Config, Qwen2ForCausalLM),
     "qwen3": (Qwen3Config, Qwen3ForCausalLM),
     "gemma3": (Gemma3TextConfig, Gemma3ForCausalLM),
+    "qwen3_5": (Qwen3_5TextConfig, Qwen3_5ForCausalLM),
+    "qwen3_next": (Qwen3NextConfig, Qwen3NextForCausalLM),
 }
 DTYPES = {"F32": torch.float32, "BF16": torch.bfloat16, "F16": torch.float16}
 
@@ -252,6 +261,89 @@ GEMMA3_CASES = [
     ),
 ]
 CASES += GEMMA3_CASES
+
+
+# ----------------------------------------------------------------------------------------------
+# Qwen3.5 (qwen3_5_text, Qwen3_5ForCausalLM) and Qwen3-Next (qwen3_next, Qwen3NextForCausalLM):
+# hybrid stacks of Gated DeltaNet (linear_attention) and gated full-attention layers; Qwen3-Next adds
+# the MoE MLP (routed top-k experts + a sigmoid-gated shared expert). `config` names layer_types
+# explicitly; `interval` = N rewrites config.json to give the stack only as full_attention_interval N
+# (layer i is full iff (i + 1) % N == 0; the HF default N is 4), with `legacy` also in the
+# transformers-4.x style of the released Qwen3-Next config.json (top-level rope_theta,
+# partial_rotary_factor, rope_scaling null, torch_dtype). T > 64 = HF's DeltaNet chunk size, so the
+# reference crosses chunk boundaries (torch_chunk_gated_delta_rule, chunk_size 64).
+# ----------------------------------------------------------------------------------------------
+def _hy(types, hq, hkv, hd, prf, lk, lv, dk, dv, vocab=128, hidden=32, inter=64, theta=10000.0, tied=True, **extra):
+    cfg = dict(vocab_size=vocab, hidden_size=hidden, intermediate_size=inter, num_hidden_layers=len(types),
+               num_attention_heads=hq, num_key_value_heads=hkv, head_dim=hd, rms_norm_eps=1e-6,
+               max_position_embeddings=4096, tie_word_embeddings=tied, attention_bias=False,
+               hidden_act="silu", linear_conv_kernel_dim=4, linear_num_key_heads=lk, linear_num_value_heads=lv,
+               linear_key_head_dim=dk, linear_value_head_dim=dv, layer_types=list(types),
+               rope_parameters={"rope_type": "default", "rope_theta": theta, "partial_rotary_factor": prf})
+    cfg.update(extra)
+    return cfg
+
+
+def hybrid_interval_types(n_layers, interval):
+    """full_attention_interval N: layer i is full attention iff (i + 1) % N == 0 (else linear_attention)."""
+    return ["full_attention" if (i + 1) % interval == 0 else "linear_attention" for i in range(n_layers)]
+
+
+_L, _F = "linear_attention", "full_attention"
+HYBRID_CASES = [
+    dict(
+        name="qwen3_5_types_f32", family="qwen3_5", dtype="F32", T=130, seed=1201,
+        config=_hy([_L, _F, _L, _F], 4, 2, 32, 0.5, 2, 4, 16, 16, inter=32),
+        features=["qwen3_5_text", "F32", "layer_types linear, full, linear, full (explicit)",
+                  "T=130: DeltaNet chunks 64+64+2", "gated attention: q_proj [q | gate] per head",
+                  "GQA 4q/2kv", "head_dim 32, partial_rotary_factor 0.5 (16 rotated dims)",
+                  "linear heads: 2 key < 4 value heads (key heads repeated), d_k = d_v = 16",
+                  "conv kernel 4", "dense SiLU MLP", "tied embeddings", "RoPE default theta 1e4",
+                  "config style: transformers-5 layer_types + rope_parameters"],
+    ),
+    dict(
+        name="qwen3_5_interval3_bf16", family="qwen3_5", dtype="BF16", T=200, seed=1202,
+        config=_hy(hybrid_interval_types(6, 3), 4, 1, 64, 0.25, 2, 2, 16, 32, tied=False, inter=48),
+        interval=3,
+        features=["qwen3_5_text", "BF16 weights", "6 layers: linear, linear, full, linear, linear, full given ONLY as "
+                  "full_attention_interval 3 (no layer_types in config.json)",
+                  "T=200: DeltaNet chunks 64+64+64+8", "gated attention", "GQA 4q/1kv (G=4)",
+                  "head_dim 64, partial_rotary_factor 0.25 (16 rotated dims)",
+                  "linear heads: 2 key = 2 value heads, d_k 16 != d_v 32", "untied lm_head",
+                  "RoPE default theta 1e4", "config style: transformers-5 rope_parameters, no layer_types"],
+    ),
+    dict(
+        name="qwen3_next_moe_f32", family="qwen3_next", dtype="F32", T=130, seed=1301,
+        config=_hy([_L, _F, _L, _F], 4, 2, 32, 0.5, 2, 4, 16, 16, inter=48, tied=False,
+                   num_experts=4, num_experts_per_tok=2, moe_intermediate_size=16, shared_expert_intermediate_size=32,
+                   norm_topk_prob=True, decoder_sparse_step=1, mlp_only_layers=[2]),
+        features=["qwen3_next", "F32", "layer_types linear, full, linear, full (explicit)",
+                  "T=130: DeltaNet chunks 64+64+2", "in_proj_qkvz / in_proj_ba grouped per key head",
+                  "linear heads: 2 key < 4 value heads (2 value heads per key head), d_k = d_v = 16",
+                  "gated attention", "GQA 4q/2kv", "head_dim 32, partial_rotary_factor 0.5",
+                  "MoE: 4 experts, top-2, norm_topk_prob true, shared expert (32) with sigmoid gate",
+                  "mlp_only_layers [2]: layer 2 has a dense MLP (48), layers 0, 1, 3 MoE (decoder_sparse_step 1)",
+                  "untied lm_head", "RoPE default theta 1e4", "config style: transformers-5"],
+    ),
+    dict(
+        name="qwen3_next_legacy_interval2_bf16", family="qwen3_next", dtype="BF16", T=200, seed=1302,
+        config=_hy(hybrid_interval_types(6, 2), 4, 2, 32, 0.25, 2, 2, 16, 32, inter=48, tied=False,
+                   theta=1000000.0, num_experts=8, num_experts_per_tok=3, moe_intermediate_size=16,
+                   shared_expert_intermediate_size=32, norm_topk_prob=False, decoder_sparse_step=2,
+                   mlp_only_layers=[5]),
+        interval=2, legacy=True,
+        features=["qwen3_next", "BF16 weights", "6 layers: linear, full, linear, full, linear, full given ONLY as "
+                  "full_attention_interval 2", "T=200: DeltaNet chunks 64+64+64+8",
+                  "linear heads: 2 key = 2 value heads, d_k 16 != d_v 32 (qkvz grouped per key head)",
+                  "gated attention", "GQA 4q/2kv", "head_dim 32, partial_rotary_factor 0.25 (8 rotated dims)",
+                  "MoE: 8 experts, top-3, norm_topk_prob FALSE, shared expert with sigmoid gate",
+                  "decoder_sparse_step 2: MoE on layers 1, 3 (dense MLP on 0, 2, 4); mlp_only_layers [5]: layer 5 dense",
+                  "untied lm_head", "RoPE default theta 1e6",
+                  "config style: LEGACY as the released Qwen3-Next config.json (full_attention_interval, top-level "
+                  "rope_theta + partial_rotary_factor, rope_scaling null, torch_dtype, no layer_types)"],
+    ),
+]
+CASES += HYBRID_CASES
 
 
 def log(*a):
@@ -960,6 +1052,561 @@ def build_case_gemma3(case, outdir):
 
 
 # ----------------------------------------------------------------------------------------------
+# Qwen3.5 / Qwen3-Next cases: build, verify, describe. Reference: eager attention, eager experts
+# (the plain per-expert loop of Qwen3NextExperts), use_cache=False, fp32 over the weights as stored.
+# ----------------------------------------------------------------------------------------------
+HYBRID_FAMILIES = {"qwen3_5", "qwen3_next"}
+HYBRID_MODEL_TYPES = {"qwen3_5_text", "qwen3_next"}
+HF_DELTANET_CHUNK = 64            # torch_chunk_gated_delta_rule's chunk_size
+LEGACY_QWEN3_NEXT_TRANSFORMERS_VERSION = "4.57.0"
+ROUTER_MIN_MARGIN = 1e-4          # relative gap (p_k - p_{k+1}) / p_k of every token's expert choice
+
+
+def randomize_hybrid(model, seed):
+    """Weights for the Gated DeltaNet / gated attention / MoE stacks: linears N(0,1)/sqrt(fan_in);
+    zero-centred decoder norms (output * (1 + w)) w = 0.1N, q/k norms 0.4 + 0.1N (normalised q.k scores
+    of std ~2: attention sharp enough for the oracle to matter); the DeltaNet gated norm multiplies by w
+    itself: 1 + 0.1N; A = exp(A_log) spread log-uniformly over [0.005, 1] across the value heads of a layer
+    (per-step decay exp(-A softplus(a + dt_bias)) from ~0.997, memory across several 64-token chunks, to
+    fast), dt_bias 0.5N; conv taps N(0,1)/sqrt(kernel); router 4N/sqrt(hidden): logit gaps large enough that
+    no token's top-k expert choice is near a tie."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in sorted(model.named_parameters(), key=lambda kv: kv[0]):
+            shape = tuple(p.shape)
+            n = torch.randn(shape, generator=g)
+            if name.endswith("linear_attn.norm.weight"):
+                v = 1.0 + 0.1 * n
+            elif name.endswith("norm.weight"):
+                v = (0.4 if (".q_norm." in name or ".k_norm." in name) else 0.0) + 0.1 * n
+            elif name.endswith("linear_attn.A_log"):
+                hv = shape[0]
+                lo, hi = math.log(0.005), math.log(1.0)
+                base = torch.tensor([lo + (hi - lo) * i / max(hv - 1, 1) for i in range(hv)])
+                v = base + 0.2 * n
+            elif name.endswith("linear_attn.dt_bias"):
+                v = 0.5 * n
+            elif name.endswith("conv1d.weight"):
+                v = n / math.sqrt(shape[-1])
+            elif name == "model.embed_tokens.weight":
+                v = n / math.sqrt(shape[1]) if model.config.tie_word_embeddings else n
+            elif name.endswith("mlp.gate.weight"):
+                v = 4.0 * n / math.sqrt(shape[-1])
+            else:                        # every linear, incl. the 3-D expert stacks [E, out, in]
+                v = n / math.sqrt(shape[-1])
+            p.copy_(v.to(p.dtype))
+
+
+def hf_load_kwargs(folder):
+    """Extra from_pretrained arguments: Qwen3-Next's experts run as the plain per-expert loop."""
+    with open(os.path.join(folder, "config.json")) as f:
+        mt = json.load(f)["model_type"]
+    return {"experts_implementation": "eager"} if mt == "qwen3_next" else {}
+
+
+def load_f32_hybrid(folder, attn="eager"):
+    m = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation=attn,
+                                             **hf_load_kwargs(folder))
+    m.eval()
+    return m
+
+
+class RouterMargins:
+    """Forward hooks on Qwen3-Next's routers: the smallest relative gap between the k-th and (k+1)-th
+    router probability of any token at any MoE layer (an expert choice that any correct fp32
+    implementation makes the same way when this is well above fp32 rounding)."""
+
+    def __init__(self, model):
+        self.margins, self.handles = [], []
+        for mod in model.modules():
+            if type(mod).__name__ == "Qwen3NextTopKRouter":
+                self.handles.append(mod.register_forward_hook(self._hook))
+
+    def _hook(self, mod, inp, out):
+        p = torch.softmax(out[0].to(torch.float64), dim=-1)
+        v = torch.topk(p, min(mod.top_k + 1, p.shape[-1]), dim=-1).values
+        if v.shape[-1] > mod.top_k:
+            self.margins.append(float(((v[:, mod.top_k - 1] - v[:, mod.top_k]) / v[:, mod.top_k - 1]).min()))
+
+    def close(self):
+        for h in self.handles:
+            h.remove()
+        return min(self.margins) if self.margins else None
+
+
+def hybrid_probes(model, ids):
+    """Values to localise a mismatch: at positions 0, 63, 64 (the first DeltaNet chunk boundary) and T-1,
+    the first 4 channels of each layer's token-mixer output (DeltaNet out_proj or attention o_proj, before
+    the residual add), of its MLP/MoE output, and of the residual stream after the layer; fp32 reference."""
+    T = len(ids)
+    pos = [0, 63, 64, T - 1]
+    rec = {"mixer_out": [], "mlp_out": [], "layer_out": []}
+    hooks = []
+
+    def grab(key):
+        def f(mod, inp, out):
+            o = out[0] if isinstance(out, tuple) else out
+            rec[key].append([[float(x) for x in o[0, t, :4]] for t in pos])
+        return f
+    for layer in model.model.layers:
+        mixer = layer.linear_attn if hasattr(layer, "linear_attn") else layer.self_attn
+        hooks += [mixer.register_forward_hook(grab("mixer_out")), layer.mlp.register_forward_hook(grab("mlp_out")),
+                  layer.register_forward_hook(grab("layer_out"))]
+    run_logits_nocache(model, ids)
+    for h in hooks:
+        h.remove()
+    return dict(positions=pos, channels=4, **rec)
+
+
+def hybrid_layer_types(cfg):
+    """Layer kinds of a qwen3_5_text / qwen3_next config.json: layer_types, else full_attention_interval
+    (HF default 4)."""
+    types = cfg.get("layer_types")
+    if types:
+        return list(types)
+    return hybrid_interval_types(cfg["num_hidden_layers"], cfg.get("full_attention_interval", 4))
+
+
+def hybrid_moe_layers(cfg):
+    """Layers whose MLP is the sparse MoE block (Qwen3NextDecoderLayer): not in mlp_only_layers,
+    num_experts > 0 and (l + 1) % decoder_sparse_step == 0. Qwen3.5 (dense) has none."""
+    if cfg["model_type"] != "qwen3_next":
+        return []
+    only = cfg.get("mlp_only_layers") or []
+    step = cfg.get("decoder_sparse_step", 1)
+    return [l for l in range(cfg["num_hidden_layers"])
+            if l not in only and cfg.get("num_experts", 512) > 0 and (l + 1) % step == 0]
+
+
+def hybrid_rope(cfg):
+    """(rope_theta, partial_rotary_factor) from either config style; HF's default factor is 0.25."""
+    rp = cfg.get("rope_parameters") or {}
+    theta = float(rp.get("rope_theta", cfg.get("rope_theta", 10000.0)))
+    prf = rp.get("partial_rotary_factor", cfg.get("partial_rotary_factor", 0.25))
+    rtype = rp.get("rope_type", (cfg.get("rope_scaling") or {}).get("rope_type", "default"))
+    if rtype != "default":
+        raise ValueError(f"rope_type {rtype} not handled by numpy_forward_hybrid")
+    return theta, float(prf)
+
+
+def gated_delta_rule_sequential(q, k, v, g, beta):
+    """The reference recurrence, one value head: q, k [T, d_k] (L2-normalised, q already / sqrt(d_k)),
+    v [T, d_v], g, beta [T]. S_t = e^{g_t} S_{t-1} + beta_t k_t (v_t - (e^{g_t} S_{t-1})^T k_t)^T,
+    o_t = S_t^T q_t. Returns o [T, d_v] and the final state S [d_k, d_v]."""
+    T, dk = k.shape
+    S = np.zeros((dk, v.shape[1]))
+    o = np.empty((T, v.shape[1]))
+    for t in range(T):
+        S = S * math.exp(g[t])
+        S = S + np.outer(k[t], beta[t] * (v[t] - S.T @ k[t]))
+        o[t] = S.T @ q[t]
+    return o, S
+
+
+def numpy_forward_hybrid(folder, ids, oracle=None, over=None):
+    """float64 Qwen3.5 / Qwen3-Next forward from the files on disk, written from ISSUE/design definitions
+    and modeling_qwen3_5.py / modeling_qwen3_next.py (see docs/goldens.md "Qwen3.5 and Qwen3-Next
+    goldens"). `oracle` = (k, bsel) replaces the attention of the full-attention layers only. `over`
+    changes one rule (feature-sensitivity checks)."""
+    over = over or {}
+    with open(os.path.join(folder, "config.json")) as f:
+        cfg = json.load(f)
+    W = read_safetensors_raw(folder)
+    mt = cfg["model_type"]
+    H, nh, nkv = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    hd = cfg.get("head_dim", 256)
+    eps = cfg.get("rms_norm_eps", 1e-6)
+    types = hybrid_layer_types(cfg)
+    moe = set(hybrid_moe_layers(cfg))
+    theta, prf = hybrid_rope(cfg)
+    theta *= over.get("theta_mul", 1.0)
+    if over.get("full_rotary"):
+        prf = 1.0
+    rot = int(hd * prf)
+    Hk, Hv = cfg["linear_num_key_heads"], cfg["linear_num_value_heads"]
+    dk, dv = cfg["linear_key_head_dim"], cfg["linear_value_head_dim"]
+    K = cfg.get("linear_conv_kernel_dim", 4)
+    r = Hv // Hk
+    T = len(ids)
+    inv = 1.0 / theta ** (np.arange(0, rot, 2, dtype=np.float64) / rot)
+    ang = np.arange(T, dtype=np.float64)[:, None] * inv[None, :]
+    cos, sin = np.concatenate([np.cos(ang)] * 2, 1), np.concatenate([np.sin(ang)] * 2, 1)
+    plus = 0.0 if over.get("norm_plain") else 1.0
+
+    def rms(x, w, p=plus):          # zero-centred: normalise, then * (1 + w)
+        return (x / np.sqrt((x * x).mean(-1, keepdims=True) + eps)) * (p + w)
+
+    def lin(x, name):
+        return x @ W[name + ".weight"].T
+
+    def silu(x):
+        return x / (1.0 + np.exp(-x))
+
+    def sigmoid(x):
+        return 1.0 / (1.0 + np.exp(-x))
+
+    def rope(x):                   # [T, heads, hd]: rotate_half on the first `rot` dims, pass the rest
+        xr, xp = x[..., :rot], x[..., rot:]
+        x1, x2 = xr[..., :rot // 2], xr[..., rot // 2:]
+        return np.concatenate([xr * cos[:, None, :] + np.concatenate([-x2, x1], -1) * sin[:, None, :], xp], -1)
+
+    def l2n(x):
+        return x / np.sqrt((x * x).sum(-1, keepdims=True) + 1e-6)
+
+    def mlp(h, p):
+        return lin(silu(lin(h, p + "gate_proj")) * lin(h, p + "up_proj"), p + "down_proj")
+
+    causal = np.where(np.tri(T, dtype=bool), 0.0, -np.inf)
+    scale = hd ** -0.5
+    G = nh // nkv
+    x = W["model.embed_tokens.weight"][ids]
+    for l, lt in enumerate(types):
+        p = f"model.layers.{l}."
+        h = rms(x, W[p + "input_layernorm.weight"])
+        if lt == "full_attention":
+            a = p + "self_attn."
+            qg = lin(h, a + "q_proj")
+            if over.get("gate_layout_split"):          # wrong on purpose: [all q | all gate]
+                q, gate = qg[:, :nh * hd].reshape(T, nh, hd), qg[:, nh * hd:]
+            else:                                      # per head: [q_h (hd) | gate_h (hd)]
+                qg = qg.reshape(T, nh, 2 * hd)
+                q, gate = qg[..., :hd], qg[..., hd:].reshape(T, nh * hd)
+            q = rope(rms(q, W[a + "q_norm.weight"]))
+            k = rope(rms(lin(h, a + "k_proj").reshape(T, nkv, hd), W[a + "k_norm.weight"]))
+            v = lin(h, a + "v_proj").reshape(T, nkv, hd)
+            lmask = causal
+            if oracle is not None:
+                P = np.zeros((T, T))
+                for hh in range(nh):
+                    s = (q[:, hh] @ k[:, hh // G].T) * scale + causal
+                    s = np.exp(s - s.max(-1, keepdims=True))
+                    P += s / s.sum(-1, keepdims=True)
+                P /= nh
+                lmask = np.where(_np_oracle_mask(P, *oracle), 0.0, -np.inf)
+            o = np.empty((T, nh, hd))
+            for hh in range(nh):
+                s = (q[:, hh] @ k[:, hh // G].T) * scale + lmask
+                s = np.exp(s - s.max(-1, keepdims=True))
+                o[:, hh] = (s / s.sum(-1, keepdims=True)) @ v[:, hh // G]
+            o = o.reshape(T, nh * hd)
+            if not over.get("no_output_gate"):
+                o = o * sigmoid(gate)
+            x = x + lin(o, a + "o_proj")
+        else:
+            a = p + "linear_attn."
+            if mt == "qwen3_next":
+                qkvz = lin(h, a + "in_proj_qkvz")
+                ba = lin(h, a + "in_proj_ba")
+                if over.get("qkvz_flat"):              # wrong on purpose: [q | k | v | z] over all heads
+                    q, k = qkvz[:, :Hk * dk], qkvz[:, Hk * dk:2 * Hk * dk]
+                    vv, z = qkvz[:, 2 * Hk * dk:2 * Hk * dk + Hv * dv], qkvz[:, 2 * Hk * dk + Hv * dv:]
+                    b, av = ba[:, :Hv], ba[:, Hv:]
+                else:                                  # per key head: [q (dk) | k (dk) | v (r dv) | z (r dv)]
+                    qkvz = qkvz.reshape(T, Hk, 2 * dk + 2 * r * dv)
+                    q, k = qkvz[..., :dk].reshape(T, -1), qkvz[..., dk:2 * dk].reshape(T, -1)
+                    vv = qkvz[..., 2 * dk:2 * dk + r * dv].reshape(T, -1)
+                    z = qkvz[..., 2 * dk + r * dv:].reshape(T, -1)
+                    ba = ba.reshape(T, Hk, 2 * r)    # per key head: [b (r) | a (r)]
+                    b, av = ba[..., :r].reshape(T, Hv), ba[..., r:].reshape(T, Hv)
+                mixed = np.concatenate([q, k, vv], -1)
+            else:
+                mixed = lin(h, a + "in_proj_qkv")      # [q (Hk dk) | k (Hk dk) | v (Hv dv)]
+                z = lin(h, a + "in_proj_z")
+                b, av = lin(h, a + "in_proj_b"), lin(h, a + "in_proj_a")
+            cw = W[a + "conv1d.weight"][:, 0, :]       # [C, K]: causal depthwise, tap K-1 on x_t
+            if over.get("no_conv"):
+                conv = mixed * cw[:, K - 1]
+            else:
+                xp = np.concatenate([np.zeros((K - 1, mixed.shape[1])), mixed], 0)
+                conv = sum(xp[i:i + T] * cw[:, i] for i in range(K))
+            conv = silu(conv)
+            q = conv[:, :Hk * dk].reshape(T, Hk, dk)
+            k = conv[:, Hk * dk:2 * Hk * dk].reshape(T, Hk, dk)
+            vv = conv[:, 2 * Hk * dk:].reshape(T, Hv, dv)
+            beta = sigmoid(b)
+            sp = np.logaddexp(0.0, av + W[a + "dt_bias"])
+            gdec = -np.exp(W[a + "A_log"]) * sp
+            if over.get("no_decay"):
+                gdec = np.zeros_like(gdec)
+            q, k = l2n(q), l2n(k)
+            q = q * dk ** -0.5
+            o = np.empty((T, Hv, dv))
+            for hv in range(Hv):
+                kh = hv % Hk if over.get("key_heads_tiled") else hv // r   # value head hv reads key head hv // r
+                if over.get("state_reset_per_chunk"):   # wrong on purpose: forget the state every 64 tokens
+                    for c0 in range(0, T, HF_DELTANET_CHUNK):
+                        sl = slice(c0, min(c0 + HF_DELTANET_CHUNK, T))
+                        o[sl, hv] = gated_delta_rule_sequential(q[sl, kh], k[sl, kh], vv[sl, hv], gdec[sl, hv],
+                                                                beta[sl, hv])[0]
+                else:
+                    o[:, hv] = gated_delta_rule_sequential(q[:, kh], k[:, kh], vv[:, hv], gdec[:, hv], beta[:, hv])[0]
+            nw = W[a + "norm.weight"]                  # gated RMSNorm over d_v: * w (not 1 + w), * silu(z)
+            o = (o / np.sqrt((o * o).mean(-1, keepdims=True) + eps)) * ((1.0 + nw) if over.get("gated_norm_1p") else nw)
+            o = o * silu(z.reshape(T, Hv, dv))
+            x = x + lin(o.reshape(T, Hv * dv), a + "out_proj")
+        h = rms(x, W[p + "post_attention_layernorm.weight"])
+        if l in moe:
+            m = p + "mlp."
+            logits_r = lin(h, m + "gate")
+            pr = np.exp(logits_r - logits_r.max(-1, keepdims=True))
+            pr /= pr.sum(-1, keepdims=True)
+            topk = cfg["num_experts_per_tok"] + over.get("topk_add", 0)
+            norm_topk = cfg.get("norm_topk_prob", True) != over.get("norm_topk_flipped", False)
+            out = np.zeros_like(h)
+            for t in range(T):
+                sel = np.argsort(-pr[t], kind="stable")[:topk]
+                wsel = pr[t, sel] / pr[t, sel].sum() if norm_topk else pr[t, sel]
+                for e, we in zip(sel, wsel):
+                    out[t] += we * mlp(h[t:t + 1], f"{m}experts.{e}.")[0]
+            sh = mlp(h, m + "shared_expert.")
+            if not over.get("no_shared_gate"):
+                sh = sh * sigmoid(lin(h, m + "shared_expert_gate"))
+            x = x + out + sh
+        else:
+            x = x + mlp(h, p + "mlp.")
+    x = rms(x, W["model.norm.weight"])
+    lm = W["model.embed_tokens.weight"] if cfg.get("tie_word_embeddings", False) else W["lm_head.weight"]
+    return x @ lm.T
+
+
+def to_interval_config(cfg, case):
+    """config.json without layer_types, the stack given as full_attention_interval; with `legacy`, also
+    in the transformers-4.x style of the released Qwen3-Next config.json."""
+    n = case["interval"]
+    types = cfg.pop("layer_types")
+    assert types == hybrid_interval_types(cfg["num_hidden_layers"], n), (types, n)
+    out = dict(cfg)
+    out["full_attention_interval"] = n
+    if case.get("legacy"):
+        rp = out.pop("rope_parameters")
+        assert rp.get("rope_type", "default") == "default"
+        out["rope_theta"] = rp["rope_theta"]
+        out["partial_rotary_factor"] = rp["partial_rotary_factor"]
+        out["rope_scaling"] = None
+        out["torch_dtype"] = out.pop("dtype")
+        out["transformers_version"] = LEGACY_QWEN3_NEXT_TRANSFORMERS_VERSION
+    return dict(sorted(out.items()))
+
+
+def build_case_hybrid(case, outdir):
+    name, T, family = case["name"], case["T"], case["family"]
+    folder = os.path.join(outdir, name)
+    if os.path.exists(folder):
+        shutil.rmtree(folder)
+    cfg_cls, model_cls = FAMILIES[family]
+    torch.manual_seed(case["seed"])
+    config = cfg_cls(**copy.deepcopy(case["config"]))
+    model = model_cls(config)
+    model.eval()
+    randomize_hybrid(model, case["seed"])
+    model = model.to(DTYPES[case["dtype"]])
+    model.save_pretrained(folder)
+    vocab = config.vocab_size
+    g = torch.Generator().manual_seed(case["seed"] + 7)
+    ids = torch.randint(0, vocab, (T,), generator=g).tolist()
+    ref_model = load_f32_hybrid(folder)
+    rmarg = RouterMargins(ref_model)
+    ref = run_logits_nocache(ref_model, ids)
+    router_margin = rmarg.close()
+    assert ref.shape == (T, vocab) and ref.dtype == np.float32 and np.isfinite(ref).all()
+
+    cfg_path = os.path.join(folder, "config.json")
+    with open(cfg_path) as f:
+        v5cfg = json.load(f)
+    style = "transformers-5 (layer_types, rope_parameters)"
+    if "interval" in case:
+        with open(cfg_path, "w") as f:
+            json.dump(to_interval_config(copy.deepcopy(v5cfg), case), f, indent=2)
+            f.write("\n")
+        style = ("legacy transformers-4.x (full_attention_interval, top-level rope_theta / partial_rotary_factor, "
+                 "rope_scaling null, torch_dtype, no layer_types)" if case.get("legacy") else
+                 "transformers-5 rope_parameters, layer kinds ONLY as full_attention_interval (no layer_types)")
+
+    # --- verification -------------------------------------------------------------------------
+    checks = {}
+    reloaded = load_f32_hybrid(folder)
+    d = float(np.abs(run_logits_nocache(reloaded, ids) - ref).max())
+    checks["reload_max_abs_diff"] = d
+    assert d <= RELOAD_TOL, f"{name}: reload diff {d}"
+    rc, want = reloaded.config, case["config"]
+    types = want["layer_types"]
+    assert list(rc.layer_types) == types, (rc.layer_types, types)
+    rp_now = dict(rc.rope_parameters)
+    for k, v in want["rope_parameters"].items():
+        assert rp_now.get(k) == v, f"{name}: rope param {k}: {rp_now.get(k)} != {v}"
+    checks["reloaded_layer_types"] = list(rc.layer_types)
+    checks["reloaded_rope_parameters"] = rp_now
+    rot = reloaded.model.rotary_emb
+    assert rot.inv_freq.numel() * 2 == int(want["head_dim"] * want["rope_parameters"]["partial_rotary_factor"])
+    for l, layer in enumerate(reloaded.model.layers):   # the modules agree with the layer kinds
+        assert hasattr(layer, "self_attn") == (types[l] == "full_attention"), l
+        assert hasattr(layer, "linear_attn") == (types[l] == "linear_attention"), l
+        if types[l] == "full_attention":
+            assert abs(layer.self_attn.scaling - want["head_dim"] ** -0.5) < 1e-12
+    # which layers carry the MoE block, from the modules (hybrid_moe_layers reads config.json)
+    moe_mods = [l for l, layer in enumerate(reloaded.model.layers) if type(layer.mlp).__name__.endswith("SparseMoeBlock")]
+    with open(cfg_path) as f:
+        disk = json.load(f)
+    assert moe_mods == hybrid_moe_layers(disk), (moe_mods, hybrid_moe_layers(disk))
+    if family == "qwen3_next":
+        assert moe_mods and len(moe_mods) < want["num_hidden_layers"], moe_mods
+        # eager experts == transformers' default experts implementation
+        other = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation="eager")
+        other.eval()
+        checks["experts_impl_default"] = other.config._experts_implementation
+        checks["experts_eager_vs_default_max_abs"] = float(np.abs(run_logits_nocache(other, ids) - ref).max())
+        assert checks["experts_eager_vs_default_max_abs"] < 1e-5
+        checks["router_min_margin_rel"] = router_margin
+        assert router_margin >= ROUTER_MIN_MARGIN, f"{name}: router tie margin {router_margin}"
+    # with the cache (HF's usual prefill path) the logits are the same
+    with torch.no_grad():
+        cached = reloaded(torch.tensor([ids], dtype=torch.long), use_cache=True).logits[0].numpy()
+    checks["use_cache_true_max_abs_diff"] = float(np.abs(cached - ref).max())
+    assert checks["use_cache_true_max_abs_diff"] < 1e-5
+    files, names, dtypes = safetensors_summary(folder)
+    checks["safetensors_files"] = files
+    checks["tensor_dtypes"] = sorted(dtypes)
+    assert dtypes == {case["dtype"]}, dtypes
+    assert files == ["model.safetensors"], files
+    want_dt = {"F32": "float32", "BF16": "bfloat16", "F16": "float16"}[case["dtype"]]
+    assert disk.get("dtype", disk.get("torch_dtype")) == want_dt
+    assert ("lm_head.weight" in names) == (not want["tie_word_embeddings"])
+    checks["lm_head_in_file"] = "lm_head.weight" in names
+    lin_names = (["in_proj_qkvz", "in_proj_ba"] if family == "qwen3_next" else
+                 ["in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a"])
+    for l, lt in enumerate(types):
+        pre = f"model.layers.{l}."
+        if lt == "linear_attention":
+            for n in lin_names + ["out_proj", "conv1d", "norm"]:
+                assert f"{pre}linear_attn.{n}.weight" in names, (l, n)
+            assert f"{pre}linear_attn.A_log" in names and f"{pre}linear_attn.dt_bias" in names
+        else:
+            for n in ("q_proj", "k_proj", "v_proj", "o_proj", "q_norm", "k_norm"):
+                assert f"{pre}self_attn.{n}.weight" in names, (l, n)
+        if l in moe_mods:
+            for e in range(want["num_experts"]):
+                for n in ("gate_proj", "up_proj", "down_proj"):
+                    assert f"{pre}mlp.experts.{e}.{n}.weight" in names, (l, e, n)
+            assert f"{pre}mlp.gate.weight" in names and f"{pre}mlp.shared_expert_gate.weight" in names
+        else:
+            assert f"{pre}mlp.gate_proj.weight" in names, l
+    if "interval" in case:
+        assert "layer_types" not in disk and disk["full_attention_interval"] == case["interval"]
+        if case.get("legacy"):
+            assert "rope_parameters" not in disk and "dtype" not in disk and disk["rope_scaling"] is None
+            assert "rope_theta" in disk and "partial_rotary_factor" in disk and "torch_dtype" in disk
+    else:
+        assert disk["layer_types"] == types and "rope_parameters" in disk
+
+    dn = float(np.abs(numpy_forward_hybrid(folder, ids) - ref).max())
+    checks["independent_numpy_fp64_max_abs_diff"] = dn
+    assert dn <= TOL / 4, f"{name}: independent numpy forward differs by {dn}"
+
+    # --- feature sensitivity (numpy forward, one rule changed) ---------------------------------------
+    muts = {"decoder_norms_w_instead_of_1_plus_w": {"norm_plain": True},
+            "gated_norm_1_plus_w_instead_of_w": {"gated_norm_1p": True},
+            "no_attention_output_gate": {"no_output_gate": True},
+            "q_proj_as_all_q_then_all_gate": {"gate_layout_split": True},
+            "full_rotary_instead_of_partial": {"full_rotary": True},
+            "rope_theta_x2": {"theta_mul": 2.0},
+            "no_conv1d": {"no_conv": True},
+            "no_decay_g_0": {"no_decay": True},
+            "deltanet_state_reset_every_64_tokens": {"state_reset_per_chunk": True}}
+    if want["linear_num_key_heads"] < want["linear_num_value_heads"]:
+        muts["key_heads_tiled_h_mod_Hk_instead_of_h_div_r"] = {"key_heads_tiled": True}
+    if family == "qwen3_next":
+        muts["qkvz_ba_read_flat_instead_of_per_key_head"] = {"qkvz_flat": True}
+        muts["norm_topk_prob_flipped"] = {"norm_topk_flipped": True}
+        muts["shared_expert_gate_dropped"] = {"no_shared_gate": True}
+        if want["num_experts_per_tok"] < want["num_experts"]:
+            muts["top_k_plus_1"] = {"topk_add": 1}
+    sens = {k: float(np.abs(numpy_forward_hybrid(folder, ids, over=o) - ref).max()) for k, o in muts.items()}
+    for k, v in sens.items():
+        assert v > 50 * TOL, f"{name}: feature {k} moves logits by only {v}"
+    checks["feature_sensitivity_max_abs"] = sens
+
+    # --- write the rest ---------------------------------------------------------------------------
+    np.save(os.path.join(folder, "logits.npy"), np.ascontiguousarray(ref.astype("<f4")))
+    with open(os.path.join(folder, "ids.txt"), "w") as f:
+        for i in range(0, T, 16):
+            f.write(" ".join(str(x) for x in ids[i:i + 16]) + "\n")
+    hd, prf = want["head_dim"], want["rope_parameters"]["partial_rotary_factor"]
+    desc = {
+        "case": name,
+        "family": family,
+        "architecture": disk["architectures"][0],
+        "model_type": disk["model_type"],
+        "weights_dtype": case["dtype"],
+        "config_style": style,
+        "features": case["features"],
+        "T": T,
+        "vocab": vocab,
+        "hidden_size": config.hidden_size,
+        "intermediate_size": config.intermediate_size,
+        "num_layers": config.num_hidden_layers,
+        "num_attention_heads": config.num_attention_heads,
+        "num_key_value_heads": config.num_key_value_heads,
+        "head_dim": hd,
+        "layer_types": types,
+        "full_attention_interval": case.get("interval"),
+        "full_attention_layers": [i for i, t in enumerate(types) if t == "full_attention"],
+        "linear_attention_layers": [i for i, t in enumerate(types) if t == "linear_attention"],
+        "attention_scale": hd ** -0.5,
+        "attention_output_gate": "q_proj out = [q_h (head_dim) | gate_h (head_dim)] per head h; "
+                                 "o_proj(attn_out * sigmoid(gate))",
+        "partial_rotary_factor": prf,
+        "rotary_dim": int(hd * prf),
+        "rope": rp_now,
+        "rope_inv_freq_f32": [float(x) for x in rot.inv_freq.tolist()],
+        "rope_attention_factor": float(rot.attention_scaling),
+        "linear_attention": {
+            "linear_num_key_heads": want["linear_num_key_heads"],
+            "linear_num_value_heads": want["linear_num_value_heads"],
+            "linear_key_head_dim": want["linear_key_head_dim"],
+            "linear_value_head_dim": want["linear_value_head_dim"],
+            "linear_conv_kernel_dim": want["linear_conv_kernel_dim"],
+            "value_heads_per_key_head": want["linear_num_value_heads"] // want["linear_num_key_heads"],
+            "hf_chunk_size": HF_DELTANET_CHUNK,
+            "chunks": -(-T // HF_DELTANET_CHUNK),
+            "A_per_head": {f"layer{l}": [float(x) for x in
+                                         torch.exp(reloaded.model.layers[l].linear_attn.A_log.detach().double()).tolist()]
+                           for l, t in enumerate(types) if t == "linear_attention"},
+        },
+        "rms_norm_eps": want["rms_norm_eps"],
+        "tie_word_embeddings": want["tie_word_embeddings"],
+        "tolerance_max_abs": TOL,
+        "reference": "AutoModelForCausalLM.from_pretrained(folder, dtype=float32, attn_implementation='eager'"
+                     + (", experts_implementation='eager'" if family == "qwen3_next" else "")
+                     + ")(input_ids, use_cache=False).logits[0]; fp32 compute over the weights as stored; "
+                       "Gated DeltaNet through HF's torch_chunk_gated_delta_rule (chunk 64, fp32)",
+        "definitions": "docs/design.md (Definitions, Hybrid stacks); docs/goldens.md 'Qwen3.5 and Qwen3-Next goldens'",
+        "logits": {"file": "logits.npy", "dtype": "float32 little-endian, C order", "shape": [T, vocab],
+                   "max_abs": float(np.abs(ref).max()), "std": float(ref.std()),
+                   "sha256": hashlib.sha256(np.ascontiguousarray(ref.astype("<f4")).tobytes()).hexdigest()},
+        "seed": case["seed"],
+        "verification": checks,
+        "generator": "scripts/make-goldens.py",
+        "transformers_version": transformers.__version__,
+        "torch_version": torch.__version__,
+    }
+    desc["probes"] = hybrid_probes(reloaded, ids)
+    if family == "qwen3_next":
+        desc["moe"] = {"num_experts": want["num_experts"], "num_experts_per_tok": want["num_experts_per_tok"],
+                       "norm_topk_prob": want["norm_topk_prob"], "moe_intermediate_size": want["moe_intermediate_size"],
+                       "shared_expert_intermediate_size": want["shared_expert_intermediate_size"],
+                       "decoder_sparse_step": want["decoder_sparse_step"], "mlp_only_layers": want["mlp_only_layers"],
+                       "moe_layers": moe_mods,
+                       "dense_mlp_layers": [l for l in range(want["num_hidden_layers"]) if l not in moe_mods]}
+    with open(os.path.join(folder, "case.json"), "w") as f:
+        json.dump(desc, f, indent=2)
+        f.write("\n")
+    size = sum(os.path.getsize(os.path.join(folder, x)) for x in os.listdir(folder))
+    log(f"{name}: T={T} vocab={vocab} layers={types} size={size/1024:.1f} KiB reload_diff={d:.3g} "
+        f"numpy_fp64_diff={dn:.3g} router_margin={router_margin} sens={ {k: round(v, 3) for k, v in sens.items()} }")
+    return size
+
+
+# ----------------------------------------------------------------------------------------------
 # Oracle goldens (docs/goldens.md "Oracle goldens"; docs/design.md "Oracle": per query and
 # block-shared). The oracle replaces the attention of EVERY layer of one forward pass (all
 # layers of these families are full attention), so layer l's teacher distribution P is computed from
@@ -985,13 +1632,21 @@ ORACLE_CASES = {
     "gemma3_types_w7_bf16": [(12, 1), (12, 16), (16, 64)],          # b_sel 64 = T: one block
     "gemma3_hd256_w16_softcap": [(16, 1), (16, 16), (24, 5)],
     "gemma3_legacy_linear_w16": [(16, 1), (16, 8), (32, 32)],
+    # Qwen3.5 / Qwen3-Next: the oracle acts at the full-attention layers only; DeltaNet layers unchanged.
+    # b_sel 64 (and 16) over T = 130 / 200: the last block is partial.
+    "qwen3_5_types_f32": [(16, 1), (16, 64)],
+    "qwen3_5_interval3_bf16": [(24, 1), (32, 64)],
+    "qwen3_next_moe_f32": [(16, 1), (24, 16)],
+    "qwen3_next_legacy_interval2_bf16": [(32, 1), (24, 64)],
 }
 # pairs that must exercise the "S_B ∩ [0, t] empty -> attend to {t}" rule at least once
 ORACLE_EXPECT_FALLBACK = {("qwen3_qknorm", 1, 6)}
-ORACLE_RETRY_FAMILIES = {"gemma3"}   # families whose k may be nudged to clear the tie margin
+ORACLE_RETRY_FAMILIES = {"gemma3", "qwen3_5", "qwen3_next"}   # families whose k may be nudged to clear the tie margin
 ORACLE_MIN_MARGIN = 1e-5     # relative gap (v_k - v_{k+1}) / v_k, every selection (10x the 1e-6 brief:
                              # room for an fp32 implementation along the sparse trajectory)
 ORACLE_DENSE_TOL = 1e-5      # k >= T: oracle logits == dense logits.npy within this
+ORACLE_DENSE_TOL_HYBRID = 5e-5   # the same for the 4-6 layer DeltaNet/MoE stacks: the fp64 oracle attention
+                                 # vs the fp32 eager one, carried through more layers (measured <= 1.6e-5)
 ORACLE_MIN_EFFECT = 1e-2     # k < T: the oracle must move the logits by more than this vs dense
 ORACLE_IMPL = "spindle_oracle"
 _ORACLE = {}                 # parameters and statistics of the forward in progress (see oracle_logits)
@@ -1112,14 +1767,21 @@ def oracle_logits(model, ids, k, bsel, mode):
     _ORACLE.update(k=k, bsel=bsel, mode=mode, calls=0, margins=[], kth=[], empty_fallbacks=0,
                    selected=0, causal=0)
     types = getattr(model.config, "layer_types", None) if model.config.model_type == "gemma3_text" else None
+    hybrid = model.config.model_type in HYBRID_MODEL_TYPES
     if types is not None:
         _ORACLE.update(scaling=model.config.query_pre_attn_scalar ** -0.5, window=model.config.sliding_window,
                        sliding_calls=0)
         out = run_logits_nocache(model, ids)
+    elif hybrid:                 # the hook runs at the full_attention layers; DeltaNet layers are untouched
+        rmarg = RouterMargins(model)
+        out = run_logits_nocache(model, ids)
+        _ORACLE["router_min_margin_rel"] = rmarg.close()
     else:
         out = run_logits(model, ids)
     st = dict(_ORACLE)
-    assert st["calls"] == model.config.num_hidden_layers, f"oracle hook ran {st['calls']} times"
+    want_calls = (sum(t == "full_attention" for t in model.config.layer_types) if hybrid
+                  else model.config.num_hidden_layers)
+    assert st["calls"] == want_calls, f"oracle hook ran {st['calls']} times, expected {want_calls}"
     if types is not None:
         n_sliding = sum(t == "sliding_attention" for t in types)
         assert st["sliding_calls"] == n_sliding, f"{st['sliding_calls']} sliding calls, expected {n_sliding}"
@@ -1129,8 +1791,11 @@ def oracle_logits(model, ids, k, bsel, mode):
 def numpy_oracle_forward(folder, ids, k, bsel):
     """Independent check: the fp64 numpy forward with the oracle, selection by np.argsort (stable)."""
     with open(os.path.join(folder, "config.json")) as f:
-        if json.load(f)["model_type"] == "gemma3_text":
-            return numpy_forward_gemma3(folder, ids, oracle=(k, bsel))
+        mt = json.load(f)["model_type"]
+    if mt == "gemma3_text":
+        return numpy_forward_gemma3(folder, ids, oracle=(k, bsel))
+    if mt in HYBRID_MODEL_TYPES:
+        return numpy_forward_hybrid(folder, ids, oracle=(k, bsel))
     return numpy_forward(folder, ids, oracle=(k, bsel))
 
 
@@ -1163,10 +1828,22 @@ def build_oracle(case, outdir):
         ids = [int(x) for x in f.read().split()]
     assert len(ids) == T
     dense = np.load(os.path.join(folder, "logits.npy"))
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation=ORACLE_IMPL)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, attn_implementation=ORACLE_IMPL,
+                                                 **hf_load_kwargs(folder))
     model.eval()
     assert model.config._attn_implementation == ORACLE_IMPL
     entries, size = [], 0
+    hybrid = case["family"] in HYBRID_FAMILIES
+    dense_check = []
+    if hybrid:
+        # k >= T reproduces dense at every full-attention layer, per query and block-shared (not saved:
+        # the dense golden already holds these logits)
+        for k, bsel, mode in ((T, 1, "query"), (T, 64, "block"), (T + 5, 7, "block")):
+            out, st = oracle_logits(model, ids, k, bsel, mode)
+            dd = float(np.abs(out - dense).max())
+            assert dd < ORACLE_DENSE_TOL_HYBRID and not st["margins"], f"{name} k={k} bsel={bsel}: oracle vs dense {dd}"
+            dense_check.append({"k": k, "bsel": bsel, "max_abs_vs_dense": dd, "tolerance": ORACLE_DENSE_TOL_HYBRID})
+            log(f"{name}: oracle k={k} >= T bsel={bsel}: max|oracle-dense|={dd:.3g}")
     retry = case["family"] in ORACLE_RETRY_FAMILIES
     for k0, bsel in pairs:
         # k0 itself, or (families in ORACLE_RETRY_FAMILIES) the nearest k whose selections are all clear
@@ -1222,8 +1899,11 @@ def build_oracle(case, outdir):
             e["block_path_s1_identical"] = True
         if retry:
             e["k_requested"] = k0
-        if case["family"] == "gemma3":
+        if case["family"] == "gemma3" or hybrid:
             e["oracle_layers"] = [i for i, t in enumerate(model.config.layer_types) if t == "full_attention"]
+        if st.get("router_min_margin_rel") is not None:
+            e["router_min_margin_rel"] = st["router_min_margin_rel"]
+            assert e["router_min_margin_rel"] >= ROUTER_MIN_MARGIN, f"{name} k={k}: router margin {e['router_min_margin_rel']}"
         entries.append(e)
         log(f"{name}: oracle k={k} bsel={bsel}: max|oracle-dense|={dd:.4g} min_margin={mm} "
             f"sparsity={e['sparsity']:.3f} fallbacks={st['empty_fallbacks']} numpy_diff={dn:.3g}")
@@ -1233,7 +1913,22 @@ def build_oracle(case, outdir):
     desc["oracle"] = entries
     margins = [e["min_tie_margin_rel"] for e in entries if e["min_tie_margin_rel"] is not None]
     desc["oracle_min_tie_margin_rel"] = min(margins) if margins else None
-    if case["family"] == "gemma3":
+    if hybrid:
+        desc["oracle_dense_check"] = dense_check
+        desc["oracle_reference"] = (
+            "oracle_k{K}_bsel{S}.npy: float32 little-endian C order [T, vocab], logits of ONE forward of "
+            "AutoModelForCausalLM.from_pretrained(folder, dtype=float32, attn_implementation='spindle_oracle'"
+            + (", experts_implementation='eager'" if case["family"] == "qwen3_next" else "") +
+            ") (use_cache=False) with the oracle attention (docs/design.md 'Oracle, per query' for bsel=1, "
+            "'Oracle, block-shared' otherwise) at the full_attention layers only (oracle_layers), P from the "
+            "causal softmax at scale head_dim^-0.5 over q, k after q/k norm and partial RoPE; the attention "
+            "output gate sigmoid(gate) is applied after the oracle attention, as in the model; linear_attention "
+            "(Gated DeltaNet) layers run unchanged; computed in float64 inside the attention function; top-k = "
+            "first k of torch.topk(float64, k+1); every selection has relative margin (v_k - v_{k+1})/v_k >= "
+            f"{ORACLE_MIN_MARGIN} (min_tie_margin_rel); k_requested: the k asked for, the file's k is the nearest "
+            "one clear of ties; oracle_dense_check: k >= T gives the dense logits (not saved). "
+            "See docs/goldens.md 'Qwen3.5 and Qwen3-Next goldens'.")
+    elif case["family"] == "gemma3":
         desc["oracle_reference"] = (
             "oracle_k{K}_bsel{S}.npy: float32 little-endian C order [T, vocab], logits of ONE forward of "
             "AutoModelForCausalLM.from_pretrained(folder, dtype=float32, attn_implementation='spindle_oracle') "
@@ -1290,7 +1985,8 @@ def main():
         if a.family and c["family"] not in a.family:
             continue
         if not a.oracle:
-            build = build_case_gemma3 if c["family"] == "gemma3" else build_case
+            build = (build_case_gemma3 if c["family"] == "gemma3" else
+                     build_case_hybrid if c["family"] in HYBRID_FAMILIES else build_case)
             total += build(c, os.path.abspath(a.out))
         if not a.no_oracle:
             total += build_oracle(c, os.path.abspath(a.out))
