@@ -1,23 +1,32 @@
 #!/usr/bin/env bash
-# test_hybrid.sh SPINDLE GOLDENS WORK: the method on a hybrid stack, end to end
-# on the CPU, on the tiny Gemma 3 golden gemma3_legacy_w4 (layers sliding,
-# full, sliding, full; window 4): teacher -> train -> export -> info -> eval.
-# The teacher stores the full-attention layers only (1 and 3) by default, the
-# indexers cover exactly those, training lowers the KL, the eval's oracle and
-# indexer rows are sparse at those 2 of 4 layers with recall and sparsity
-# averaged over them, and a sliding layer is refused as --layers.
+# test_hybrid.sh SPINDLE GOLDENS WORK: the method on hybrid stacks, end to end
+# on the CPU: teacher -> train -> export -> info -> eval, on the tiny Gemma 3
+# golden gemma3_legacy_w4 (layers sliding, full, sliding, full; window 4) and
+# the tiny Qwen3-Next golden qwen3_next_moe_f32 (Gated DeltaNet, full, Gated
+# DeltaNet, full; MoE MLPs). The teacher stores the full-attention layers only
+# (1 and 3) by default, the indexers cover exactly those, training lowers the
+# KL, the eval's oracle and indexer rows are sparse at those 2 of 4 layers with
+# recall and sparsity averaged over them, and a sliding or linear layer is
+# refused as --layers.
 set -u
 bin=$1 goldens=$2 work=$3
 rm -rf "$work" && mkdir -p "$work"
-g=$goldens/gemma3_legacy_w4
+root=$work
 fails=0
-check() { if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fails=$((fails + 1)); fi; }
+check() { if eval "$2"; then echo "ok: $1 ($case)"; else echo "FAIL: $1 ($case)"; fails=$((fails + 1)); fi; }
+# run_case CASE CTX KINDS KIND0: the pipeline on goldens/CASE at context CTX;
+# info must print KINDS; layer 0 is of kind KIND0 (refused as --layers).
+run_case() {
+case=$1 ctx=$2 kinds=$3 kind0=$4
+g=$goldens/$case
+work=$root/$case
+mkdir -p "$work"
 for i in 1 2 3 4 5 6 7 8; do cat "$g/ids.txt"; done >"$work/ids.txt"
-"$bin" teacher --model "$g" --ids "$work/ids.txt" --ctx 48 --out "$work/shards" 2>"$work/teacher.log"
+"$bin" teacher --model "$g" --ids "$work/ids.txt" --ctx $ctx --out "$work/shards" 2>"$work/teacher.log"
 check "teacher on the hybrid stack" "[ -s '$work/shards/shard-00000.h5' ]"
-"$bin" teacher --model "$g" --ids "$g/ids.txt" --ctx 48 --out "$work/held" 2>/dev/null
-"$bin" teacher --model "$g" --ids "$g/ids.txt" --ctx 48 --layers 0 --out "$work/bad" 2>"$work/bad.log"
-check "--layers naming a sliding layer is a usage error (exit 2)" "[ $? -eq 2 ] && grep -q sliding_attention '$work/bad.log'"
+"$bin" teacher --model "$g" --ids "$g/ids.txt" --ctx $ctx --out "$work/held" 2>/dev/null
+"$bin" teacher --model "$g" --ids "$g/ids.txt" --ctx $ctx --layers 0 --out "$work/bad" 2>"$work/bad.log"
+check "--layers naming a $kind0 layer is a usage error (exit 2)" "[ $? -eq 2 ] && grep -q $kind0 '$work/bad.log'"
 "$bin" train --model "$g" --shards "$work/shards" --heldout "$work/held" --steps 200 --d-index 16 --d-rope 8 \
   --recall-k 8 --eval-every 50 --min-pos 4 --lr 1e-2 --warmup 10 --threads 2 --out "$work/run" 2>"$work/train.log"
 check "train on the teacher's layers" "[ -s '$work/run/checkpoints/ckpt-00000200.bin' ]"
@@ -27,15 +36,16 @@ check "training lowers the KL at both full-attention layers" "awk -F, 'NR == 1 {
 "$bin" export --run "$work/run" --out "$work/idx" 2>/dev/null
 check "export" "[ -s '$work/idx/model.safetensors' ]"
 "$bin" info --model "$g" --indexer "$work/idx" >"$work/info.txt" 2>&1
-check "info: the layer kinds" "grep -q 'layer kinds    S F S F' '$work/info.txt'"
+check "info: the layer kinds" "grep -q 'layer kinds    $kinds' '$work/info.txt'"
 check "info: the indexer covers full-attention layers 1 and 3" "grep -q '2 of 2 full-attention layers: 1 3' '$work/info.txt'"
-"$bin" eval --model "$g" --ids "$work/ids.txt" --ctx 48 --k 8 --bsel 1,8 --indexer "$work/idx" \
+"$bin" eval --model "$g" --ids "$work/ids.txt" --ctx $ctx --k 8 --bsel 1,8 --indexer "$work/idx" \
   --json "$work/eval.json" 2>"$work/eval.log"
 check "eval with the indexer" "[ -s '$work/eval.json' ]"
 check "eval: oracle and indexer rows sparse at the 2 full-attention layers, recall and sparsity in range" \
-  "python3 - '$work/eval.json' <<'PY'
+  "python3 - '$work/eval.json' $ctx <<'PY'
 import json, math, sys
 rows = json.load(open(sys.argv[1]))
+T = int(sys.argv[2])
 modes = {r['mode'] for r in rows}
 assert modes == {'dense', 'oracle', 'indexer'}, modes
 for r in rows:
@@ -47,9 +57,13 @@ for r in rows:
     assert 0.5 < r['sparsity'] < 1.0, r['sparsity']   # over 4 layers (2 dense) it would be < 0.35
     if r['mode'] == 'oracle' and r['bsel'] == 1:
         # per query: |S_t| = min(k, t + 1) at each full-attention layer, so
-        # sparsity = 1 - sum_t min(8, t + 1) / sum_t (t + 1) = 1 - 356/1176 exactly
-        assert abs(r['sparsity'] - (1 - 356 / 1176)) < 1e-4, r['sparsity']
+        # sparsity = 1 - sum_t min(8, t + 1) / sum_t (t + 1) (1 - 356/1176 at T = 48) exactly
+        want = 1 - sum(min(8, t + 1) for t in range(T)) / sum(t + 1 for t in range(T))
+        assert abs(r['sparsity'] - want) < 1e-4, (r['sparsity'], want)
     assert math.isfinite(r['dnll'])
 PY"
+}
+run_case gemma3_legacy_w4 48 "S F S F" sliding_attention
+run_case qwen3_next_moe_f32 130 "L F L F" linear_attention
 echo "test_hybrid: $fails failure(s)"
 [ "$fails" -eq 0 ]
