@@ -29,12 +29,13 @@
 #include "progress.h"
 
 #define CMD "bench"
+#define SYNTHETIC_NAMES "qwen3-8b, qwen3-1.7b, smollm2-135m, qwen3.5-9b, qwen3.5-0.8b"
 
 // The flags, one list for both builds (a CPU build still answers --help).
 #define BENCH_FLAGS \
     { \
         {"--model", 1, "checkpoint folder (or --synthetic)", NULL}, \
-        {"--synthetic", 1, "random-weight model by name: qwen3-8b, qwen3-1.7b, smollm2-135m", NULL}, \
+        {"--synthetic", 1, "random-weight model by name: " SYNTHETIC_NAMES, NULL}, \
         {"--ctx", 1, "lengths, comma-separated (e.g. 8192,32768,131072)", NULL}, \
         {"--k", 1, "keys kept per support (default 2048)", NULL}, \
         {"--bsel", 1, "queries per shared support for the block-shared runs (default 64)", NULL}, \
@@ -60,8 +61,8 @@ static const char *const BENCH_REQUIRED[] = {"--ctx", "--json", NULL};
 static const char *const TTFT_RUNS[] = {"dense", "indexer", "indexer_block", "oracle"};
 enum { N_TTFT_RUNS = 4 };
 // The synthetic models by name (synthetic_config).
-static const char *const SYNTHETIC[] = {"qwen3-8b", "qwen3-1.7b", "smollm2-135m"};
-enum { N_SYNTHETIC = 3 };
+static const char *const SYNTHETIC[] = {"qwen3-8b", "qwen3-1.7b", "smollm2-135m", "qwen3.5-9b", "qwen3.5-0.8b"};
+enum { N_SYNTHETIC = 5 };
 
 typedef struct {
     const char *model_dir, *synth;
@@ -114,7 +115,7 @@ static int bench_args(const Flag *flags, int nf, BenchArgs *a) {
     int known = !a->synth;
     for (int i = 0; i < N_SYNTHETIC && !known; i++) known = !strcmp(a->synth, SYNTHETIC[i]);
     if (!known) {
-        fprintf(stderr, "spindle " CMD ": --synthetic must be qwen3-8b, qwen3-1.7b or smollm2-135m (got \"%s\")\n",
+        fprintf(stderr, "spindle " CMD ": --synthetic must be one of " SYNTHETIC_NAMES " (got \"%s\")\n",
                 a->synth);
         return -1;
     }
@@ -158,14 +159,28 @@ static int synthetic_config(const char *name, ModelConfig *c) {
         c->family = FAMILY_LLAMA, c->hidden = 576, c->n_layers = 30, c->n_heads = 9, c->n_kv_heads = 3;
         c->head_dim = 64, c->intermediate = 1536, c->vocab = 49152, c->rms_eps = 1e-5;
         c->rope.theta = 1e5, c->tie_embeddings = 1;
+    } else if (!strcmp(name, "qwen3.5-9b") || !strcmp(name, "qwen3.5-0.8b")) {
+        // The hybrid of the source report: Gated DeltaNet layers with every 4th layer gated full
+        // attention (d_h 256, partial RoPE 0.25, theta 1e7); 9B: Hq 16 / Hkv 4 and the rest as
+        // transformers' Qwen3_5TextConfig defaults; 0.8B: Hq 8 / Hkv 2, hidden 1024, 24 layers.
+        const int big = !strcmp(name, "qwen3.5-9b");
+        c->family = FAMILY_QWEN3_5, c->hidden = big ? 4096 : 1024, c->n_layers = big ? 32 : 24;
+        c->n_heads = big ? 16 : 8, c->n_kv_heads = big ? 4 : 2, c->head_dim = 256;
+        c->intermediate = big ? 12288 : 3584, c->vocab = 248320, c->rms_eps = 1e-6, c->qk_norm = 1;
+        c->attn_out_gate = 1, c->rope.theta = 1e7, c->rope.partial_rotary_factor = 0.25, c->tie_embeddings = !big;
+        c->lin.n_k_heads = 16, c->lin.n_v_heads = big ? 32 : 16, c->lin.k_dim = 128, c->lin.v_dim = 128;
+        c->lin.conv_kernel = 4;
     } else
         return -1;
-    snprintf(c->model_type, sizeof c->model_type, "%s", c->family == FAMILY_QWEN3 ? "qwen3" : "llama");
+    snprintf(c->model_type, sizeof c->model_type, "%s",
+             c->family == FAMILY_QWEN3 ? "qwen3" : c->family == FAMILY_QWEN3_5 ? "qwen3_5_text" : "llama");
     c->max_pos = 1 << 20;
     c->attn_scale = 1.0 / sqrt((double)c->head_dim);
     c->act = ACT_SILU, c->embed_scale = 1.0f;  // a plain dense decoder, as config_load leaves one
     c->rope_local = c->rope;
     c->layer_kinds = xcalloc((size_t)c->n_layers, sizeof *c->layer_kinds);
+    for (int l = 0; c->lin.n_v_heads && l < c->n_layers; l++)
+        c->layer_kinds[l] = (l + 1) % 4 ? LAYER_LINEAR_ATTENTION : LAYER_FULL_ATTENTION;
     return 0;
 }
 
@@ -550,7 +565,7 @@ int cmd_bench(int argc, char **argv) {
     Model m;
     memset(&m, 0, sizeof m);
     if (synth && synthetic_config(synth, &m.cfg)) {  // a usage error: before the GPU check
-        fprintf(stderr, "spindle " CMD ": --synthetic must be qwen3-8b, qwen3-1.7b or smollm2-135m (got \"%s\")\n",
+        fprintf(stderr, "spindle " CMD ": --synthetic must be one of " SYNTHETIC_NAMES " (got \"%s\")\n",
                 synth);
         return 2;
     }

@@ -29,6 +29,8 @@ void *cuda_malloc(size_t bytes);
 void cuda_free(void *p);
 void cuda_to_device(void *dst, const void *src, size_t bytes);
 void cuda_to_host(void *dst, const void *src, size_t bytes);
+// Columns [c0, c0 + n) of the device matrix src [rows, C] into dst [rows, n] (device; stream-ordered).
+void cuda_copy_cols(float *dst, const float *src, int rows, int C, int c0, int n);
 // Fills bytes of device memory with the byte value (0xFF makes every float NaN:
 // the tests poison outputs with it before each op).
 void cuda_memset(void *p, int value, size_t bytes);

@@ -9,7 +9,13 @@
 //             sliding window), the oracle's supports, or an indexer's
 //   attn_out  x += [RMSNorm](a·Woᵀ (+b)) (the += inside the GEMM when there is
 //             neither bias nor post-norm)
+//   attn_out  (gated attention: a · sigmoid(xn·Wgᵀ) first)
+//   linear_attn  Gated DeltaNet: the projections in the upload's precision, then
+//             conv1d + SiLU, gates, the chunked gated delta rule and the gated
+//             RMSNorm in fp32 (kernels/cuda/deltanet.cu), out_proj
 //   mlp       x += [RMSNorm](Wdown·(act(xn·Wgateᵀ (+b)) ⊙ xn·Wupᵀ (+b)) (+b))
+//   moe       router and routed experts in fp32 (kernels/cuda/moe.cu), the
+//             shared expert in the upload's precision
 //   finish    hidden = RMSNorm(x), or the last position's logits
 // In the 16-bit modes a GEMM's fp32 input is rounded into one 16-bit scratch
 // buffer just before the GEMM (once for q/k/v, once for gate/up).
@@ -29,10 +35,13 @@
 
 typedef struct {
     // Matrices: float* (fp32) or 16-bit (mixed, bf16), [C_out, C_in] as on the host.
-    void *wq, *wk, *wv, *wo, *w_gate, *w_up, *w_down;
+    void *wq, *wk, *wv, *wo, *w_gate, *w_up, *w_down, *wq_gate;
+    void *lin_qkv, *lin_z, *lin_b, *lin_a, *lin_out, *sh_gate, *sh_up, *sh_down;
     // Always fp32; NULL where the checkpoint has none.
     float *attn_norm, *mlp_norm, *q_norm, *k_norm, *post_attn_norm, *post_mlp_norm;
-    float *bq, *bk, *bv, *bo, *b_gate, *b_up, *b_down;
+    float *bq, *bk, *bv, *bo, *b_gate, *b_up, *b_down, *bq_gate;
+    float *lin_conv, *lin_a_log, *lin_dt_bias, *lin_norm, *moe_router, *sh_expert_gate;
+    float **exp_gate, **exp_up, **exp_down;  // E device matrices each (fp32), host arrays
 } LayerDev;
 
 struct FwdCuda {
@@ -122,11 +131,9 @@ static int upload(const Model *m, FwdPrecision prec, uint64_t synth, FwdCuda **o
     const ModelConfig *c = &m->cfg;
     if (c->head_dim > 256)
         return status_fail(st, "head_dim %d: the CUDA attention kernels take head_dim <= 256", c->head_dim);
-    int n_lin = 0;
-    for (int l = 0; l < c->n_layers; l++) n_lin += c->layer_kinds[l] == LAYER_LINEAR_ATTENTION;
-    if (n_lin || c->layer_moe || c->attn_out_gate)
-        return status_fail(st, "%s: %s run on the CPU twin only so far (--device cpu)", c->model_type,
-                           n_lin ? "Gated DeltaNet layers" : c->layer_moe ? "MoE layers" : "gated attention layers");
+    if (c->lin.n_v_heads && (c->lin.k_dim > 256 || c->lin.v_dim > 256))
+        return status_fail(st, "linear_key_head_dim %d / linear_value_head_dim %d: the CUDA gated delta rule takes "
+                               "head dims <= 256", c->lin.k_dim, c->lin.v_dim);
     const int64_t H = c->hidden, I = c->intermediate, V = c->vocab;
     const int64_t nq = (int64_t)c->n_heads * c->head_dim, nkv = (int64_t)c->n_kv_heads * c->head_dim;
 
@@ -138,10 +145,14 @@ static int upload(const Model *m, FwdPrecision prec, uint64_t synth, FwdCuda **o
     const StTensor *probe = st_find(&m->st, "model.layers.0.self_attn.q_proj.weight");
     f->half = probe && probe->dtype == ST_F16 ? HALF_F16 : HALF_BF16;
     f->layers = xcalloc((size_t)c->n_layers, sizeof *f->layers);
+    const LinearAttnConfig *la = &c->lin;
+    const int64_t kd = (int64_t)la->n_k_heads * la->k_dim, vd = (int64_t)la->n_v_heads * la->v_dim;
+    const int64_t C = 2 * kd + vd, Hv = la->n_v_heads, E = c->moe.n_experts, Im = c->moe.intermediate;
+    const int64_t Is = c->moe.shared_intermediate;
     if (prec != FWD_FP32) {
         int64_t big = 0;
-        const int64_t sizes[] = {nq * H, nkv * H, H * nq, I * H};
-        for (int i = 0; i < 4; i++) big = sizes[i] > big ? sizes[i] : big;
+        const int64_t sizes[] = {nq * H, nkv * H, H * nq, I * H, C * H, vd * H, Is * H};
+        for (int i = 0; i < 7; i++) big = sizes[i] > big ? sizes[i] : big;
         f->stage = cuda_malloc(sizeof(float) * (size_t)big);
     }
     f->embed = upload_f32(f, m->embed, V * H, W_MATRIX);
@@ -152,30 +163,65 @@ static int upload(const Model *m, FwdPrecision prec, uint64_t synth, FwdCuda **o
         static const LayerWeights none = {0};  // a synthetic model has no host weights
         const LayerWeights *w = m->layers ? &m->layers[l] : &none;
         LayerDev *d = &f->layers[l];
+        const int lin = c->layer_kinds[l] == LAYER_LINEAR_ATTENTION, moe = c->layer_moe && c->layer_moe[l];
         d->attn_norm = upload_f32(f, w->attn_norm, H, W_NORM);
-        d->wq = upload_matrix(f, w->wq, nq * H);
-        d->wk = upload_matrix(f, w->wk, nkv * H);
-        d->wv = upload_matrix(f, w->wv, nkv * H);
-        d->wo = upload_matrix(f, w->wo, H * nq);
-        d->bq = upload_f32(f, w->bq, nq, W_BIAS);
-        d->bk = upload_f32(f, w->bk, nkv, W_BIAS);
-        d->bv = upload_f32(f, w->bv, nkv, W_BIAS);
-        d->bo = upload_f32(f, w->bo, H, W_BIAS);
-        if (c->qk_norm) {
-            d->q_norm = upload_f32(f, w->q_norm, c->head_dim, W_NORM);
-            d->k_norm = upload_f32(f, w->k_norm, c->head_dim, W_NORM);
+        if (lin) {
+            d->lin_qkv = upload_matrix(f, w->lin_qkv, C * H);
+            d->lin_z = upload_matrix(f, w->lin_z, vd * H);
+            d->lin_b = upload_matrix(f, w->lin_b, Hv * H);
+            d->lin_a = upload_matrix(f, w->lin_a, Hv * H);
+            d->lin_out = upload_matrix(f, w->lin_out, H * vd);
+            d->lin_conv = upload_f32(f, w->lin_conv, C * la->conv_kernel, W_MATRIX);
+            d->lin_a_log = upload_f32(f, w->lin_a_log, Hv, W_NORM);  // synthetic: A = e, a moderate decay
+            d->lin_dt_bias = upload_f32(f, w->lin_dt_bias, Hv, W_NORM);
+            d->lin_norm = upload_f32(f, w->lin_norm, la->v_dim, W_NORM);
+        } else {
+            d->wq = upload_matrix(f, w->wq, nq * H);
+            d->wk = upload_matrix(f, w->wk, nkv * H);
+            d->wv = upload_matrix(f, w->wv, nkv * H);
+            d->wo = upload_matrix(f, w->wo, H * nq);
+            d->bq = upload_f32(f, w->bq, nq, W_BIAS);
+            d->bk = upload_f32(f, w->bk, nkv, W_BIAS);
+            d->bv = upload_f32(f, w->bv, nkv, W_BIAS);
+            d->bo = upload_f32(f, w->bo, H, W_BIAS);
+            if (c->attn_out_gate) {
+                d->wq_gate = upload_matrix(f, w->wq_gate, nq * H);
+                d->bq_gate = upload_f32(f, w->bq_gate, nq, W_BIAS);
+            }
+            if (c->qk_norm) {
+                d->q_norm = upload_f32(f, w->q_norm, c->head_dim, W_NORM);
+                d->k_norm = upload_f32(f, w->k_norm, c->head_dim, W_NORM);
+            }
         }
         d->mlp_norm = upload_f32(f, w->mlp_norm, H, W_NORM);
         if (c->post_norms) {
             d->post_attn_norm = upload_f32(f, w->post_attn_norm, H, W_NORM);
             d->post_mlp_norm = upload_f32(f, w->post_mlp_norm, H, W_NORM);
         }
-        d->w_gate = upload_matrix(f, w->w_gate, I * H);
-        d->w_up = upload_matrix(f, w->w_up, I * H);
-        d->w_down = upload_matrix(f, w->w_down, H * I);
-        d->b_gate = upload_f32(f, w->b_gate, I, W_BIAS);
-        d->b_up = upload_f32(f, w->b_up, I, W_BIAS);
-        d->b_down = upload_f32(f, w->b_down, H, W_BIAS);
+        if (moe) {
+            d->moe_router = upload_f32(f, w->moe_router, E * H, W_MATRIX);
+            d->exp_gate = xcalloc((size_t)E, sizeof *d->exp_gate);
+            d->exp_up = xcalloc((size_t)E, sizeof *d->exp_up);
+            d->exp_down = xcalloc((size_t)E, sizeof *d->exp_down);
+            for (int64_t e = 0; e < E; e++) {
+                d->exp_gate[e] = upload_f32(f, w->exp_gate ? w->exp_gate[e] : NULL, Im * H, W_MATRIX);
+                d->exp_up[e] = upload_f32(f, w->exp_up ? w->exp_up[e] : NULL, Im * H, W_MATRIX);
+                d->exp_down[e] = upload_f32(f, w->exp_down ? w->exp_down[e] : NULL, H * Im, W_MATRIX);
+            }
+            if (Is > 0) {
+                d->sh_gate = upload_matrix(f, w->sh_gate, Is * H);
+                d->sh_up = upload_matrix(f, w->sh_up, Is * H);
+                d->sh_down = upload_matrix(f, w->sh_down, H * Is);
+                d->sh_expert_gate = upload_f32(f, w->sh_expert_gate, H, W_MATRIX);
+            }
+        } else {
+            d->w_gate = upload_matrix(f, w->w_gate, I * H);
+            d->w_up = upload_matrix(f, w->w_up, I * H);
+            d->w_down = upload_matrix(f, w->w_down, H * I);
+            d->b_gate = upload_f32(f, w->b_gate, I, W_BIAS);
+            d->b_up = upload_f32(f, w->b_up, I, W_BIAS);
+            d->b_down = upload_f32(f, w->b_down, H, W_BIAS);
+        }
     }
     cuda_sync();
     cuda_free(f->stage);
@@ -203,8 +249,14 @@ void fwd_cuda_free(FwdCuda *f) {
     for (int l = 0; l < f->m->cfg.n_layers; l++) {
         LayerDev *d = &f->layers[l];
         void *ps[] = {d->wq, d->wk, d->wv, d->wo, d->w_gate, d->w_up, d->w_down, d->attn_norm, d->mlp_norm,
-                      d->q_norm, d->k_norm, d->post_attn_norm, d->post_mlp_norm, d->bq, d->bk, d->bv, d->bo, d->b_gate, d->b_up, d->b_down};
+                      d->q_norm, d->k_norm, d->post_attn_norm, d->post_mlp_norm, d->bq, d->bk, d->bv, d->bo,
+                      d->b_gate, d->b_up, d->b_down, d->wq_gate, d->bq_gate, d->lin_qkv, d->lin_z, d->lin_b,
+                      d->lin_a, d->lin_out, d->lin_conv, d->lin_a_log, d->lin_dt_bias, d->lin_norm, d->moe_router,
+                      d->sh_gate, d->sh_up, d->sh_down, d->sh_expert_gate};
         for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) cuda_free(ps[i]);
+        for (int e = 0; d->exp_gate && e < f->m->cfg.moe.n_experts; e++)
+            cuda_free(d->exp_gate[e]), cuda_free(d->exp_up[e]), cuda_free(d->exp_down[e]);
+        free(d->exp_gate), free(d->exp_up), free(d->exp_down);
     }
     if (f->lm_head != f->embed) cuda_free(f->lm_head);
     cuda_free(f->embed);
@@ -351,6 +403,10 @@ typedef struct {
     int bf16_attn;  // bf16 mode: dense attention through cuDNN SDPA (the op falls back where cuDNN declines)
     int32_t *d_ids;
     float *x, *xn, *q, *k, *v, *att, *gate, *up, *lse;
+    float *agate;                      // gated attention: the gate's logits [T, Hq·dh]
+    float *lin_x, *lin_c, *lin_q, *lin_k, *lin_v, *lin_z, *lin_a, *lin_b, *lin_o;  // Gated DeltaNet scratch
+    float *moe_logits, *moe_wt, *moe_y, *moe_sg;  // router logits, top-k weights, routed sum, shared gate
+    int *moe_idx;
     void *hb;                          // 16-bit GEMM operand
     void *qb, *kb, *vb, *ob;           // bf16 attention operands (bf16_attn)
     float *d_rec, *d_sup;              // sparse statistics on the device
@@ -392,11 +448,34 @@ static void *cuda_begin(void *twin, const int32_t *ids, int T, const ForwardOpts
     p->k = cuda_malloc(sizeof(float) * TT * nkv);
     p->v = cuda_malloc(sizeof(float) * TT * nkv);
     p->att = cuda_malloc(sizeof(float) * TT * nq);
-    p->gate = cuda_malloc(sizeof(float) * TT * I);
-    p->up = cuda_malloc(sizeof(float) * TT * I);
+    const int Is = c->moe.shared_intermediate, Imlp = I > Is ? I : Is;
+    p->gate = cuda_malloc(sizeof(float) * TT * Imlp);
+    p->up = cuda_malloc(sizeof(float) * TT * Imlp);
     p->lse = need_lse ? cuda_malloc(sizeof(float) * TT * Hq) : NULL;
+    if (c->attn_out_gate) p->agate = cuda_malloc(sizeof(float) * TT * nq);
+    const LinearAttnConfig *la = &c->lin;
+    const int kd = la->n_k_heads * la->k_dim, vd = la->n_v_heads * la->v_dim;
+    int n_lin = 0;
+    for (int l = 0; l < c->n_layers; l++) n_lin += c->layer_kinds[l] == LAYER_LINEAR_ATTENTION;
+    if (n_lin) {
+        const size_t C = 2 * (size_t)kd + vd;
+        p->lin_x = cuda_malloc(sizeof(float) * TT * C), p->lin_c = cuda_malloc(sizeof(float) * TT * C);
+        p->lin_q = cuda_malloc(sizeof(float) * TT * kd), p->lin_k = cuda_malloc(sizeof(float) * TT * kd);
+        p->lin_v = cuda_malloc(sizeof(float) * TT * vd), p->lin_z = cuda_malloc(sizeof(float) * TT * vd);
+        p->lin_o = cuda_malloc(sizeof(float) * TT * vd);
+        p->lin_a = cuda_malloc(sizeof(float) * TT * la->n_v_heads);
+        p->lin_b = cuda_malloc(sizeof(float) * TT * la->n_v_heads);
+    }
+    if (c->layer_moe) {
+        p->moe_logits = cuda_malloc(sizeof(float) * TT * c->moe.n_experts);
+        p->moe_wt = cuda_malloc(sizeof(float) * TT * c->moe.top_k);
+        p->moe_idx = cuda_malloc(sizeof(int) * TT * c->moe.top_k);
+        p->moe_y = cuda_malloc(sizeof(float) * TT * H);
+        p->moe_sg = cuda_malloc(sizeof(float) * TT);
+    }
     int64_t widest = H > nq ? H : nq;
-    widest = I > widest ? I : widest;
+    widest = Imlp > widest ? Imlp : widest;
+    widest = n_lin && vd > widest ? vd : widest;
     if (f->prec != FWD_FP32) p->hb = cuda_malloc(2 * TT * (size_t)widest);
     if (p->bf16_attn) {
         p->qb = cuda_malloc(2 * TT * nq), p->kb = cuda_malloc(2 * TT * nkv), p->vb = cuda_malloc(2 * TT * nkv);
@@ -447,6 +526,7 @@ static void cuda_qkv(void *tw, int l) {
     rope_tables_dev(p->f, c->layer_kinds[l] == LAYER_SLIDING_ATTENTION, p->T, &cos_t, &sin_t);
     layer_qk(p->f, w, p->in, p->T, cos_t, sin_t, p->q, p->k, p->qb, p->kb);  // qb, kb: bf16 copies for SDPA
     gemm(p->f, p->v, p->in, w->wv, w->bv, p->T, c->hidden, c->n_kv_heads * c->head_dim);
+    if (w->wq_gate) gemm(p->f, p->agate, p->in, w->wq_gate, w->bq_gate, p->T, c->hidden, c->n_heads * c->head_dim);
 }
 
 static void cuda_attend(void *tw, int l, const AttendPlan *a) {
@@ -525,7 +605,36 @@ static void cuda_attn_out(void *tw, int l) {
     CudaPass *p = tw;
     const LayerDev *w = &p->f->layers[l];
     const ModelConfig *c = &p->f->m->cfg;
+    const int64_t n = (int64_t)p->T * c->n_heads * c->head_dim;
+    if (w->wq_gate) {  // a · sigmoid(gate) in fp32, then the o-projection's operand again
+        if (p->att_in == p->ob) cuda_bf16_to_f32(p->att, p->ob, n);  // the bf16 kernels wrote ob only
+        sigmoid_mul_cuda(p->att, p->agate, n);
+        p->att_in = gemm_input(p->f, p->att, p->hb, n);
+    }
     block_out(p, p->att_in, w->wo, w->bo, w->post_attn_norm, c->n_heads * c->head_dim);
+}
+
+static void cuda_linear_attn(void *tw, int l) {
+    CudaPass *p = tw;
+    const FwdCuda *f = p->f;
+    const ModelConfig *c = &f->m->cfg;
+    const LayerDev *w = &f->layers[l];
+    const LinearAttnConfig *la = &c->lin;
+    const int T = p->T, H = c->hidden, Hk = la->n_k_heads, Hv = la->n_v_heads, dk = la->k_dim, dv = la->v_dim;
+    const int kd = Hk * dk, vd = Hv * dv, C = 2 * kd + vd;
+    gemm(f, p->lin_x, p->in, w->lin_qkv, NULL, T, H, C);
+    gemm(f, p->lin_z, p->in, w->lin_z, NULL, T, H, vd);
+    gemm(f, p->lin_b, p->in, w->lin_b, NULL, T, H, Hv);
+    gemm(f, p->lin_a, p->in, w->lin_a, NULL, T, H, Hv);
+    causal_conv1d_cuda(p->lin_c, p->lin_x, w->lin_conv, NULL, T, C, la->conv_kernel, 1);
+    cuda_copy_cols(p->lin_q, p->lin_c, T, C, 0, kd);
+    cuda_copy_cols(p->lin_k, p->lin_c, T, C, kd, kd);
+    cuda_copy_cols(p->lin_v, p->lin_c, T, C, 2 * kd, vd);
+    deltanet_gates_cuda(p->lin_a, p->lin_b, p->lin_a, p->lin_b, w->lin_a_log, w->lin_dt_bias, T, Hv);
+    gated_delta_rule_chunked_cuda(p->lin_o, NULL, p->lin_q, p->lin_k, p->lin_v, p->lin_a, p->lin_b, NULL, T, Hk, Hv,
+                                  dk, dv, 0, 1, 64, DT_F32);
+    gated_rmsnorm_cuda(p->lin_o, p->lin_o, p->lin_z, w->lin_norm, T * Hv, dv, (float)c->rms_eps);
+    block_out(p, gemm_input(f, p->lin_o, p->hb, (int64_t)T * vd), w->lin_out, NULL, NULL, vd);
 }
 
 static void cuda_mlp(void *tw, int l) {
@@ -553,6 +662,34 @@ static void cuda_mlp(void *tw, int l) {
         }
     }
     block_out(p, down_in, w->w_down, w->b_down, w->post_mlp_norm, I);
+}
+
+static void cuda_moe(void *tw, int l) {
+    CudaPass *p = tw;
+    const FwdCuda *f = p->f;
+    const ModelConfig *c = &f->m->cfg;
+    const LayerDev *w = &f->layers[l];
+    const MoeConfig *mo = &c->moe;
+    const int T = p->T, H = c->hidden, E = mo->n_experts, k = mo->top_k, Is = mo->shared_intermediate;
+    const void *in = norm_input(f, p->xn, p->hb, p->x, w->mlp_norm, T, H, (float)c->rms_eps, 1);  // xn in fp32 too
+    matmul_forward_cuda(p->moe_logits, p->xn, w->moe_router, NULL, T, H, E);
+    moe_route_cuda(p->moe_idx, p->moe_wt, p->moe_logits, T, E, k, mo->norm_topk_prob);
+    moe_experts_cuda(p->moe_y, p->xn, p->moe_idx, p->moe_wt, (const float *const *)w->exp_gate,
+                     (const float *const *)w->exp_up, (const float *const *)w->exp_down, T, H, E, mo->intermediate,
+                     k, c->act);
+    if (Is > 0) {  // + sigmoid(xn·w_sgᵀ) · shared expert(xn), as the CPU twin adds them
+        matmul_forward_cuda(p->moe_sg, p->xn, w->sh_expert_gate, NULL, T, H, 1);
+        gemm(f, p->gate, in, w->sh_gate, NULL, T, H, Is);
+        gemm(f, p->up, in, w->sh_up, NULL, T, H, Is);
+        glu_forward_cuda(p->gate, p->gate, p->up, (int64_t)T * Is, c->act);
+        gemm(f, p->xn, gemm_input(f, p->gate, p->hb, (int64_t)T * Is), w->sh_down, NULL, T, Is, H);
+        sigmoid_scale_rows_cuda(p->xn, p->moe_sg, T, H);
+        residual_forward_cuda(p->xn, p->xn, p->moe_y, (int64_t)T * H);
+    } else {
+        cuda_copy_cols(p->xn, p->moe_y, T, H, 0, H);
+    }
+    if (w->post_mlp_norm) rmsnorm_forward_cuda(p->xn, p->xn, w->post_mlp_norm, T, H, (float)c->rms_eps);
+    residual_forward_cuda(p->x, p->x, p->xn, (int64_t)T * H);
 }
 
 static void cuda_finish(void *tw, int stopped, const ForwardOpts *o) {
@@ -587,7 +724,9 @@ static void cuda_finish(void *tw, int stopped, const ForwardOpts *o) {
         free(tmp);
     }
     void *ds[] = {p->d_ids, p->x, p->xn, p->q, p->k, p->v, p->att, p->gate, p->up, p->lse, p->hb, p->qb,
-                  p->kb, p->vb, p->ob, p->d_rec, p->d_sup, p->sel, p->n_sel};
+                  p->kb, p->vb, p->ob, p->d_rec, p->d_sup, p->sel, p->n_sel, p->agate, p->lin_x, p->lin_c,
+                  p->lin_q, p->lin_k, p->lin_v, p->lin_z, p->lin_a, p->lin_b, p->lin_o, p->moe_logits, p->moe_wt,
+                  p->moe_y, p->moe_sg, p->moe_idx};
     for (size_t i = 0; i < sizeof ds / sizeof ds[0]; i++) cuda_free(ds[i]);
     if (p->ip) {
         for (int l = 0; l < c->n_layers; l++) cuda_free(p->ip[l]);
@@ -604,7 +743,9 @@ static const LayerOps cuda_ops = {
     .attend = cuda_attend,
     .tap = cuda_tap,
     .attn_out = cuda_attn_out,
+    .linear_attn = cuda_linear_attn,
     .mlp = cuda_mlp,
+    .moe = cuda_moe,
     .sync = cuda_sync,
     .finish = cuda_finish,
 };

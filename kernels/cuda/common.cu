@@ -178,6 +178,12 @@ extern "C" void cuda_to_host(void *dst, const void *src, size_t bytes) {
     CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
 }
 
+extern "C" void cuda_copy_cols(float *dst, const float *src, int rows, int C, int c0, int n) {
+    if (rows <= 0 || n <= 0) return;
+    CUDA_CHECK(cudaMemcpy2DAsync(dst, sizeof(float) * (size_t)n, src + c0, sizeof(float) * (size_t)C,
+                                 sizeof(float) * (size_t)n, (size_t)rows, cudaMemcpyDeviceToDevice, 0));
+}
+
 extern "C" void cuda_memset(void *p, int value, size_t bytes) { CUDA_CHECK(cudaMemset(p, value, bytes)); }
 
 extern "C" void cuda_sync(void) { CUDA_CHECK(cudaDeviceSynchronize()); }
