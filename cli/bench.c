@@ -543,6 +543,20 @@ static void bench_ttft(Bench *b, FwdCuda *f, const ModelConfig *c, const Indexer
         char note[200];
         snprintf(note, sizeof note, "%s, %d layers%s", runs[r].note, c->n_layers, finite ? "" : "; NON-FINITE LOGITS");
         record(b, runs[r].name, T, ms, all, ttft_reps, 0, runs[r].k, runs[r].bsel, note);
+        if (r == 0 && config_full_layers(c->layer_kinds, c->n_layers, NULL) < c->n_layers) {
+            // A hybrid: one more dense pass, timed op by op (a sync after each), for the share of the
+            // prefill the full-attention layers' attention takes (what sparsity there can win at most).
+            ForwardProfile pr = {0};
+            Ttft tp = t;
+            tp.o.prof = &pr;
+            k_ttft(&tp);
+            const double tot = pr.gemm + pr.attention + pr.linear + pr.other;
+            snprintf(note, sizeof note, "dense, op by op: softmax-attention attend %.1f%%, Gated DeltaNet mixers %.1f%%, "
+                     "GEMMs %.1f%%, rest %.1f%% (of %.1f ms)", 100 * pr.attention / tot, 100 * pr.linear / tot,
+                     100 * pr.gemm / tot, 100 * pr.other / tot, 1e3 * tot);
+            double one = 1e3 * tot;
+            record(b, "ttft_dense_profile", T, 1e3 * tot, &one, 1, 0, 0, 0, note);
+        }
     }
     free(ids);
     free(logits);

@@ -5,8 +5,10 @@
 #include "model.h"
 
 // Seconds spent per part of the last forward (for `--profile` and docs).
+// attention: the attend op of full / sliding layers; linear: the whole mixer of
+// the Gated DeltaNet layers (their projections included).
 typedef struct {
-    double gemm, attention, other, lm_head;
+    double gemm, attention, linear, other, lm_head;
 } ForwardProfile;
 
 // Sparse attention at every full-attention layer (NULL: dense everywhere).

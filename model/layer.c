@@ -61,7 +61,7 @@ void layer_loop(const LayerOps *ops, void *twin, const ModelConfig *c, const int
         if (c->layer_kinds[l] == LAYER_LINEAR_ATTENTION) {
             ops->attn_in(tw, l, 0);
             ops->linear_attn(tw, l);
-            if (prof) prof->attention += lap(ops, &t0);
+            if (prof) prof->linear += lap(ops, &t0);
         } else {
             int dense_full;
             const AttendPlan p = plan_layer(c, l, T, o, &dense_full);
