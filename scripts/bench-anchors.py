@@ -59,6 +59,18 @@ MODEL_PRESETS = {
     "qwen3-1.7b": dict(arch="qwen3", hidden_size=2048, intermediate_size=6144, num_hidden_layers=28,
                        num_attention_heads=16, num_key_value_heads=8, head_dim=128, vocab_size=151936,
                        rope_theta=1e6, rms_norm_eps=1e-6, tie_word_embeddings=True),
+    # The Qwen3.5 hybrid shapes of `spindle bench --synthetic qwen3.5-9b / qwen3.5-0.8b` (cli/bench.c):
+    # Gated DeltaNet layers, every 4th layer gated full attention, d_h 256, partial RoPE 0.25
+    "qwen3.5-9b": dict(arch="qwen3_5", hidden_size=4096, intermediate_size=12288, num_hidden_layers=32,
+                       num_attention_heads=16, num_key_value_heads=4, head_dim=256, vocab_size=248320,
+                       rope_theta=1e7, rms_norm_eps=1e-6, tie_word_embeddings=False, linear_num_key_heads=16,
+                       linear_num_value_heads=32, linear_key_head_dim=128, linear_value_head_dim=128,
+                       linear_conv_kernel_dim=4, full_attention_interval=4),
+    "qwen3.5-0.8b": dict(arch="qwen3_5", hidden_size=1024, intermediate_size=3584, num_hidden_layers=24,
+                         num_attention_heads=8, num_key_value_heads=2, head_dim=256, vocab_size=248320,
+                         rope_theta=1e7, rms_norm_eps=1e-6, tie_word_embeddings=True, linear_num_key_heads=16,
+                         linear_num_value_heads=16, linear_key_head_dim=128, linear_value_head_dim=128,
+                         linear_conv_kernel_dim=4, full_attention_interval=4),
     "smollm2-135m": dict(arch="llama", hidden_size=576, intermediate_size=1536, num_hidden_layers=30,
                          num_attention_heads=9, num_key_value_heads=3, head_dim=64, vocab_size=49152,
                          rope_theta=1e5, rms_norm_eps=1e-5, tie_word_embeddings=True),
@@ -308,12 +320,16 @@ def build_hf_model(b, preset, layers, max_pos):
     p["max_position_embeddings"] = max_pos
     p["initializer_range"] = 0.02
     p["use_cache"] = False
+    rope = {"rope_type": "default", "rope_theta": theta}
     if arch == "qwen3":
         cfg_cls, model_cls = transformers.Qwen3Config, transformers.Qwen3ForCausalLM
+    elif arch == "qwen3_5":
+        cfg_cls, model_cls = transformers.Qwen3_5TextConfig, transformers.Qwen3_5ForCausalLM
+        rope["partial_rotary_factor"] = 0.25
     else:
         cfg_cls, model_cls = transformers.LlamaConfig, transformers.LlamaForCausalLM
     try:  # transformers 5.x
-        cfg = cfg_cls(rope_parameters={"rope_type": "default", "rope_theta": theta}, **p)
+        cfg = cfg_cls(rope_parameters=rope, **p)
     except TypeError:  # transformers 4.x
         cfg = cfg_cls(rope_theta=theta, **p)
     cfg._attn_implementation = "sdpa"
@@ -327,7 +343,8 @@ def build_hf_model(b, preset, layers, max_pos):
     model.to(device=b.dev, dtype=torch.bfloat16)
     model.eval()
     # Our own init, so activations are sane whatever the library version does: every matrix
-    # N(0, 0.02), every norm weight 1, biases 0.
+    # N(0, 0.02), every norm gain 1 (a zero-centred norm's weight 0), biases 0.
+    zero_centred = arch == "qwen3_5"
     g = torch.Generator(device=b.dev)
     g.manual_seed(b.args.seed)
     with torch.no_grad():
@@ -335,7 +352,7 @@ def build_hf_model(b, preset, layers, max_pos):
             if prm.dim() >= 2:
                 prm.normal_(0.0, 0.02, generator=g)
             elif "norm" in pname:
-                prm.fill_(1.0)
+                prm.fill_(0.0 if zero_centred and "linear_attn.norm" not in pname else 1.0)
             else:
                 prm.zero_()
     n_params = sum(prm.numel() for prm in model.parameters())
@@ -399,6 +416,11 @@ def section_hf(b):
     base_notes = ("one forward of T random token ids, torch.inference_mode, use_cache=False, "
                   "logits_to_keep=1 (TTFT needs only the last row of logits); random weights N(0,0.02); "
                   f"attn_implementation=sdpa, SDPA backend: {a.hf_sdpa_backend}")
+    if MODEL_PRESETS[preset]["arch"] == "qwen3_5":
+        import importlib.util
+        fla = importlib.util.find_spec("fla") is not None
+        base_notes += ("; Gated DeltaNet layers through " + ("flash-linear-attention's Triton chunk kernel" if fla
+                       else "transformers' PyTorch fallback (torch_chunk_gated_delta_rule; fla not installed)"))
     for T in a.ctx:
         log(f"hf: ctx {T}")
         gen = torch.Generator(device="cpu")
