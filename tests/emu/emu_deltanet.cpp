@@ -3,7 +3,8 @@
 // kernels/cpu/deltanet_cpu.c. It checks the kernels' indexing, bounds, barriers
 // and algebra where there is no GPU; it says nothing about the GPU's speed, its
 // memory model beyond the barriers, or races the barriers do not order.
-// Build and run: scripts/emulate-deltanet-cuda.sh [--quick].
+// Build and run: scripts/emulate-deltanet-cuda.sh [--quick] [--twins] (--twins: the
+// DeltaNet part of test_cuda_twins, tests/twins/deltanet.c, on the emulated kernels).
 #include <cstdio>
 
 #include "deltanet.cu"
@@ -16,6 +17,27 @@ extern "C" void *cuda_malloc(size_t bytes) {
     return p;
 }
 extern "C" void cuda_free(void *p) { free(p); }
+// The rest of the harness of tests/twins (common.c) on host memory, so that the
+// twin test's DeltaNet part (tests/twins/deltanet.c) runs here too (--twins).
+extern "C" void cuda_to_device(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
+extern "C" void cuda_to_host(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
+extern "C" void cuda_memset(void *p, int value, size_t bytes) { memset(p, value, bytes); }
+extern "C" void cuda_sync(void) {}
+extern "C" void cuda_f32_to_half(void *dst, const float *src, int64_t n, HalfType h) {
+    for (int64_t i = 0; i < n; i++) {
+        if (h == HALF_BF16) ((__nv_bfloat16 *)dst)[i] = __float2bfloat16_rn(src[i]);
+        else ((__half *)dst)[i] = __float2half_rn(src[i]);
+    }
+}
+extern "C" void cuda_half_to_f32(float *dst, const void *src, int64_t n, HalfType h) {
+    for (int64_t i = 0; i < n; i++)
+        dst[i] = h == HALF_BF16 ? __bfloat162float(((const __nv_bfloat16 *)src)[i]) : __half2float(((const __half *)src)[i]);
+}
+extern "C" {
+void twins_seed(uint64_t seed);
+void twins_deltanet(int quick);
+int twins_summary(void);
+}
 
 static uint64_t rng = 0x2545F4914F6CDD1Dull;
 static float urand() {
@@ -120,7 +142,22 @@ static void check_small_ops() {
 
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    const bool quick = argc > 1 && !strcmp(argv[1], "--quick");
+    bool quick = false, twins = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) quick = true;
+        else if (!strcmp(argv[i], "--twins")) twins = true;
+        else {
+            fprintf(stderr, "usage: emu_deltanet [--quick] [--twins]\n");
+            return 2;
+        }
+    }
+    if (twins) {  // tests/twins/deltanet.c as test_cuda_twins runs it, kernels emulated
+        twins_seed(12345);
+        twins_deltanet(quick);
+        const int f = twins_summary();
+        printf("emu_deltanet --twins: %s (%d failures)\n", f ? "FAIL" : "PASS", f);
+        return f ? 1 : 0;
+    }
     check_small_ops();
     check_gdr(1, 1, 1, 32, 32, 0, 0, 64, 1, 0, -1, 0);
     check_gdr(65, 1, 1, 32, 32, 1, 0, 64, 1, 0, -1, 0);
