@@ -147,9 +147,11 @@ void deltanet_gates_cuda(float *g, float *beta, const float *a, const float *b, 
 void gated_delta_rule_chunked_cuda(float *o, float *state_out, const void *q, const void *k, const void *v,
                                    const float *g, const float *beta, const float *state_in, int T, int Hk,
                                    int Hv, int dk, int dv, float scale, int qk_l2norm, int chunk, DType dt);
-// Tests: chunks per segment of gated_delta_rule_chunked_cuda (0: as many as the
-// workspace cap allows), to cross segment boundaries at small T.
-void gated_delta_rule_cuda_set_segment(int chunks);
+// Tests and benches: chunks per segment of gated_delta_rule_chunked_cuda (0: as
+// many as the workspace cap allows; small values cross segment boundaries at
+// small T) and the state pass's column tile (16 or 32; 0: chosen by the number of
+// blocks it gives). Both only change how the work is split, not the result.
+void gated_delta_rule_cuda_tune(int segment_chunks, int state_tile);
 
 // ---- scoring (kernels/cuda/score.cu) ----------------------------------------------
 

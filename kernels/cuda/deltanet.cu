@@ -19,10 +19,10 @@
 //                        forward substitution in shared memory, then W, U, P and
 //                        the decayed Q and K, written to a workspace in the
 //                        layouts the next kernel reads with 16-byte loads.
-//   dn_state_kernel      the sequential part (grid: ⌈dv/32⌉ × Hv): one block
-//                        carries a 32-column tile of one head's state through
+//   dn_state_kernel      the sequential part (grid: ⌈dv/BV⌉ × Hv, BV = 32 or 16):
+//                        one block carries a BV-column tile of one head's state through
 //                        the chunks in order, in registers and shared memory,
-//                        and writes V', O and the final state.
+//                        and writes O and the final state.
 // A long sequence goes through in segments of whole chunks (the workspace holds
 // one segment), the state carried from one segment to the next, so the result
 // equals one pass over T. Inputs q, k, v in fp32, bf16 or f16 (DType), widened
@@ -42,7 +42,6 @@
 enum {
     DN_C = 64,          // chunk slots: tiles hold 64 rows whatever the chunk, rows ≥ n zero
     DN_THREADS = 256,   // every kernel but the norms'
-    DN_BV = 32,         // state columns per block of dn_state_kernel
     DN_LDT = DN_C + 4,  // row stride of a transposed [d][64] tile filled from rows (4-way store conflicts, 16-byte aligned)
     DN_LDS = DN_C + 1,  // row stride of the substitution's [64][64] matrices (conflict free)
     DN_DMAX = 256,      // largest dk, dv
@@ -357,30 +356,33 @@ __global__ void __launch_bounds__(DN_THREADS)
     }
 }
 
-// The state's pass over the chunks of a segment, one block per (32-column tile
-// of dv, value head). The block's state tile S [dkp][32] lives in registers (a
-// 4×4 tile of it per thread, two when dkp > 128) with a copy in shared memory
-// that the products read. Per chunk:
+// The state's pass over the chunks of a segment, one block of 8·BV threads per
+// (BV-column tile of dv, value head), BV = 32 or 16 (twice the blocks, for few
+// heads). The block's state tile S [dkp][BV] lives in registers (a 4×4 tile of
+// it per thread, two when dkp > 128) with a copy in shared memory that the
+// products read. Per chunk:
 //   load Wᵀ, (e^γ Q)ᵀ, Pᵀ, the U tile (and K_d, unless it must share W's buffer)
-//   V' = U − W S                     4×2 tiles, 16 row × 16 column groups
+//   V' = U − W S                     4×2 tiles, 16 row × BV/2 column groups
 //   O = (e^γ Q) S + P V'             to o (rows < n, columns < dv)
 //   S ← e^{γ_n} S + K_dᵀ V'          in registers, then copied to shared memory
 // Shared memory (floats): Bw [dkp·64], Bq [dkp·64], Bk [64·dkp] (absent when
-// share_k: K_d then goes into Bw once V' is formed), Ps [64·64], Vp [64·32],
-// Ss [dkp·32]. state_out may alias state_in: each block reads and writes only
+// share_k: K_d then goes into Bw once V' is formed), Ps [64·64], Vp [64·BV],
+// Ss [dkp·BV]. state_out may alias state_in: each block reads and writes only
 // its own tile.
-__global__ void __launch_bounds__(DN_THREADS)
+template <int BV>
+__global__ void __launch_bounds__(8 * BV)
     dn_state_kernel(float *o, float *state_out, const float *state_in, DnWork ws, int T, int Hv, int dk, int dv,
                     int C, int share_k) {
     DN_DYNAMIC_SMEM(sm);
+    constexpr int NT = 8 * BV;  // threads: 16 × BV/2 V' tiles of 4×2, 32 × BV/4 state tiles of 4×4 a pass
     const int dkp = round4(dk), dvp = round4(dv);
     float *Bw = sm, *Bq = Bw + dkp * DN_C, *Bk = share_k ? Bw : Bq + dkp * DN_C;
-    float *Ps = share_k ? Bq + dkp * DN_C : Bk + DN_C * dkp, *Vp = Ps + DN_C * DN_C, *Ss = Vp + DN_C * DN_BV;
+    float *Ps = share_k ? Bq + dkp * DN_C : Bk + DN_C * dkp, *Vp = Ps + DN_C * DN_C, *Ss = Vp + DN_C * BV;
 
-    const int tid = threadIdx.x, h = blockIdx.y, jt = blockIdx.x * DN_BV;  // jt: first state column of the tile
+    const int tid = threadIdx.x, h = blockIdx.y, jt = blockIdx.x * BV;  // jt: first state column of the tile
     const int nch = (T + C - 1) / C;
     // This thread's state: rows c0 + 4·32·p … + 3 (p < 2), columns sj .. sj + 3.
-    const int sj = 4 * (tid % 8), sc = 4 * (tid / 8);
+    const int sj = 4 * (tid % (BV / 4)), sc = 4 * (tid / (BV / 4));
     float S[2][4][4];
     const float *Sin = state_in ? state_in + (int64_t)h * dk * dv : NULL;
 #pragma unroll
@@ -397,7 +399,7 @@ __global__ void __launch_bounds__(DN_THREADS)
         if (sc + 128 * p < dkp)
 #pragma unroll
             for (int r = 0; r < 4; r++)
-                *(float4 *)(Ss + (sc + 128 * p + r) * DN_BV + sj) = make_float4(S[p][r][0], S[p][r][1], S[p][r][2], S[p][r][3]);
+                *(float4 *)(Ss + (sc + 128 * p + r) * BV + sj) = make_float4(S[p][r][0], S[p][r][1], S[p][r][2], S[p][r][3]);
 
     const int i0 = 4 * (tid % 16), j0 = 2 * (tid / 16);  // this thread's V' / O tile
     for (int chunk = 0; chunk < nch; chunk++) {
@@ -407,14 +409,14 @@ __global__ void __launch_bounds__(DN_THREADS)
         const float4 *Kd = (const float4 *)(ws.Kd + dn_tile(chunk, h, Hv, (int64_t)DN_C * dkp));
         const float4 *Pt = (const float4 *)(ws.Pt + dn_tile(chunk, h, Hv, DN_C * DN_C));
         const float *U = ws.U + dn_tile(chunk, h, Hv, (int64_t)DN_C * dvp);
-        for (int e = tid; e < dkp * DN_C / 4; e += DN_THREADS) {
+        for (int e = tid; e < dkp * DN_C / 4; e += NT) {
             ((float4 *)Bw)[e] = Wt[e];
             ((float4 *)Bq)[e] = Qt[e];
             if (!share_k) ((float4 *)Bk)[e] = Kd[e];
         }
-        for (int e = tid; e < DN_C * DN_C / 4; e += DN_THREADS) ((float4 *)Ps)[e] = Pt[e];
-        for (int e = tid; e < DN_C * DN_BV; e += DN_THREADS) {
-            const int i = e / DN_BV, j = jt + e % DN_BV;
+        for (int e = tid; e < DN_C * DN_C / 4; e += NT) ((float4 *)Ps)[e] = Pt[e];
+        for (int e = tid; e < DN_C * BV; e += NT) {
+            const int i = e / BV, j = jt + e % BV;
             Vp[e] = j < dv ? U[(int64_t)i * dvp + j] : 0.0f;
         }
         const float en = ws.en[(int64_t)chunk * Hv + h];
@@ -423,25 +425,25 @@ __global__ void __launch_bounds__(DN_THREADS)
         // V' = U − W S.
         {
             float acc[4][2] = {};
-            dn_mm<2>(acc, Bw, DN_C, i0, Ss, DN_BV, j0, dkp);
+            dn_mm<2>(acc, Bw, DN_C, i0, Ss, BV, j0, dkp);
 #pragma unroll
             for (int r = 0; r < 4; r++) {
-                float2 *u = (float2 *)(Vp + (i0 + r) * DN_BV + j0);
+                float2 *u = (float2 *)(Vp + (i0 + r) * BV + j0);
                 const float2 uv = *u;
                 *u = make_float2(uv.x - acc[r][0], uv.y - acc[r][1]);
             }
         }
         __syncthreads();
         if (share_k) {
-            for (int e = tid; e < dkp * DN_C / 4; e += DN_THREADS) ((float4 *)Bk)[e] = Kd[e];
+            for (int e = tid; e < dkp * DN_C / 4; e += NT) ((float4 *)Bk)[e] = Kd[e];
             __syncthreads();
         }
 
         // O = (e^γ Q) S + P V'.
         {
             float acc[4][2] = {};
-            dn_mm<2>(acc, Bq, DN_C, i0, Ss, DN_BV, j0, dkp);
-            dn_mm<2>(acc, Ps, DN_C, i0, Vp, DN_BV, j0, n);
+            dn_mm<2>(acc, Bq, DN_C, i0, Ss, BV, j0, dkp);
+            dn_mm<2>(acc, Ps, DN_C, i0, Vp, BV, j0, n);
 #pragma unroll
             for (int r = 0; r < 4; r++) {
                 const int i = i0 + r;
@@ -461,7 +463,7 @@ __global__ void __launch_bounds__(DN_THREADS)
             for (int r = 0; r < 4; r++)
 #pragma unroll
                 for (int s = 0; s < 4; s++) acc[r][s] = en * S[p][r][s];
-            dn_mm<4>(acc, Bk, dkp, sc + 128 * p, Vp, DN_BV, sj, n);
+            dn_mm<4>(acc, Bk, dkp, sc + 128 * p, Vp, BV, sj, n);
 #pragma unroll
             for (int r = 0; r < 4; r++)
 #pragma unroll
@@ -473,7 +475,7 @@ __global__ void __launch_bounds__(DN_THREADS)
             if (sc + 128 * p < dkp)
 #pragma unroll
                 for (int r = 0; r < 4; r++)
-                    *(float4 *)(Ss + (sc + 128 * p + r) * DN_BV + sj) =
+                    *(float4 *)(Ss + (sc + 128 * p + r) * BV + sj) =
                         make_float4(S[p][r][0], S[p][r][1], S[p][r][2], S[p][r][3]);
         // (the next chunk's loads touch neither Ss nor the registers; its barrier orders these stores)
     }
@@ -531,11 +533,15 @@ extern "C" void deltanet_gates_cuda(float *g, float *beta, const float *a, const
 // = 128 about 110 chunks, 7K tokens: enough blocks for dn_chunk_kernel to fill
 // the GPU many times over). Grown on demand, kept for the next call.
 static const size_t DN_WS_BYTES = (size_t)512 << 20;
-static int g_segment_chunks;  // tests: chunks per segment, 0: sized by DN_WS_BYTES
+static int g_segment_chunks;  // chunks per segment, 0: sized by DN_WS_BYTES
+static int g_state_tile;      // dn_state_kernel's BV, 0: by the number of blocks
 static float *g_ws;
 static size_t g_ws_bytes;
 
-extern "C" void gated_delta_rule_cuda_set_segment(int chunks) { g_segment_chunks = chunks > 0 ? chunks : 0; }
+extern "C" void gated_delta_rule_cuda_tune(int segment_chunks, int state_tile) {
+    g_segment_chunks = segment_chunks > 0 ? segment_chunks : 0;
+    g_state_tile = state_tile == 16 || state_tile == 32 ? state_tile : 0;
+}
 
 static float *dn_workspace(size_t bytes) {
     if (bytes > g_ws_bytes) {
@@ -553,17 +559,23 @@ static void dn_run(float *o, float *state_out, const InT *q, const InT *k, const
     const int dkp = round4(dk), dvp = round4(dv);
     const int xsize = dkp * DN_LDT > DN_C * dvp ? dkp * DN_LDT : DN_C * dvp;
     const size_t smem_chunk = sizeof(float) * ((size_t)xsize + (size_t)dkp * DN_LDT + 2 * DN_C * DN_LDS + 5 * DN_C);
-    const size_t smem_state2 = sizeof(float) * (2 * (size_t)dkp * DN_C + DN_C * DN_C + DN_C * DN_BV + (size_t)dkp * DN_BV);
-    const size_t smem_state3 = smem_state2 + sizeof(float) * (size_t)dkp * DN_C;
-    int dev = 0, smem_max = 0;
+    int dev = 0, smem_max = 0, sms = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    // The state pass has ⌈dv/BV⌉·Hv blocks, one an SM at BV = 32: with fewer than
+    // half as many as SMs, BV = 16 doubles them (two fit an SM: K_d shares W's buffer).
+    const int BV = g_state_tile ? g_state_tile : (dv + 31) / 32 * Hv * 2 <= sms ? 16 : 32;
+    const size_t smem_state2 = sizeof(float) * (2 * (size_t)dkp * DN_C + DN_C * DN_C + DN_C * BV + (size_t)dkp * BV);
+    const size_t smem_state3 = smem_state2 + sizeof(float) * (size_t)dkp * DN_C;
     if (smem_chunk > (size_t)smem_max || smem_state2 > (size_t)smem_max)
         dn_fail("gated_delta_rule_chunked_cuda", "dk or dv too large for this GPU's shared memory");
-    const int share_k = smem_state3 > (size_t)smem_max;
+    const int share_k = BV == 16 || smem_state3 > (size_t)smem_max;
     const size_t smem_state = share_k ? smem_state2 : smem_state3;
+    void (*state_kernel)(float *, float *, const float *, DnWork, int, int, int, int, int, int) =
+        BV == 16 ? dn_state_kernel<16> : dn_state_kernel<32>;
     CUDA_CHECK(cudaFuncSetAttribute(dn_chunk_kernel<InT>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_chunk));
-    CUDA_CHECK(cudaFuncSetAttribute(dn_state_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_state));
+    CUDA_CHECK(cudaFuncSetAttribute(state_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_state));
 
     // Segment of whole chunks and its workspace (floats; every array a multiple of 4).
     const int64_t tile_d = (int64_t)dkp * DN_C, tile_p = DN_C * DN_C, tile_u = (int64_t)DN_C * dvp;
@@ -584,10 +596,10 @@ static void dn_run(float *o, float *state_out, const InT *q, const InT *k, const
     ws.rk = ws.rq + ((srows + 3) & ~3);
     float *carry = need_scratch ? ws.rk + ((srows + 3) & ~3) : state_out;  // the state between segments
 
-    const dim3 state_grid((dv + DN_BV - 1) / DN_BV, Hv);
+    const dim3 state_grid((dv + BV - 1) / BV, Hv), state_block(8 * BV);
     if (T == 0) {  // the final state is the initial one
         if (state_out)
-            dn_launch(dn_state_kernel, state_grid, dim3(DN_THREADS), smem_state, o, state_out, state_in, ws, 0, Hv,
+            dn_launch(state_kernel, state_grid, state_block, smem_state, o, state_out, state_in, ws, 0, Hv,
                       dk, dv, C, share_k);
         return;
     }
@@ -602,7 +614,7 @@ static void dn_run(float *o, float *state_out, const InT *q, const InT *k, const
                   beta + ts * Hv, Tseg, Hk, Hv, dk, dv, C, scale);
         const float *sin = s == 0 ? state_in : carry;
         float *sout = s == nseg - 1 ? state_out : carry;
-        dn_launch(dn_state_kernel, state_grid, dim3(DN_THREADS), smem_state, o + ts * Hv * dv, sout, sin, ws, Tseg,
+        dn_launch(state_kernel, state_grid, state_block, smem_state, o + ts * Hv * dv, sout, sin, ws, Tseg,
                   Hv, dk, dv, C, share_k);
     }
 }

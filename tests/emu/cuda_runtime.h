@@ -45,13 +45,16 @@ inline float2 make_float2(float x, float y) { return float2{x, y}; }
 
 typedef int cudaError_t;
 enum { cudaSuccess = 0 };
-enum { cudaDevAttrMaxSharedMemoryPerBlockOptin = 97, cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+enum { cudaDevAttrMultiProcessorCount = 16, cudaDevAttrMaxSharedMemoryPerBlockOptin = 97, cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 inline const char *cudaGetErrorName(cudaError_t) { return "emulation"; }
 inline const char *cudaGetErrorString(cudaError_t) { return "emulation"; }
 inline cudaError_t cudaGetLastError() { return cudaSuccess; }
 inline cudaError_t cudaGetDevice(int *d) { *d = 0; return cudaSuccess; }
 inline int emu_smem_optin = 232448;  // an H100 / H200's 227 KiB
-inline cudaError_t cudaDeviceGetAttribute(int *v, int, int) { *v = emu_smem_optin; return cudaSuccess; }
+inline cudaError_t cudaDeviceGetAttribute(int *v, int attr, int) {
+    *v = attr == cudaDevAttrMultiProcessorCount ? 132 : emu_smem_optin;  // an H200's SMs
+    return cudaSuccess;
+}
 inline int emu_smem_limit_seen;  // the largest dynamic shared memory asked for
 template <typename F>
 cudaError_t cudaFuncSetAttribute(F, int, int bytes) {

@@ -71,7 +71,7 @@ static void expect(const char *what, double err, double tol) {
 }
 
 static void check_gdr(int T, int Hk, int Hv, int dk, int dv, int with_state, int bf16, int chunk, int l2,
-                      int seg, float glo, float ghi) {
+                      int seg, float glo, float ghi, int tile = 0) {
     const int64_t nq = (int64_t)T * Hk * dk, nv = (int64_t)T * Hv * dv, ng = (int64_t)T * Hv,
                   ns = (int64_t)Hv * dk * dv, no = (int64_t)T * Hv * dv;
     auto q = fill(nq, -1, 1), k = fill(nq, -1, 1), v = fill(nv, -1, 1);
@@ -99,13 +99,13 @@ static void check_gdr(int T, int Hk, int Hv, int dk, int dv, int with_state, int
     // with a state: state_out aliases state_in (the layer's cache updated in place)
     float *d_S0 = d_S;
     if (with_state) memcpy(d_S, S0.data(), sizeof(float) * ns);
-    gated_delta_rule_cuda_set_segment(seg);
+    gated_delta_rule_cuda_tune(seg, tile);
     gated_delta_rule_chunked_cuda(d_o, d_S, dq, dk_, dv_, g.data(), beta.data(), with_state ? d_S0 : nullptr, T, Hk,
                                   Hv, dk, dv, 0.0f, l2, chunk, bf16 ? DT_BF16 : DT_F32);
-    gated_delta_rule_cuda_set_segment(0);
+    gated_delta_rule_cuda_tune(0, 0);
     char what[160];
-    snprintf(what, sizeof what, "gdr T %d Hk %d Hv %d dk %d dv %d S0 %d %s C %d l2 %d seg %d g [%g,%g]", T, Hk, Hv,
-             dk, dv, with_state, bf16 ? "bf16" : "f32", chunk, l2, seg, glo, ghi);
+    snprintf(what, sizeof what, "gdr T %d Hk %d Hv %d dk %d dv %d S0 %d %s C %d l2 %d seg %d g [%g,%g] BV %d", T, Hk,
+             Hv, dk, dv, with_state, bf16 ? "bf16" : "f32", chunk, l2, seg, glo, ghi, tile);
     const double e1 = std::max(rel_err(d_o, o_seq.data(), no), rel_err(d_S, S_seq.data(), ns));
     const double e2 = std::max(rel_err(d_o, o_ch.data(), no), rel_err(d_S, S_ch.data(), ns));
     expect(what, std::max(e1, e2), 2e-5);
@@ -165,15 +165,20 @@ int main(int argc, char **argv) {
     check_gdr(100, 2, 4, 20, 33, 1, 0, 16, 1, 2, -1, 0);  // chunk 16, segments of 2 chunks, odd dv
     check_gdr(70, 1, 1, 17, 9, 0, 0, 64, 0, 1, -0.3f, 0);  // no l2 norm, segments of 1 chunk
     check_gdr(0, 1, 2, 32, 32, 1, 0, 64, 1, 0, -1, 0);
+    check_gdr(130, 1, 3, 48, 40, 1, 1, 64, 1, 0, -1, 0, 32);
+    check_gdr(100, 2, 4, 20, 33, 1, 0, 16, 1, 2, -1, 0, 32);
+    check_gdr(70, 1, 1, 128, 72, 1, 0, 64, 1, 0, -1, 0, 16);
     if (!quick) {
         check_gdr(257, 1, 3, 128, 128, 1, 1, 64, 1, 0, -1, 0);
+        check_gdr(257, 1, 3, 128, 128, 1, 1, 64, 1, 0, -1, 0, 32);
         check_gdr(129, 1, 1, 256, 256, 1, 0, 64, 1, 2, -1, 0);
+        check_gdr(129, 1, 1, 256, 256, 1, 0, 64, 1, 2, -1, 0, 32);
         check_gdr(64, 1, 1, 256, 64, 0, 0, 64, 1, 0, 0, 0);
         check_gdr(63, 3, 3, 64, 128, 1, 0, 64, 1, 0, -5, -1);
     }
     // dk = 256 with a smaller shared-memory cap: K_d shares W's buffer in the state kernel
     emu_smem_optin = 200 * 1024;
-    check_gdr(90, 1, 1, 256, 100, 1, 0, 64, 1, 0, -1, 0);
+    check_gdr(90, 1, 1, 256, 100, 1, 0, 64, 1, 0, -1, 0, 32);
     printf("emu_deltanet: %s (%d failure%s); largest dynamic shared memory %d bytes\n", failures ? "FAIL" : "PASS",
            failures, failures == 1 ? "" : "s", emu_smem_limit_seen);
     return failures ? 1 : 0;

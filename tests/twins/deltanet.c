@@ -13,6 +13,8 @@
 //                        segmented pass (2 chunks per segment, the state carried
 //                        between segments), no L2 norm, g = 0 and strong decay,
 //                        f16 inputs, T = 0, state_out NULL, T = 2000 (not quick).
+//                        The state pass's 16- and 32-column tiles (BV) both, at
+//                        every (T, d) of the grid; the op's own choice elsewhere.
 //   conv1d, l2norm, gated rmsnorm, gates   the small ops, aliased outputs included.
 //
 // Tolerances: max|err| ≤ F32_MAX·max(1, max|ref|) (2e-5) and nmse ≤ 1e-9, for
@@ -66,13 +68,14 @@ typedef struct {
     DType dt;
     int chunk, segment, l2;
     float glo, ghi;
+    int tile;  // the state pass's column tile: 16, 32, 0 (the op's choice)
 } GdrCase;
 
 static void check_gdr(GdrCase c) {
     const char *dts = c.dt == DT_F32 ? "f32" : c.dt == DT_BF16 ? "bf16" : "f16";
     char shape[128];
-    snprintf(shape, sizeof shape, "T=%d H=%d/%d d=%d/%d S0=%d %s C=%d%s%s%s", c.T, c.Hk, c.Hv, c.dk, c.dv,
-             c.state == 1, dts, c.chunk, c.segment ? " seg" : "", c.l2 ? "" : " no-l2",
+    snprintf(shape, sizeof shape, "T=%d H=%d/%d d=%d/%d S0=%d %s C=%d BV=%d%s%s%s", c.T, c.Hk, c.Hv, c.dk, c.dv,
+             c.state == 1, dts, c.chunk, c.tile, c.segment ? " seg" : "", c.l2 ? "" : " no-l2",
              c.glo == 0.0f && c.ghi == 0.0f ? " g=0" : c.ghi < -0.5f ? " strong" : "");
     const int64_t nq = (int64_t)c.T * c.Hk * c.dk, nv = (int64_t)c.T * c.Hv * c.dv, ng = (int64_t)c.T * c.Hv;
     const int64_t ns = (int64_t)c.Hv * c.dk * c.dv, no = (int64_t)c.T * c.Hv * c.dv;
@@ -89,10 +92,10 @@ static void check_gdr(GdrCase c) {
     gated_delta_rule_cpu(o_seq, S_seq, q, k, v, g, beta, s0, c.T, c.Hk, c.Hv, c.dk, c.dv, 0.0f, c.l2);
     gated_delta_rule_chunked_cpu(o_ch, S_ch, q, k, v, g, beta, s0, c.T, c.Hk, c.Hv, c.dk, c.dv, 0.0f, c.l2, c.chunk);
 
-    gated_delta_rule_cuda_set_segment(c.segment);
+    gated_delta_rule_cuda_tune(c.segment, c.tile);
     gated_delta_rule_chunked_cuda(d_o, c.out_state ? d_S : NULL, d_q, d_k, d_v, d_g, d_beta,
                                   c.state == 1 ? d_S : NULL, c.T, c.Hk, c.Hv, c.dk, c.dv, 0.0f, c.l2, c.chunk, c.dt);
-    gated_delta_rule_cuda_set_segment(0);
+    gated_delta_rule_cuda_tune(0, 0);
     float *o = host_from_dev(d_o, no), *S = host_from_dev(d_S, ns);
     compare("deltanet o (vs sequential)", shape, o, o_seq, no, DN_NMSE, F32_MAX);
     compare("deltanet o (vs chunked)", shape, o, o_ch, no, DN_NMSE, F32_MAX);
@@ -106,7 +109,7 @@ static void check_gdr(GdrCase c) {
 }
 
 static GdrCase gdr(int T, int Hk, int Hv, int dk, int dv, int state, DType dt) {
-    GdrCase c = {T, Hk, Hv, dk, dv, state, 1, dt, 64, 0, 1, -1.0f, 0.0f};
+    GdrCase c = {T, Hk, Hv, dk, dv, state, 1, dt, 64, 0, 1, -1.0f, 0.0f, 0};
     return c;
 }
 
@@ -183,8 +186,11 @@ void twins_deltanet(int quick) {
             if (quick && ds[di] == 64) continue;
             for (int hi = 0; hi < 3; hi++)
                 for (int st = 0; st < 2; st++)
-                    for (int b = 0; b < 2; b++)
-                        check_gdr(gdr(Ts[ti], heads[hi][0], heads[hi][1], ds[di], ds[di], st, b ? DT_BF16 : DT_F32));
+                    for (int b = 0; b < 2; b++) {
+                        GdrCase g = gdr(Ts[ti], heads[hi][0], heads[hi][1], ds[di], ds[di], st, b ? DT_BF16 : DT_F32);
+                        g.tile = (hi + st + b) % 2 ? 32 : 16;  // both state tiles at every (T, d)
+                        check_gdr(g);
+                    }
         }
     }
     GdrCase c;
@@ -195,6 +201,8 @@ void twins_deltanet(int quick) {
     c = gdr(130, 1, 3, 64, 64, 1, DT_F32), c.chunk = 16, check_gdr(c);
     c = gdr(20, 1, 1, 32, 32, 1, DT_F32), c.chunk = 1, check_gdr(c);
     c = gdr(257, 1, 3, 64, 64, 1, DT_BF16), c.segment = 2, check_gdr(c);  // segments of 2 chunks
+    c.tile = 32, check_gdr(c);
+    c = gdr(130, 1, 2, 256, 256, 1, DT_F32), c.tile = 32, check_gdr(c);
     c = gdr(130, 1, 1, 128, 128, 1, DT_F32), c.l2 = 0, check_gdr(c);
     c = gdr(130, 1, 1, 64, 64, 1, DT_F32), c.glo = c.ghi = 0.0f, check_gdr(c);
     c = gdr(130, 1, 1, 64, 64, 1, DT_F32), c.glo = -5.0f, c.ghi = -1.0f, check_gdr(c);
