@@ -3,10 +3,15 @@
 # kernels of kernels/cuda/deltanet.cu on host threads, no GPU or nvcc needed)
 # into build-emu/ and runs it against the CPU twins; --twins runs the DeltaNet
 # part of test_cuda_twins (tests/twins/deltanet.c) on the emulated kernels
-# instead. Exit 0 when every case passes.
+# instead. EMU_OUT=DIR builds there (default build-emu/). Exit 0 when every case
+# passes, 77 (CTest: skipped) without g++ or pkg-config's openblas.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-out="$root/build-emu"
+out="${EMU_OUT:-$root/build-emu}"
+if ! command -v g++ >/dev/null || ! pkg-config --exists openblas; then
+    echo "emulate-deltanet-cuda: skipped: needs g++ and openblas (pkg-config)"
+    exit 77
+fi
 mkdir -p "$out"
 inc=(-I"$root/tests/emu" -I"$root/kernels" -I"$root/kernels/cuda" -I"$root/base")
 gcc -std=c11 -O2 -fopenmp -D_GNU_SOURCE "${inc[@]}" $(pkg-config --cflags openblas) -c "$root/kernels/cpu/deltanet_cpu.c" -o "$out/deltanet_cpu.o"

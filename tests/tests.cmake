@@ -132,3 +132,8 @@ add_test(NAME layering COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_layering.sh $
 add_executable(test_deltanet tests/test_deltanet.c)
 target_link_libraries(test_deltanet PRIVATE spindle_kernels)
 add_test(NAME deltanet COMMAND test_deltanet)
+# The CUDA kernels of kernels/cuda/deltanet.cu on host threads (tests/emu: CUDA
+# stand-ins), against the CPU twins: no GPU or nvcc needed, so every build checks them.
+add_test(NAME deltanet_cuda_emulated COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/emulate-deltanet-cuda.sh --quick)
+set_tests_properties(deltanet_cuda_emulated PROPERTIES SKIP_RETURN_CODE 77
+  ENVIRONMENT "EMU_OUT=${TEST_TMP}/emu_deltanet")

@@ -296,8 +296,8 @@ __global__ void __launch_bounds__(DN_THREADS)
     }
     __syncthreads();
 
-    // 4. Threads 0..63: Tm = (I + L)⁻¹ by forward substitution, one row per step,
-    //    thread j forming Tm[i][j] = −Σ_{j≤m<i} L[i][m] Tm[m][j]. Meanwhile the
+    // 4. Threads 0..63: Tm = (I + L)⁻¹ by forward substitution, thread j down
+    //    column j: Tm[i][j] = −Σ_{j≤m<i} L[i][m] Tm[m][j], rows in order. Meanwhile the
     //    other threads load the rows of β e^γ ⊙ K (into Y), e^{γ_n − γ} ⊙ K (to
     //    the workspace) and β ⊙ V (into X).
     if (tid >= DN_C) {
@@ -317,15 +317,15 @@ __global__ void __launch_bounds__(DN_THREADS)
             X[e] = (m < n && j < dv) ? bs[m] * widen(v[((int64_t)(t0 + m) * Hv + h) * dv + j]) : 0.0f;
         }
     }
-    for (int i = 0; i < n; i++) {
-        if (tid < DN_C) {
-            const int j = tid;
+    if (tid < DN_C) {  // column j of Tm depends only on L and column j itself: no barrier per row
+        const int j = tid;
+        for (int i = 0; i < n; i++) {
             float t = 0.0f;
             for (int m = j; m < i; m++) t += Ls[i * DN_LDS + m] * Ts[m * DN_LDS + j];
             Ts[i * DN_LDS + j] = j < i ? -t : (j == i ? 1.0f : 0.0f);
         }
-        __syncthreads();
     }
+    __syncthreads();
     // 5. Tmᵀ into Ls (zero past row n, and above the diagonal).
     for (int e = tid; e < DN_C * DN_C; e += DN_THREADS) {
         const int m = e / DN_C, i = e % DN_C;
