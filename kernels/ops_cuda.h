@@ -145,6 +145,31 @@ void moe_experts_cuda(float *out, const float *x, const int *idx, const float *w
                       const float *const *w_up, const float *const *w_down, int T, int H, int E, int inter, int k,
                       Act act);
 
+// ---- Gated DeltaNet (kernels/cuda/deltanet.cu) ---------------------------------------
+
+// The CPU twins' ops (ops.h, kernels/cpu/deltanet_cpu.c) on device arrays, same
+// arguments and semantics; fp32 throughout.
+void causal_conv1d_cuda(float *out, const float *x, const float *w, const float *bias, int T, int C, int K,
+                        int apply_silu);
+void l2norm_rows_cuda(float *x, int rows, int C, float eps);
+void gated_rmsnorm_cuda(float *out, const float *x, const float *z, const float *w, int rows, int C, float eps);
+void deltanet_gates_cuda(float *g, float *beta, const float *a, const float *b, const float *A_log,
+                         const float *dt_bias, int T, int Hv);
+// gated_delta_rule_chunked_cpu on the device: q, k [T, Hk, dk] and v [T, Hv, dv]
+// stored as dt (DT_F32, DT_BF16 or DT_F16; widened to fp32 on load), g, beta
+// [T, Hv], state_in / state_out [Hv, dk, dv] (either may be NULL; they may
+// alias) and o [T, Hv, dv] fp32; fp32 state and arithmetic. 1 ≤ dk, dv ≤ 256,
+// 1 ≤ chunk ≤ 64 (64 is the fast case), any T ≥ 0. Uses a workspace of up to
+// about 512 MiB, kept between calls (a long T goes through in segments).
+void gated_delta_rule_chunked_cuda(float *o, float *state_out, const void *q, const void *k, const void *v,
+                                   const float *g, const float *beta, const float *state_in, int T, int Hk,
+                                   int Hv, int dk, int dv, float scale, int qk_l2norm, int chunk, DType dt);
+// Tests and benches: chunks per segment of gated_delta_rule_chunked_cuda (0: as
+// many as the workspace cap allows; small values cross segment boundaries at
+// small T) and the state pass's column tile (16 or 32; 0: chosen by the number of
+// blocks it gives). Both only change how the work is split, not the result.
+void gated_delta_rule_cuda_tune(int segment_chunks, int state_tile);
+
 // ---- scoring (kernels/cuda/score.cu) ----------------------------------------------
 
 // next_token_stats_cpu (ops.h) on the device: ld, ls [rows, V] fp32 logits (ls

@@ -87,7 +87,7 @@ add_test(NAME reports COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_reports.sh ${C
 
 if(SPINDLE_CUDA)
   add_executable(test_cuda_twins tests/test_cuda_twins.c tests/twins/common.c tests/twins/oracle.c
-    tests/twins/indexer.c tests/twins/sdpa.c tests/twins/score.c)
+    tests/twins/indexer.c tests/twins/sdpa.c tests/twins/score.c tests/twins/deltanet.c)
   target_include_directories(test_cuda_twins PRIVATE tests/twins)
   target_link_libraries(test_cuda_twins PRIVATE spindle_cli)
   add_test(NAME cuda_twins COMMAND test_cuda_twins)
@@ -135,3 +135,8 @@ add_test(NAME layering COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_layering.sh $
 add_executable(test_deltanet tests/test_deltanet.c)
 target_link_libraries(test_deltanet PRIVATE spindle_kernels)
 add_test(NAME deltanet COMMAND test_deltanet)
+# The CUDA kernels of kernels/cuda/deltanet.cu on host threads (tests/emu: CUDA
+# stand-ins), against the CPU twins: no GPU or nvcc needed, so every build checks them.
+add_test(NAME deltanet_cuda_emulated COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/emulate-deltanet-cuda.sh --quick)
+set_tests_properties(deltanet_cuda_emulated PROPERTIES SKIP_RETURN_CODE 77
+  ENVIRONMENT "EMU_OUT=${TEST_TMP}/emu_deltanet")

@@ -95,7 +95,7 @@ typedef struct {
     int cases, fails;
 } OpStats;
 
-enum { MAX_OPS = 96 };
+enum { MAX_OPS = 160 };
 static OpStats stats[MAX_OPS];
 static int n_ops = 0, failures = 0;
 

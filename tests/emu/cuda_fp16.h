@@ -1,0 +1,9 @@
+// cuda_fp16.h (emulation, see cuda_runtime.h): f16 storage and its conversions.
+#pragma once
+#include <cstdint>
+#include <cstring>
+struct __half {
+    _Float16 v;
+};
+inline float __half2float(__half x) { return (float)x.v; }
+inline __half __float2half_rn(float f) { return __half{(_Float16)f}; }

@@ -1,0 +1,127 @@
+// cuda_runtime.h (emulation): just enough of the CUDA runtime for the kernels of
+// kernels/cuda/deltanet.cu to compile as C++ and run on host threads, one thread
+// per CUDA thread, the blocks of a launch one after another. __syncthreads is a
+// barrier of the block's threads, a warp shuffle an exchange through memory
+// between two barriers of the warp's 32 threads. Dynamic shared memory and
+// every cuda_malloc'd buffer start as NaN, so a read of something never written
+// shows in the results. Slow, for small cases: it checks the kernels' indexing,
+// bounds and barriers without a GPU (tests/emu/emu_deltanet.cpp).
+#pragma once
+#define SPINDLE_CUDA_EMULATION 1
+
+#include <barrier>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <thread>
+#include <vector>
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+
+struct dim3 {
+    unsigned x, y, z;
+    dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
+};
+struct emu_uint3 {
+    unsigned x, y, z;
+};
+inline thread_local emu_uint3 threadIdx, blockIdx;
+inline dim3 blockDim, gridDim;
+
+struct alignas(16) float4 {
+    float x, y, z, w;
+};
+struct alignas(8) float2 {
+    float x, y;
+};
+inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
+inline float2 make_float2(float x, float y) { return float2{x, y}; }
+
+typedef int cudaError_t;
+enum { cudaSuccess = 0 };
+enum { cudaDevAttrMultiProcessorCount = 16, cudaDevAttrMaxSharedMemoryPerBlockOptin = 97, cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+inline const char *cudaGetErrorName(cudaError_t) { return "emulation"; }
+inline const char *cudaGetErrorString(cudaError_t) { return "emulation"; }
+inline cudaError_t cudaGetLastError() { return cudaSuccess; }
+inline cudaError_t cudaGetDevice(int *d) { *d = 0; return cudaSuccess; }
+inline int emu_smem_optin = 232448;  // an H100 / H200's 227 KiB
+inline cudaError_t cudaDeviceGetAttribute(int *v, int attr, int) {
+    *v = attr == cudaDevAttrMultiProcessorCount ? 132 : emu_smem_optin;  // an H200's SMs
+    return cudaSuccess;
+}
+inline int emu_smem_limit_seen;  // the largest dynamic shared memory asked for
+template <typename F>
+cudaError_t cudaFuncSetAttribute(F, int, int bytes) {
+    if (bytes > emu_smem_limit_seen) emu_smem_limit_seen = bytes;
+    return bytes <= emu_smem_optin ? cudaSuccess : 1;
+}
+
+// ---- the running block ----
+inline std::barrier<> *emu_block_bar;
+inline std::vector<std::barrier<> *> emu_warp_bar;
+inline uint64_t emu_xchg[1024];
+inline float *emu_dyn;
+inline size_t emu_dyn_bytes;
+inline float *emu_dynamic_smem() { return emu_dyn; }
+
+inline int emu_tid() { return (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z)); }
+inline void __syncthreads() { emu_block_bar->arrive_and_wait(); }
+
+template <typename T>
+T emu_exchange(T v, int src) {
+    const int t = emu_tid();
+    uint64_t u = 0;
+    memcpy(&u, &v, sizeof v);
+    emu_xchg[t] = u;
+    emu_warp_bar[t / 32]->arrive_and_wait();
+    T r;
+    memcpy(&r, &emu_xchg[(t / 32) * 32 + src], sizeof r);
+    emu_warp_bar[t / 32]->arrive_and_wait();
+    return r;
+}
+template <typename T>
+T __shfl_xor_sync(unsigned, T v, int off, int = 32) { return emu_exchange(v, (emu_tid() % 32) ^ off); }
+template <typename T>
+T __shfl_sync(unsigned, T v, int src, int = 32) { return emu_exchange(v, src % 32); }
+
+inline void emu_poison(float *p, size_t n) {
+    for (size_t i = 0; i < n; i++) p[i] = std::numeric_limits<float>::quiet_NaN();
+}
+
+template <typename... P, typename... A>
+void emu_launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, A... args) {
+    const int nt = (int)(block.x * block.y * block.z);
+    if (nt % 32 != 0 || nt > 1024) abort();
+    if (smem > (size_t)emu_smem_optin) abort();
+    blockDim = block, gridDim = grid;
+    std::vector<float4> dyn(smem / sizeof(float4) + 1);
+    emu_dyn = (float *)dyn.data(), emu_dyn_bytes = smem;
+    std::barrier<> bar(nt);
+    emu_block_bar = &bar;
+    emu_warp_bar.clear();
+    for (int w = 0; w < nt / 32; w++) emu_warp_bar.push_back(new std::barrier<>(32));
+    emu_poison(emu_dyn, dyn.size() * 4);
+    std::vector<std::thread> th;
+    for (int t = 0; t < nt; t++)
+        th.emplace_back([&, t]() {
+            threadIdx = {t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
+            for (unsigned bz = 0; bz < grid.z; bz++)
+                for (unsigned by = 0; by < grid.y; by++)
+                    for (unsigned bx = 0; bx < grid.x; bx++) {
+                        blockIdx = {bx, by, bz};
+                        kernel(args...);
+                        bar.arrive_and_wait();
+                        if (t == 0) emu_poison(emu_dyn, dyn.size() * 4);
+                        bar.arrive_and_wait();
+                    }
+        });
+    for (auto &x : th) x.join();
+    for (auto *b : emu_warp_bar) delete b;
+    emu_warp_bar.clear();
+}
