@@ -87,7 +87,7 @@ add_test(NAME reports COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_reports.sh ${C
 
 if(SPINDLE_CUDA)
   add_executable(test_cuda_twins tests/test_cuda_twins.c tests/twins/common.c tests/twins/oracle.c
-    tests/twins/indexer.c tests/twins/sdpa.c tests/twins/score.c tests/twins/deltanet.c)
+    tests/twins/indexer.c tests/twins/sdpa.c tests/twins/score.c tests/twins/deltanet.c tests/twins/hybrid.c)
   target_include_directories(test_cuda_twins PRIVATE tests/twins)
   target_link_libraries(test_cuda_twins PRIVATE spindle_cli)
   add_test(NAME cuda_twins COMMAND test_cuda_twins)

@@ -61,4 +61,5 @@ void twins_oracle(int quick);    // tests/twins/oracle.c: top-k select, oracle s
 void twins_indexer(int quick);   // tests/twins/indexer.c: indexer scores, select, fused KL loss/grads, AdamW
 void twins_sdpa(int quick);      // tests/twins/sdpa.c: bf16 dense attention (cuDNN SDPA)
 void twins_score(int quick);     // tests/twins/score.c: next-token scoring (eval), backbone_score
+void twins_hybrid(int quick);    // tests/twins/hybrid.c: sigmoid gates, MoE router and experts
 void twins_deltanet(int quick);  // tests/twins/deltanet.c: Gated DeltaNet (chunked delta rule, conv1d, norms, gates)
