@@ -177,10 +177,10 @@ sanitize() {
         "$OUT/$name.txt"
     [ $rc -eq 0 ] || fail "$name exit $rc"
 }
-# SANITIZE_PARTS="memcheck backbone sdpa oracle indexer score deltanet" (the default: all)
+# SANITIZE_PARTS="memcheck backbone sdpa oracle indexer score deltanet hybrid" (the default: all)
 # names the sanitizer runs to make: memcheck, and the twin-test parts racecheck
 # runs on (a long job split over several calls).
-parts=${SANITIZE_PARTS:-memcheck backbone sdpa oracle indexer score deltanet}
+parts=${SANITIZE_PARTS:-memcheck backbone sdpa oracle indexer score deltanet hybrid}
 if [ "${SKIP_SANITIZE:-0}" != 1 ]; then
     if [[ " $parts " == *" memcheck "* ]]; then
         step "compute-sanitizer --tool memcheck (test_cuda_twins --quick)"
@@ -206,7 +206,7 @@ if [ "${SKIP_SANITIZE:-0}" != 1 ]; then
         # failed to handle a hardware exception", even with no kernel
         # instrumented) names its part; the last "ok" line in the file is the
         # check before it.
-        for part in backbone sdpa oracle indexer score deltanet; do
+        for part in backbone sdpa oracle indexer score deltanet hybrid; do
             [[ " $parts " == *" $part "* ]] || continue
             step "compute-sanitizer --tool racecheck (test_cuda_twins --quick --part $part)"
             TWIN_ARGS="--part $part" sanitize "racecheck-$part" racecheck --kernel-name-exclude kns=cudnn
