@@ -182,13 +182,13 @@ template <int NS>
 static __device__ __forceinline__ void dn_mm(float (&acc)[4][NS], const float *A, int lda, int i0, const float *B,
                                              int ldb, int j0, int K) {
     for (int m = 0; m < K; m++) {
-        const float4 a = *(const float4 *)(A + (int64_t)m * lda + i0);
+        const float4 a = *(const float4 *)(A + m * lda + i0);  // shared memory: int offsets
         float b[NS];
         if constexpr (NS == 4) {
-            const float4 b4 = *(const float4 *)(B + (int64_t)m * ldb + j0);
+            const float4 b4 = *(const float4 *)(B + m * ldb + j0);
             b[0] = b4.x, b[1] = b4.y, b[2] = b4.z, b[3] = b4.w;
         } else {
-            const float2 b2 = *(const float2 *)(B + (int64_t)m * ldb + j0);
+            const float2 b2 = *(const float2 *)(B + m * ldb + j0);
             b[0] = b2.x, b[1] = b2.y;
         }
         const float av[4] = {a.x, a.y, a.z, a.w};
