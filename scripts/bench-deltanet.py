@@ -73,6 +73,9 @@ def inputs(torch, T, Hk, Hv, dk, dv, dtype, seed, device):
     v = u((1, T, Hv, dv), -1, 1, dtype)
     gg = u((1, T, Hv), -1, 0, torch.float32)
     beta = u((1, T, Hv), 0.05, 0.95, torch.float32)
+    if Hv != Hk:  # key heads repeated to the value heads before the call, as the model does in
+        # transformers 5.17 (later versions repeat inside the function; with equal heads, a no-op there)
+        q, k = q.repeat_interleave(Hv // Hk, dim=2), k.repeat_interleave(Hv // Hk, dim=2)
     return q, k, v, gg, beta
 
 
