@@ -43,6 +43,19 @@
 #          and top-1 ≥ 95.31% (types_w7, 3 flips of 64; GPU 96.88%, the same
 #          2 rows as the plain emulation): inside the bound, types_w7 at its
 #          edge (a 4th near-tie flip would miss it).
+#   Qwen3-Next / Qwen3.5 cases (model_type qwen3_next, qwen3_5_text), mixed
+#          and bf16 alike: nmse ≤ 8e-4, top-1 ≥ 94%, every flipped row at a
+#          reference top-2 margin ≤ 0.08. Measured on an H200
+#          (docs/runs/2026-12-01-h200-qwen35-hybrid/goldens_cuda.txt): nmse
+#          9.1e-5..3.7e-4, top-1 96.15..100%, flips at margins ≤ 0.062 (mixed
+#          ≤ 0.022). These tiny random hybrids have 4–6 layers whose zero-centred
+#          norms carry random gains, the DeltaNet projections and the output gate
+#          feed each rounding into a recurrence, and their logits are near-flat
+#          (rows with top-2 margins below 0.02 are common); the bound is ~2× the
+#          largest nmse measured. fp32 is the strict check (≤ 2e-3; measured
+#          ≤ 1.8e-5, as the CPU twin), and every deliberate layout or formula
+#          mistake of make-goldens.py's sensitivity runs moves the logits by
+#          0.6..6.2, against ≤ 0.39 here for rounding.
 #   SPINDLE_BF16_NMSE / SPINDLE_BF16_TOP1 override the mixed bounds (every case).
 # Prints one line per case and precision: max|Δ|, nmse, top-1 agreement.
 # Exit 0 all pass, 1 a failure, 77 (CTest: skipped) without a usable GPU (or a
@@ -97,11 +110,12 @@ import sys
 import numpy as np
 got_p, ref_p, name, prec = sys.argv[1:5]
 with open(sys.argv[7]) as f:
-    gemma3 = json.load(f).get("model_type") == "gemma3_text"
-# mixed bounds: dense families / Gemma 3 (header comment: why, and the emulation behind the latter)
-bf16_nmse = float(sys.argv[5] or (3e-4 if gemma3 else 1e-4))
-bf16_top1 = float(sys.argv[6] or (0.90 if gemma3 else 0.99))
-flip_margin_max = 0.05 if gemma3 else float("inf")
+    mtype = json.load(f).get("model_type")
+gemma3, hybrid = mtype == "gemma3_text", mtype in ("qwen3_next", "qwen3_5_text")
+# mixed bounds: dense families / Gemma 3 / the Qwen3-Next and Qwen3.5 hybrids (header comment: why)
+bf16_nmse = float(sys.argv[5] or (3e-4 if gemma3 else 8e-4 if hybrid else 1e-4))
+bf16_top1 = float(sys.argv[6] or (0.90 if gemma3 else 0.94 if hybrid else 0.99))
+flip_margin_max = 0.05 if gemma3 else 0.08 if hybrid else float("inf")
 got = np.load(got_p).astype(np.float64)
 ref = np.load(ref_p).astype(np.float64)
 if got.shape != ref.shape:
@@ -121,6 +135,9 @@ flips = np.nonzero(got.argmax(axis=1) != ref.argmax(axis=1))[0]
 if prec == "fp32":
     ok = finite and max_abs <= 2e-3
 elif prec == "mixed":
+    ok = (finite and nmse <= bf16_nmse and top1 >= bf16_top1
+          and bool((margin[flips] <= flip_margin_max).all()))
+elif hybrid:  # bf16: the same bounds as mixed for these (header comment)
     ok = (finite and nmse <= bf16_nmse and top1 >= bf16_top1
           and bool((margin[flips] <= flip_margin_max).all()))
 else:
