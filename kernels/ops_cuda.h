@@ -166,8 +166,8 @@ void gated_delta_rule_chunked_cuda(float *o, float *state_out, const void *q, co
                                    int Hv, int dk, int dv, float scale, int qk_l2norm, int chunk, DType dt);
 // Tests and benches: chunks per segment of gated_delta_rule_chunked_cuda (0: as
 // many as the workspace cap allows; small values cross segment boundaries at
-// small T) and the state pass's column tile (16 or 32; 0: chosen by the number of
-// blocks it gives). Both only change how the work is split, not the result.
+// small T) and the state pass's column tile (16 or 32; 0: the default, 32).
+// Both only change how the work is split, not the result.
 void gated_delta_rule_cuda_tune(int segment_chunks, int state_tile);
 
 // ---- scoring (kernels/cuda/score.cu) ----------------------------------------------

@@ -534,7 +534,7 @@ extern "C" void deltanet_gates_cuda(float *g, float *beta, const float *a, const
 // the GPU many times over). Grown on demand, kept for the next call.
 static const size_t DN_WS_BYTES = (size_t)512 << 20;
 static int g_segment_chunks;  // chunks per segment, 0: sized by DN_WS_BYTES
-static int g_state_tile;      // dn_state_kernel's BV, 0: by the number of blocks
+static int g_state_tile;      // dn_state_kernel's BV, 0: the default (32)
 static float *g_ws;
 static size_t g_ws_bytes;
 
@@ -559,13 +559,13 @@ static void dn_run(float *o, float *state_out, const InT *q, const InT *k, const
     const int dkp = round4(dk), dvp = round4(dv);
     const int xsize = dkp * DN_LDT > DN_C * dvp ? dkp * DN_LDT : DN_C * dvp;
     const size_t smem_chunk = sizeof(float) * ((size_t)xsize + (size_t)dkp * DN_LDT + 2 * DN_C * DN_LDS + 5 * DN_C);
-    int dev = 0, smem_max = 0, sms = 0;
+    int dev = 0, smem_max = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    // The state pass has ⌈dv/BV⌉·Hv blocks, one an SM at BV = 32: with fewer than
-    // half as many as SMs, BV = 16 doubles them (two fit an SM: K_d shares W's buffer).
-    const int BV = g_state_tile ? g_state_tile : (dv + 31) / 32 * Hv * 2 <= sms ? 16 : 32;
+    // BV = 32 unless a test or bench asks for 16: on an H200, 32 was the faster tile at
+    // both Qwen3.5 shapes, also at 16 value heads, where it gives 64 blocks on 132 SMs and
+    // 16 twice as many (docs/performance.md, "Gated DeltaNet chunked kernel").
+    const int BV = g_state_tile ? g_state_tile : 32;
     const size_t smem_state2 = sizeof(float) * (2 * (size_t)dkp * DN_C + DN_C * DN_C + DN_C * BV + (size_t)dkp * BV);
     const size_t smem_state3 = smem_state2 + sizeof(float) * (size_t)dkp * DN_C;
     if (smem_chunk > (size_t)smem_max || smem_state2 > (size_t)smem_max)
