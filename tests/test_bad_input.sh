@@ -174,6 +174,21 @@ else
   echo "skip: $hy absent (hybrid --layers refusals)"
 fi
 
+# Qwen3-Next / Qwen3.5 checkpoints whose config.json disagrees with their weights: the
+# loader names the tensor, its shape and what the config implies.
+hyb() {  # hyb NAME CASE KEY VALUE: a copy of goldens/CASE with config.json's KEY set to VALUE
+  rm -rf "$work/$1" && cp -r "$goldens/$2" "$work/$1" &&
+    python3 -c "import json,sys; p=sys.argv[1]; c=json.load(open(p)); c[sys.argv[2]]=json.loads(sys.argv[3]); json.dump(c, open(p, 'w'))" \
+      "$work/$1/config.json" "$3" "$4"
+  echo "$work/$1"
+}
+d=$(hyb q35_vdim qwen3_5_types_f32 linear_value_head_dim 8)
+expect 1 "linear_attn.in_proj_qkv.weight\" has shape \[.*\] but config.json implies" logits "$d" "$d/ids.txt"
+d=$(hyb qnext_experts qwen3_next_moe_f32 num_experts 5)
+expect 1 "mlp.gate.weight\" has shape \[4, 32\] but config.json implies \[5, 32\]" logits "$d" "$d/ids.txt"
+d=$(hyb qnext_kinds qwen3_next_moe_f32 layer_types '["full_attention", "full_attention", "linear_attention", "full_attention"]')
+expect 1 "missing weight \"model.layers.0.self_attn.q_proj.weight\"" logits "$d" "$d/ids.txt"
+
 # And the good path writes the file (so the checks above can tell the difference).
 rm -f "$work/out.npy"
 if "$bin" logits --model "$good" --ids "$good/ids.txt" --out "$work/out.npy" 2>/dev/null && [ -s "$work/out.npy" ] && [ ! -e "$work/out.npy.tmp" ]; then

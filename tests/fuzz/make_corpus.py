@@ -118,6 +118,20 @@ cfg("refuse-gemma3-layer-count", **gemma, layer_types=["sliding_attention", "ful
 cfg("refuse-gemma3-attn-softcap", **gemma, attn_logit_softcapping=50.0)
 cfg("refuse-gemma3-local-theta", **gemma, rope_local_base_freq=1e-300)
 
+# Qwen3-Next / Qwen3.5: layer_types or full_attention_interval, Gated DeltaNet sizes, MoE, and refusals.
+hyb = {"head_dim": 16, "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 8,
+       "linear_value_head_dim": 8, "linear_conv_kernel_dim": 4, "rope_theta": None,
+       "rope_parameters": {"rope_type": "default", "rope_theta": 1e7, "partial_rotary_factor": 0.25}}
+cfg("qwen3_5-types", model_type="qwen3_5_text", **hyb, layer_types=["linear_attention", "full_attention"])
+cfg("qwen3_5-nested", model_type="qwen3_5", text_config=dict(base, model_type="qwen3_5_text", **{
+    k: v for k, v in hyb.items() if v is not None}, full_attention_interval=2))
+cfg("qwen3_next-moe", model_type="qwen3_next", **hyb, full_attention_interval=2, num_experts=4,
+    num_experts_per_tok=2, moe_intermediate_size=32, shared_expert_intermediate_size=32, mlp_only_layers=[1])
+cfg("refuse-qwen3_5-heads", model_type="qwen3_5_text", **dict(hyb, linear_num_key_heads=3))
+cfg("refuse-qwen3_next-topk", model_type="qwen3_next", **hyb, num_experts=2, num_experts_per_tok=3)
+cfg("refuse-qwen3_5-layer-type", model_type="qwen3_5_text", **hyb, layer_types=["linear_attention",
+                                                                                 "sliding_attention"])
+
 # --- tokenizer.json ------------------------------------------------------------------
 
 def bytes_to_unicode():
