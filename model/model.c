@@ -36,9 +36,17 @@ static int take(Model *m, const char *name, int ndim, const int64_t *want, int o
             snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", i ? ", " : "", (long long)t->shape[i]);
         for (int i = 0; i < ndim; i++)
             snprintf(exp + strlen(exp), sizeof exp - strlen(exp), "%s%lld", i ? ", " : "", (long long)want[i]);
-        return status_fail(st, "%s: \"%s\" has shape [%s] but config.json implies [%s] (hidden_size=%d, heads=%d, kv_heads=%d, head_dim=%d)",
-                           st_path(&m->st, t), name, got, exp, m->cfg.hidden, m->cfg.n_heads,
-                           m->cfg.n_kv_heads, m->cfg.head_dim);
+        const ModelConfig *c = &m->cfg;
+        char extra[160] = "";
+        if (c->lin.n_v_heads)
+            snprintf(extra, sizeof extra, ", linear key/value heads %d/%d, linear head dims %d/%d, conv %d",
+                     c->lin.n_k_heads, c->lin.n_v_heads, c->lin.k_dim, c->lin.v_dim, c->lin.conv_kernel);
+        if (c->moe.n_experts)
+            snprintf(extra + strlen(extra), sizeof extra - strlen(extra), ", experts %d (FFN %d, shared %d)",
+                     c->moe.n_experts, c->moe.intermediate, c->moe.shared_intermediate);
+        return status_fail(st, "%s: \"%s\" has shape [%s] but config.json implies [%s] (hidden_size=%d, heads=%d, kv_heads=%d, head_dim=%d%s)",
+                           st_path(&m->st, t), name, got, exp, c->hidden, c->n_heads, c->n_kv_heads, c->head_dim,
+                           extra);
     }
     if (t->dtype != ST_F32 && t->dtype != ST_BF16 && t->dtype != ST_F16)
         return status_fail(st, "%s: \"%s\" has dtype %s (supported: F32, BF16, F16)", st_path(&m->st, t),
