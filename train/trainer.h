@@ -1,15 +1,26 @@
 // trainer.h: `spindle train` — distil each chosen layer's head-averaged
-// attention mass into its indexer from teacher shards (docs/design.md, "Loss").
+// attention mass into its indexer (docs/design.md, "Loss"), from teacher
+// shards or online: the frozen backbone runs over each step's sequence and a
+// tap hands the step the trained layers' x and lse (and, on the CPU, the
+// teacher q and k) from that pass.
 #pragma once
 #include <stdint.h>
 
 #include "indexer.h"
 #include "status.h"
 
-enum { TRAIN_MAX_LAYERS = 256 };
+enum { TRAIN_MAX_LAYERS = 256, TRAIN_MAX_TEXT = 16 };
 
 typedef struct {
     const char *model_dir, *shards_dir, *run_dir;  // paths (train_config_load points them into path_store)
+    // Online mode (shards_dir NULL): the token stream `spindle teacher` reads
+    // (text files/folders tokenized and concatenated, or an ids file), cut into
+    // the same non-overlapping windows of ctx tokens; the step with data
+    // cursor c (sequences consumed so far) trains on window c mod their count.
+    const char *text[TRAIN_MAX_TEXT];
+    int n_text;
+    const char *ids_path;
+    int ctx;  // online only (shard mode: the shards' ctx)
     const char *heldout_dir;  // shards for the periodic recall check (NULL: none)
     IndexerConfig icfg;
     int layers[TRAIN_MAX_LAYERS];  // model layers to train (each stored in the shards)
@@ -26,6 +37,7 @@ typedef struct {
     int bf16_teacher;   // with use_cuda: the teacher's P on bf16 tensor cores ("teacher_precision")
     long stop_after;    // testing aid: exit (as if killed) after this many steps of this process (0: off)
     char path_store[3][4096];  // model, shards, held-out paths read from a run's config.json
+    char online_store[TRAIN_MAX_TEXT][4096];  // the online text / ids paths read from it
 } TrainConfig;
 
 // Default hyperparameters (the caller fills paths and layers).
@@ -41,7 +53,7 @@ int train_config_load(TrainConfig *tc, const char *run_dir, Status *st);
 // naming each on stderr ("spindle CMD: removed stale FILE"). Returns how many.
 int train_remove_stale_tmp(const char *run_dir, const char *cmd);
 
-// Trains to tc->steps. Everything is checked (model, shards, layers, sizes)
+// Trains to tc->steps. Everything is checked (model, shards or token stream, layers, sizes)
 // before the run folder is created or touched, so a refused run leaves
 // nothing behind. Fresh (resume = 0): refuses a non-empty run folder and
 // writes config.json. resume = 1: the run's config.json must agree with tc
