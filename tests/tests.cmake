@@ -82,6 +82,10 @@ add_test(NAME hybrid_pipeline COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_hybrid
          ${GOLDENS} ${TEST_TMP}/hybrid)
 add_test(NAME train_resume_export COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_train.sh
          $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/train)
+# Online training (no shards): equal to shard training on the same windows and
+# seed, exact resume, bad usage, and the hybrid stack's full-attention layers only.
+add_test(NAME train_online COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_train_online.sh
+         $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/train_online)
 
 add_test(NAME reports COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_reports.sh ${CMAKE_SOURCE_DIR} ${TEST_TMP}/reports)
 
