@@ -466,6 +466,7 @@ static int sample_queries(int *q, int T, int min_pos, double frac, uint64_t *rng
 // teacher q/k come from the uploaded backbone (fwd_cuda_layer_qk).
 typedef struct {
     FwdCuda *f;
+    int own_f;  // f was uploaded here (else it is the online backbone's, freed by backbone_close)
     float *x, *lse, *tq, *tk, *grads;
     int32_t *queries;
     unsigned char *decay;
@@ -474,10 +475,13 @@ typedef struct {
     int64_t np;
 } GpuTrain;
 
+// backbone: an fp32 upload of m to borrow (online training's forward), or NULL: upload one.
 static int gpu_open(GpuTrain *g, const Model *m, const RunState *rs, const unsigned char *decay, int T,
-                    Status *st) {
+                    FwdCuda *backbone, Status *st) {
     memset(g, 0, sizeof *g);
-    if (fwd_cuda_upload(m, FWD_FP32, &g->f, st)) return -1;
+    if (backbone) g->f = backbone;
+    else if (fwd_cuda_upload(m, FWD_FP32, &g->f, st)) return -1;
+    else g->own_f = 1;
     const ModelConfig *c = &m->cfg;
     const size_t TT = (size_t)T, np = (size_t)rs->n_params;
     g->x = cuda_malloc(sizeof(float) * TT * c->hidden);
@@ -528,7 +532,7 @@ static void gpu_close(GpuTrain *g) {
     free(g->params), free(g->m), free(g->v);
     void *ps[] = {g->x, g->lse, g->tq, g->tk, g->grads, g->queries, g->decay};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) cuda_free(ps[i]);
-    fwd_cuda_free(g->f);
+    if (g->own_f) fwd_cuda_free(g->f);
     memset(g, 0, sizeof *g);
 }
 #endif
@@ -709,7 +713,7 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
     // indexer can be exported and evaluated as the floor.
     if (rs.step == 0 && run_state_save(tc->run_dir, &rs, tc->keep_ckpts + 1, st)) goto done;
 #ifdef SPINDLE_HAVE_CUDA
-    if (tc->use_cuda && gpu_open(&gpu, &m, &rs, decay, T, st)) goto done;
+    if (tc->use_cuda && gpu_open(&gpu, &m, &rs, decay, T, online ? bb.gpu : NULL, st)) goto done;
 #endif
     Progress pr;
     progress_start(&pr, "train", "step", tc->steps);
