@@ -138,6 +138,30 @@ static void fmt_layers(char *buf, size_t n, const int *layers, int nl) {
     for (int i = 0; i < nl && used + 16 < n; i++) used += (size_t)snprintf(buf + used, n - used, "%s%d", i ? "," : "", layers[i]);
 }
 
+static const Flag *flag_named(const Flag *flags, int nf, const char *name) {
+    for (int i = 0; i < nf; i++)
+        if (!strcmp(flags[i].name, name)) return &flags[i];
+    SPINDLE_CHECK(0);
+    return NULL;
+}
+
+// Whether the stream of the flags text (several values) or ids names the
+// paths of the run's stream rs (by real path). a, b [n]: the run's paths and
+// the given ones, space-separated, for the message.
+static int same_stream(const TrainStream *rs, const Flag *text, const char *ids, char *a, char *b, size_t n) {
+    const int n_given = ids ? 1 : text->n_values, n_run = rs->ids_path ? 1 : rs->n_text;
+    size_t la = 0, lb = 0;
+    a[0] = b[0] = 0;
+    for (int i = 0; i < n_run; i++)
+        la += (size_t)snprintf(a + la, la < n ? n - la : 0, "%s%s", i ? " " : "", rs->ids_path ? rs->ids_path : rs->text[i]);
+    for (int i = 0; i < n_given; i++) {
+        char rv[4096];
+        const char *v = ids ? ids : text->values[i];
+        lb += (size_t)snprintf(b + lb, lb < n ? n - lb : 0, "%s%s", i ? " " : "", realpath(v, rv) ? rv : v);
+    }
+    return !ids == !rs->ids_path && !strcmp(a, b);
+}
+
 // Resume: every flag given must agree with the run (run) after apply_flags
 // (tc); --steps may only grow. Paths compare by their real path; a path the
 // run names that no longer exists may be replaced (the folder was moved).
@@ -145,31 +169,19 @@ static void fmt_layers(char *buf, size_t n, const int *layers, int nl) {
 static int check_against_run(TrainConfig *tc, const TrainConfig *run, const Flag *flags, int nf) {
     char a[4096], b[4096];
     // The data source: shards or online, and the online stream's paths and ctx.
-    const Flag *text = NULL;
-    for (int i = 0; i < nf; i++)
-        if (!strcmp(flags[i].name, "--text")) text = &flags[i];
+    const Flag *text = flag_named(flags, nf, "--text");
     const char *ids = args_get(flags, nf, "--ids");
     if (run->shards_dir && (text->value || ids || args_get(flags, nf, "--ctx")))
         return refuse(tc->run_dir, ids ? "--ids" : text->value ? "--text" : "--ctx", "not set (the run trains from shards)",
                       "given");
     if (!run->shards_dir && args_get(flags, nf, "--shards"))
         return refuse(tc->run_dir, "--shards", "not set (the run trains online)", "given");
-    if (!run->shards_dir && (text->value || ids)) {
-        const int n = ids ? 1 : text->n_values, n_run = run->ids_path ? 1 : run->n_text;
-        size_t la = 0, lb = 0;
-        a[0] = b[0] = 0;
-        for (int i = 0; i < n_run; i++)
-            la += (size_t)snprintf(a + la, la < sizeof a ? sizeof a - la : 0, "%s%s", i ? " " : "",
-                                   run->ids_path ? run->ids_path : run->text[i]);
-        for (int i = 0; i < n; i++) {
-            char rv[4096];
-            const char *v = ids ? ids : text->values[i];
-            lb += (size_t)snprintf(b + lb, lb < sizeof b ? sizeof b - lb : 0, "%s%s", i ? " " : "",
-                                   realpath(v, rv) ? rv : v);
-        }
-        if ((!ids != !run->ids_path) || strcmp(a, b))
-            return refuse(tc->run_dir, ids ? "--ids" : "--text", a, b);
-    }
+    if (!run->shards_dir && (text->value || ids) && !same_stream(&run->online, text, ids, a, b, sizeof a))
+        return refuse(tc->run_dir, ids ? "--ids" : "--text", a, b);
+    const Flag *htext = flag_named(flags, nf, "--heldout-text");
+    const char *hids = args_get(flags, nf, "--heldout-ids");
+    if ((htext->value || hids) && !same_stream(&run->heldout_stream, htext, hids, a, b, sizeof a))
+        return refuse(tc->run_dir, hids ? "--heldout-ids" : "--heldout-text", a[0] ? a : "none", b);
     if (!run->shards_dir && args_get(flags, nf, "--ctx")) {
         int ctx;
         if (cli_positive(CMD, "--ctx", args_get(flags, nf, "--ctx"), &ctx)) return 2;
@@ -247,6 +259,9 @@ int cmd_train(int argc, char **argv) {
         {"--ctx", 1, "online training: tokens per sequence (the windows spindle teacher --ctx cuts)", NULL},
         {"--out", 1, "run folder: config.json, checkpoints/, log.jsonl, metrics.csv", NULL},
         {"--heldout", 1, "held-out shards folder for recall@k every --eval-every steps", NULL},
+        {"--heldout-text", 2, "held-out text file(s)/folder(s) instead: recall@k on its first window of the "
+                              "training ctx, computed online", NULL},
+        {"--heldout-ids", 1, "held-out token ids file instead (as --heldout-text)", NULL},
         {"--layers", 1, "full-attention layers to train (default: every layer in the shards; online: every "
                         "full-attention layer, e.g. 0,4,8-11)", NULL},
         {"--steps", 1, "optimizer steps, one teacher sequence each (default 200; with --resume, larger extends the run)", NULL},
@@ -302,10 +317,13 @@ int cmd_train(int argc, char **argv) {
             fprintf(stderr, "spindle " CMD ": --resume: %s holds nothing to resume; starting fresh\n", out);
     }
     tc.run_dir = out;
-    const Flag *text = NULL;
-    for (int i = 0; i < nf; i++)
-        if (!strcmp(flags[i].name, "--text")) text = &flags[i];
+    const Flag *text = flag_named(flags, nf, "--text"), *htext = flag_named(flags, nf, "--heldout-text");
     const char *ids = args_get(flags, nf, "--ids"), *shards = args_get(flags, nf, "--shards");
+    const char *hids = args_get(flags, nf, "--heldout-ids");
+    if ((htext->value && hids) || ((htext->value || hids) && args_get(flags, nf, "--heldout"))) {
+        fprintf(stderr, "spindle " CMD ": give one of --heldout (shards), --heldout-text or --heldout-ids\n");
+        return 2;
+    }
     if (text->value && ids) {
         fprintf(stderr, "spindle " CMD ": give one of --text or --ids, not both\n");
         return 2;
@@ -339,10 +357,10 @@ int cmd_train(int argc, char **argv) {
                         TRAIN_MAX_TEXT);
                 return 2;
             }
-            tc.ids_path = ids;
-            for (int i = 0; text->value && i < text->n_values; i++) tc.text[tc.n_text++] = text->values[i];
-            for (int i = 0; i < (ids ? 1 : tc.n_text); i++) {  // name a missing input before anything else
-                const char *p = ids ? ids : tc.text[i];
+            tc.online.ids_path = ids;
+            for (int i = 0; text->value && i < text->n_values; i++) tc.online.text[tc.online.n_text++] = text->values[i];
+            for (int i = 0; i < (ids ? 1 : tc.online.n_text); i++) {  // name a missing input before anything else
+                const char *p = ids ? ids : tc.online.text[i];
                 if (access(p, R_OK) != 0) {
                     fprintf(stderr, "spindle " CMD ": %s: cannot read the %s (%s)\n", p,
                             ids ? "token ids file" : "training text", strerror(errno));
@@ -350,6 +368,22 @@ int cmd_train(int argc, char **argv) {
                 }
             }
             if (cli_positive(CMD, "--ctx", args_get(flags, nf, "--ctx"), &tc.ctx)) return 2;
+        }
+        if (htext->value && htext->n_values > TRAIN_MAX_TEXT) {
+            fprintf(stderr, "spindle " CMD ": --heldout-text: %d paths, at most %d (give folders)\n", htext->n_values,
+                    TRAIN_MAX_TEXT);
+            return 2;
+        }
+        tc.heldout_stream.ids_path = hids;
+        for (int i = 0; htext->value && i < htext->n_values; i++)
+            tc.heldout_stream.text[tc.heldout_stream.n_text++] = htext->values[i];
+        for (int i = 0; i < (hids ? 1 : tc.heldout_stream.n_text); i++) {
+            const char *p = hids ? hids : tc.heldout_stream.text[i];
+            if (access(p, R_OK) != 0) {
+                fprintf(stderr, "spindle " CMD ": %s: cannot read the held-out %s (%s)\n", p,
+                        hids ? "token ids file" : "text", strerror(errno));
+                return 1;
+            }
         }
         ModelConfig mc;
         if (config_load(&mc, tc.model_dir, &st)) return cli_fail(CMD, &st);

@@ -14,6 +14,9 @@
 #   continued with `train --out RUN --resume` alone ends with the same
 #   checkpoint bytes as an uninterrupted run; a resume naming another --ctx,
 #   --ids or --shards is refused (exit 2).
+# - held-out recall computed online (--heldout-ids / --heldout-text: window 0
+#   of that stream, one tapped forward) equals the recall on fp32-x held-out
+#   shards of the same ids.
 # - bad usage: --shards with --text/--ids, --ctx with --shards, online without
 #   --ctx, --text with --ids: exit 2 with a message; a missing text / ids file:
 #   exit 1 naming it, and no run folder is left.
@@ -42,13 +45,14 @@ for i in 1 2 3 4 5 6; do cat "$g/ids.txt"; done >"$w/ids.txt"
 "$bin" teacher --model "$g" --ids "$w/ids.txt" --ctx 48 --out "$w/sh32" --seqs-per-shard 2 --x-dtype fp32 2>/dev/null
 "$bin" teacher --model "$g" --ids "$w/ids.txt" --ctx 48 --out "$w/sh16" --seqs-per-shard 2 2>/dev/null
 "$bin" teacher --model "$g" --ids "$g/ids.txt" --ctx 48 --out "$w/held" 2>/dev/null
+"$bin" teacher --model "$g" --ids "$g/ids.txt" --ctx 48 --out "$w/held32" --x-dtype fp32 2>/dev/null
 steps=40
 common=(--model "$g" --steps $steps --d-index 16 --d-rope 8 --recall-k 8 --eval-every 20 --ckpt-every 3 --min-pos 4
-        --query-frac 0.5 --lr 1e-2 --warmup 10 --threads 2 --heldout "$w/held")
-online=(train "${common[@]}" --ids "$w/ids.txt" --ctx 48)
+        --query-frac 0.5 --lr 1e-2 --warmup 10 --threads 2)
+online=(train "${common[@]}" --ids "$w/ids.txt" --ctx 48 --heldout "$w/held")
 "$bin" "${online[@]}" --out "$w/online" 2>"$w/online.log"
-"$bin" train "${common[@]}" --shards "$w/sh32" --out "$w/shard32" 2>/dev/null
-"$bin" train "${common[@]}" --shards "$w/sh16" --out "$w/shard16" 2>/dev/null
+"$bin" train "${common[@]}" --shards "$w/sh32" --heldout "$w/held" --out "$w/shard32" 2>/dev/null
+"$bin" train "${common[@]}" --shards "$w/sh16" --heldout "$w/held" --out "$w/shard16" 2>/dev/null
 final=$(printf 'ckpt-%08d.bin' $steps)
 check "online run reaches step $steps" "[ -s '$w/online/checkpoints/$final' ]"
 for r in online shard32 shard16; do "$bin" export --run "$w/$r" --out "$w/x_$r" 2>/dev/null; done
@@ -71,6 +75,29 @@ check "config.json records the online source (ids path, ctx, windows, cursor) an
   "grep -q '\"shards\":[[:space:]]*\"\"' '$w/online/config.json' && grep -q '\"source\":[[:space:]]*\"ids\"' '$w/online/config.json' &&
    grep -q '\"windows\":[[:space:]]*6' '$w/online/config.json' && grep -q '\"cursor\":' '$w/online/config.json' &&
    grep -q \"\\\"$(cd "$w" && pwd -P)/ids.txt\\\"\" '$w/online/config.json'"
+
+# Held-out recall computed online (--heldout-ids: window 0 of the stream) == from fp32-x held-out shards:
+# the same KL and recall columns (tokens/s aside), in online and in shard training.
+"$bin" train "${common[@]}" --ids "$w/ids.txt" --ctx 48 --heldout-ids "$g/ids.txt" --out "$w/hon" 2>"$w/hon.log"
+"$bin" train "${common[@]}" --ids "$w/ids.txt" --ctx 48 --heldout "$w/held32" --out "$w/hsh" 2>/dev/null
+"$bin" train "${common[@]}" --shards "$w/sh32" --heldout-ids "$g/ids.txt" --out "$w/shon" 2>/dev/null
+cols() { cut -d, -f1-5,7 "$1"; }
+check "online held-out recall (--heldout-ids) == recall on fp32-x held-out shards, measured at steps 20 and 40" \
+  "[ \"\$(cols '$w/hon/metrics.csv')\" = \"\$(cols '$w/hsh/metrics.csv')\" ] && [ \$(awk -F, 'NR > 1 && \$7 != \"\"' '$w/hon/metrics.csv' | wc -l) = 4 ] &&
+   grep -q 'held-out recall on window 0 of ids:' '$w/hon.log'"
+check "shard training with --heldout-ids == online training with it (same columns)" \
+  "[ \"\$(cols '$w/hon/metrics.csv')\" = \"\$(cols '$w/shon/metrics.csv')\" ]"
+check "config.json records heldout_online and no held-out shards" \
+  "grep -q '\"heldout_online\":' '$w/hon/config.json' && grep -q '\"heldout\":[[:space:]]*\"\"' '$w/hon/config.json'"
+"$bin" train --out "$w/hon" --resume --heldout-ids "$w/ids.txt" 2>"$w/err"; rc=$?
+check "resume with another --heldout-ids is refused (exit 2)" "[ $rc = 2 ] && grep -q -- '--heldout-ids is .* in the run but' '$w/err'"
+"$bin" train "${common[@]}" --ids "$w/ids.txt" --ctx 48 --heldout "$w/held" --heldout-ids "$g/ids.txt" --out "$w/bad" 2>"$w/err"; rc=$?
+check "--heldout with --heldout-ids: exit 2" "[ $rc = 2 ] && grep -q -- 'one of --heldout (shards), --heldout-text or --heldout-ids' '$w/err'"
+"$bin" train "${common[@]}" --ids "$w/ids.txt" --ctx 48 --heldout-text "$w/missing.txt" --out "$w/bad" 2>"$w/err"; rc=$?
+check "a missing --heldout-text: exit 1 naming it, no run folder" "[ $rc = 1 ] && grep -q -- '$w/missing.txt: cannot read the held-out text' '$w/err' && [ ! -e '$w/bad' ]"
+"$bin" train "${common[@]}" --ids "$w/ids.txt" --ctx 96 --heldout-ids "$g/ids.txt" --out "$w/bad" 2>"$w/err"; rc=$?
+check "a held-out stream shorter than one window: exit 1 naming it, no run folder" \
+  "[ $rc = 1 ] && grep -q -- '$g/ids.txt: 48 tokens, fewer than one window of --ctx 96' '$w/err' && [ ! -e '$w/bad' ]"
 
 # Resume: stop after a random step, continue from config.json alone.
 r=$((RANDOM % (steps - 1) + 1))

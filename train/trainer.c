@@ -147,7 +147,45 @@ static int source_layer(TrainSource *s, int64_t g, int i, int layer, const float
 // teacher precision (and its checkpoints had no checksum).
 enum { TRAIN_RUN_FORMAT = 2 };
 
-static cJSON *config_json(const TrainConfig *tc, const char *fingerprint, int ctx, const TeacherStream *stream) {
+// o[key] = {source, paths (real paths), tokens, windows} of a token stream; returns the object.
+static cJSON *stream_json(cJSON *o, const char *key, const TrainStream *ts, const TeacherStream *loaded) {
+    char abs[4096];
+    cJSON *on = cJSON_AddObjectToObject(o, key);
+    cJSON_AddStringToObject(on, "source", ts->ids_path ? "ids" : "text");
+    cJSON *paths = cJSON_AddArrayToObject(on, "paths");
+    const int n = ts->ids_path ? 1 : ts->n_text;
+    for (int i = 0; i < n; i++) {
+        const char *p = ts->ids_path ? ts->ids_path : ts->text[i];
+        cJSON_AddItemToArray(paths, cJSON_CreateString(realpath(p, abs) ? abs : p));
+    }
+    cJSON_AddNumberToObject(on, "tokens", (double)loaded->n_ids);
+    cJSON_AddNumberToObject(on, "windows", (double)loaded->n_win);
+    return on;
+}
+
+// The stream of o[key] (stream_json's object) into ts. Returns 0, or -1 with st naming file.
+static int stream_from_json(TrainStream *ts, const cJSON *on, const char *file, const char *key, Status *st) {
+    const cJSON *src = cJSON_GetObjectItemCaseSensitive(on, "source");
+    const cJSON *paths = cJSON_GetObjectItemCaseSensitive(on, "paths"), *p;
+    const int ids = cJSON_IsString(src) && !strcmp(src->valuestring, "ids");
+    const int n = cJSON_IsArray(paths) ? cJSON_GetArraySize(paths) : 0;
+    ts->n_text = 0, ts->ids_path = NULL;
+    if (!cJSON_IsObject(on) || !cJSON_IsString(src) || (!ids && strcmp(src->valuestring, "text")) || n < 1 ||
+        n > TRAIN_MAX_TEXT || (ids && n != 1))
+        return status_fail(st, "%s: \"%s\" missing or incomplete (source, paths)", file, key);
+    cJSON_ArrayForEach(p, paths) {
+        if (!cJSON_IsString(p) || strlen(p->valuestring) >= sizeof ts->store[0])
+            return status_fail(st, "%s: %s \"paths\" holds something other than a path", file, key);
+        snprintf(ts->store[ts->n_text], sizeof ts->store[0], "%s", p->valuestring);
+        ts->text[ts->n_text] = ts->store[ts->n_text];
+        ts->n_text++;
+    }
+    if (ids) ts->ids_path = ts->text[0], ts->n_text = 0;
+    return 0;
+}
+
+static cJSON *config_json(const TrainConfig *tc, const char *fingerprint, int ctx, const TeacherStream *stream,
+                          const TeacherStream *held_stream) {
     cJSON *o = cJSON_CreateObject();
     char abs[4096];
     cJSON_AddStringToObject(o, "format", "spindle-run");
@@ -156,20 +194,12 @@ static cJSON *config_json(const TrainConfig *tc, const char *fingerprint, int ct
     cJSON_AddStringToObject(o, "model_fingerprint", fingerprint);
     cJSON_AddStringToObject(o, "shards", !tc->shards_dir ? "" : realpath(tc->shards_dir, abs) ? abs : tc->shards_dir);
     if (stream) {  // online: the stream, its windows and what the data cursor counts
-        cJSON *on = cJSON_AddObjectToObject(o, "online");
-        cJSON_AddStringToObject(on, "source", tc->ids_path ? "ids" : "text");
-        cJSON *paths = cJSON_AddArrayToObject(on, "paths");
-        const int n = tc->ids_path ? 1 : tc->n_text;
-        for (int i = 0; i < n; i++) {
-            const char *p = tc->ids_path ? tc->ids_path : tc->text[i];
-            cJSON_AddItemToArray(paths, cJSON_CreateString(realpath(p, abs) ? abs : p));
-        }
+        cJSON *on = stream_json(o, "online", &tc->online, stream);
         cJSON_AddNumberToObject(on, "ctx", ctx);
-        cJSON_AddNumberToObject(on, "tokens", (double)stream->n_ids);
-        cJSON_AddNumberToObject(on, "windows", (double)stream->n_win);
         cJSON_AddStringToObject(on, "cursor", "sequences consumed; the step at cursor c trains on window c mod windows "
                                               "(window i = tokens [i*ctx, (i+1)*ctx) of the stream, as spindle teacher cuts it)");
     }
+    if (held_stream) stream_json(o, "heldout_online", &tc->heldout_stream, held_stream);  // recall on its window 0
     cJSON_AddStringToObject(o, "heldout", !tc->heldout_dir ? "" : realpath(tc->heldout_dir, abs) ? abs : tc->heldout_dir);
     cJSON_AddNumberToObject(o, "ctx", ctx);
     cJSON_AddItemToObject(o, "layers", cJSON_CreateIntArray(tc->layers, tc->n_layers));
@@ -198,10 +228,10 @@ static cJSON *config_json(const TrainConfig *tc, const char *fingerprint, int ct
 // stored value) and the paths (train_config_load read them from the file, or
 // the command line replaced one that no longer exists); then writes tc back.
 static int run_config(const TrainConfig *tc, const char *fingerprint, int ctx, const TeacherStream *stream,
-                      int resume, long *old_steps, Status *st) {
+                      const TeacherStream *held_stream, int resume, long *old_steps, Status *st) {
     char path[4200];
     snprintf(path, sizeof path, "%s/config.json", tc->run_dir);
-    cJSON *want = config_json(tc, fingerprint, ctx, stream);
+    cJSON *want = config_json(tc, fingerprint, ctx, stream, held_stream);
     int rc = 0;
     *old_steps = tc->steps;
     if (resume) {
@@ -284,32 +314,25 @@ int train_config_load(TrainConfig *tc, const char *run_dir, Status *st) {
         goto done;
     }
     tc->use_cuda = !strcmp(sv[3], "cuda"), tc->bf16_teacher = !strcmp(sv[4], "bf16");
-    // Online mode: "online" {source, paths, ctx}, and then no shards.
+    // Online mode: "online" {source, paths, ctx, ...}, and then no shards; held-out recall
+    // online: "heldout_online" {source, paths, ...}, and then no held-out shards.
     const cJSON *on = cJSON_GetObjectItemCaseSensitive(o, "online");
-    tc->n_text = 0, tc->ids_path = NULL, tc->ctx = 0;
+    const cJSON *hon = cJSON_GetObjectItemCaseSensitive(o, "heldout_online");
+    tc->online.n_text = 0, tc->online.ids_path = NULL, tc->ctx = 0;
+    tc->heldout_stream.n_text = 0, tc->heldout_stream.ids_path = NULL;
     if (on || !tc->shards_dir) {
-        const cJSON *src = cJSON_GetObjectItemCaseSensitive(on, "source");
-        const cJSON *paths = cJSON_GetObjectItemCaseSensitive(on, "paths"), *p;
         const cJSON *ctx = cJSON_GetObjectItemCaseSensitive(on, "ctx");
-        const int ids = cJSON_IsString(src) && !strcmp(src->valuestring, "ids");
-        const int n = cJSON_IsArray(paths) ? cJSON_GetArraySize(paths) : 0;
-        if (!cJSON_IsObject(on) || tc->shards_dir || !cJSON_IsString(src) || (!ids && strcmp(src->valuestring, "text")) ||
-            n < 1 || n > TRAIN_MAX_TEXT || (ids && n != 1) || !cJSON_IsNumber(ctx) || ctx->valuedouble < 1 ||
-            ctx->valuedouble > 1 << 30 || ctx->valuedouble != floor(ctx->valuedouble)) {
+        if (tc->shards_dir || !cJSON_IsNumber(ctx) || ctx->valuedouble < 1 || ctx->valuedouble > 1 << 30 ||
+            ctx->valuedouble != floor(ctx->valuedouble)) {
             status_fail(st, "%s: \"shards\" empty and \"online\" missing or incomplete (source, paths, ctx)", path);
             goto done;
         }
-        cJSON_ArrayForEach(p, paths) {
-            if (!cJSON_IsString(p) || strlen(p->valuestring) >= sizeof tc->online_store[0]) {
-                status_fail(st, "%s: online \"paths\" holds something other than a path", path);
-                goto done;
-            }
-            snprintf(tc->online_store[tc->n_text], sizeof tc->online_store[0], "%s", p->valuestring);
-            tc->text[tc->n_text] = tc->online_store[tc->n_text];
-            tc->n_text++;
-        }
-        if (ids) tc->ids_path = tc->text[0], tc->n_text = 0;
+        if (stream_from_json(&tc->online, on, path, "online", st)) goto done;
         tc->ctx = (int)ctx->valuedouble;
+    }
+    if (hon && (tc->heldout_dir || stream_from_json(&tc->heldout_stream, hon, path, "heldout_online", st))) {
+        if (tc->heldout_dir) status_fail(st, "%s: both \"heldout\" shards and \"heldout_online\"", path);
+        goto done;
     }
     // Numbers: each must be present, finite and (for the integer ones) whole and in range.
     struct { const char *key; double *d; long *l; int *i; double lo, hi; } nums[] = {
@@ -542,8 +565,9 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
     if (model_load(&m, tc->model_dir, st)) return -1;
     char fp[65];
     ShardSet train = {0}, held = {0};
-    TeacherStream stream = {0};
-    TeacherTap tap = {0};
+    TeacherStream stream = {0}, hstream = {0};
+    TeacherTap tap = {0}, htap = {0};
+    const int held_online = tc->heldout_stream.ids_path || tc->heldout_stream.n_text;
     Backbone bb = {&m, NULL};
     const int online = !tc->shards_dir;
     RunState rs = {0};
@@ -576,13 +600,19 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
                         m.cfg.max_pos, tc->model_dir);
             goto done;
         }
-        if (teacher_stream_load(&stream, &m.cfg, tc->model_dir, tc->ids_path ? NULL : tc->text, tc->n_text,
-                                tc->ids_path, tc->ctx, 0, st))
+        if (teacher_stream_load(&stream, &m.cfg, tc->model_dir, tc->online.ids_path ? NULL : tc->online.text, tc->online.n_text,
+                                tc->online.ids_path, tc->ctx, 0, st))
             goto done;
     } else if (shardset_open(&train, tc->shards_dir, fp, &m.cfg, st))
         goto done;
     if (tc->heldout_dir && shardset_open(&held, tc->heldout_dir, fp, &m.cfg, st)) goto done;
     const int T = online ? tc->ctx : train.hdr.ctx;
+    if (held_online) {
+        const TrainStream *hs = &tc->heldout_stream;
+        if (teacher_stream_load(&hstream, &m.cfg, tc->model_dir, hs->ids_path ? NULL : hs->text, hs->n_text,
+                                hs->ids_path, T, 1, st))
+            goto done;
+    }
     for (int i = 0; i < tc->n_layers; i++) {
         if (online && (tc->layers[i] >= m.cfg.n_layers || (i && tc->layers[i] <= tc->layers[i - 1]))) {
             status_fail(st, "%s/config.json: layer %d is not a layer of %s (it has %d), or the layers are not "
@@ -648,7 +678,7 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
         goto done;
     }
     long old_steps;
-    if (run_config(tc, fp, T, online ? &stream : NULL, resume, &old_steps, st)) {
+    if (run_config(tc, fp, T, online ? &stream : NULL, held_online ? &hstream : NULL, resume, &old_steps, st)) {
         if (!resume) rmdir(tc->run_dir);  // only when still empty
         goto done;
     }
@@ -700,10 +730,15 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
     rope_tables(c, T, cos_t, sin_t);
     const float scale = (float)c->attn_scale;
     TrainSource src = {online ? NULL : &train, &stream, &tap, &bb, -1, x, lse, T, D, Hq};
+    TrainSource hsrc = {held_online ? NULL : &held, &hstream, &htap, &bb, -1, x, lse, T, D, Hq};
+    // The GPU step rebuilds q/k from x on the device (gpu_load_layer): a tap keeps x and lse only there.
+    if (online) teacher_tap_init(&tap, c, tc->layers, L, T, !tc->use_cuda);
+    if (held_online) teacher_tap_init(&htap, c, tc->layers, L, T, !tc->use_cuda);
+    if ((online || held_online) && backbone_open(&bb, &m, tc->use_cuda, 0 /* FWD_FP32 */, st)) goto done;
+    if (held_online)
+        fprintf(stderr, "spindle train: held-out recall on window 0 of %s (%d tokens; one forward, kept)\n",
+                hstream.source, T);
     if (online) {
-        // The GPU step rebuilds q/k from x on the device (gpu_load_layer): the tap keeps x and lse only there.
-        teacher_tap_init(&tap, c, tc->layers, L, T, !tc->use_cuda);
-        if (backbone_open(&bb, &m, tc->use_cuda, 0 /* FWD_FP32 */, st)) goto done;
         fprintf(stderr, "spindle train: online: %zu window(s) of %d tokens from %s (%zu tokens); the backbone (%s) "
                         "runs once per step, tapped at %d layer(s), stopping after layer %d\n",
                 stream.n_win, T, stream.source, stream.n_ids, backbone_describe(&bb), L, tc->layers[L - 1]);
@@ -777,7 +812,7 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
 
         // Held-out recall@k of every layer's indexer.
         double rec[TRAIN_MAX_LAYERS];
-        const int do_eval = held.n && tc->eval_every > 0 && (step % tc->eval_every == 0 || step == tc->steps);
+        const int do_eval = (held.n || held_online) && tc->eval_every > 0 && (step % tc->eval_every == 0 || step == tc->steps);
         if (do_eval) {
             // Evenly spaced queries from min_pos to T−1 (fixed, so curves compare).
             int ne = 0;
@@ -786,18 +821,22 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
                 if (t >= 0 && t < T && (ne == 0 || t > queries[ne - 1])) queries[ne++] = t;
             }
             for (int i = 0; i < L; i++) {
-                if (shardset_read(&held, 0, tc->layers[i], x, (size_t)T * D, lse, (size_t)T * Hq, st)) goto done;
+                const float *xl, *ll, *ql, *kq;
+                if (source_layer(&hsrc, 0, i, tc->layers[i], &xl, &ll, &ql, &kq, st)) goto done;
 #ifdef SPINDLE_HAVE_CUDA
                 if (gpu.f) {
-                    gpu_load_layer(&gpu, &m, tc->layers[i], x, lse, T);
+                    gpu_load_layer(&gpu, &m, tc->layers[i], xl, ll, T);
                     if (i == 0) cuda_to_device(gpu.queries, queries, sizeof(int32_t) * (size_t)ne);
                     rec[i] = indexer_mass_recall_cuda(NULL, &tc->icfg, gpu.params[i], gpu.x, gpu.tq, gpu.tk, gpu.lse,
                                                       T, Hq, Hkv, dh, scale, gpu.queries, ne, tc->recall_k);
                     continue;
                 }
 #endif
-                forward_layer_qk(&m, tc->layers[i], x, T, cos_t, sin_t, tq, tk);
-                rec[i] = indexer_mass_recall_cpu(NULL, &tc->icfg, rs.params[i], x, tq, tk, lse, T, Hq, Hkv, dh, scale,
+                if (!ql) {
+                    forward_layer_qk(&m, tc->layers[i], xl, T, cos_t, sin_t, tq, tk);
+                    ql = tq, kq = tk;
+                }
+                rec[i] = indexer_mass_recall_cpu(NULL, &tc->icfg, rs.params[i], xl, ql, kq, ll, T, Hq, Hkv, dh, scale,
                                                  queries, ne, tc->recall_k);
             }
         }
@@ -841,7 +880,7 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
         for (int j = 0; j < tail; j++) kl_sum += kl_tail[i][j];
         char recs[96];
         if (have_rec) snprintf(recs, sizeof recs, "held-out recall@%d %.4f", tc->recall_k, last_rec[i]);
-        else snprintf(recs, sizeof recs, "held-out recall: %s", held.n ? "not measured in this run" : "no --heldout");
+        else snprintf(recs, sizeof recs, "held-out recall: %s", held.n || held_online ? "not measured in this run" : "no --heldout");
         fprintf(stderr, "spindle train: layer %d: final KL %.4f (mean of the last %d steps), %s\n", tc->layers[i],
                 kl_sum / tail, tail, recs);
     }
@@ -862,9 +901,9 @@ done:
     free(x), free(lse), free(tq), free(tk), free(grads), free(cos_t), free(sin_t), free(queries), free(decay);
     shardset_close(&train);
     if (held.paths) shardset_close(&held);
-    teacher_tap_free(&tap);
+    teacher_tap_free(&tap), teacher_tap_free(&htap);
     backbone_close(&bb);
-    teacher_stream_free(&stream);
+    teacher_stream_free(&stream), teacher_stream_free(&hstream);
     model_free(&m);
     return rc;
 }

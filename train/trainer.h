@@ -11,16 +11,26 @@
 
 enum { TRAIN_MAX_LAYERS = 256, TRAIN_MAX_TEXT = 16 };
 
+// A token stream by its paths, read and windowed as `spindle teacher` does
+// (teacher_stream_load): text files/folders, or one ids file; neither: none.
+typedef struct {
+    const char *text[TRAIN_MAX_TEXT];
+    int n_text;
+    const char *ids_path;
+    char store[TRAIN_MAX_TEXT][4096];  // the paths read from a run's config.json
+} TrainStream;
+
 typedef struct {
     const char *model_dir, *shards_dir, *run_dir;  // paths (train_config_load points them into path_store)
     // Online mode (shards_dir NULL): the token stream `spindle teacher` reads
     // (text files/folders tokenized and concatenated, or an ids file), cut into
     // the same non-overlapping windows of ctx tokens; the step with data
     // cursor c (sequences consumed so far) trains on window c mod their count.
-    const char *text[TRAIN_MAX_TEXT];
-    int n_text;
-    const char *ids_path;
+    TrainStream online;
     int ctx;  // online only (shard mode: the shards' ctx)
+    // Held-out recall from a stream instead of heldout_dir: its window 0 runs
+    // through the backbone once, tapped like a training window.
+    TrainStream heldout_stream;
     const char *heldout_dir;  // shards for the periodic recall check (NULL: none)
     IndexerConfig icfg;
     int layers[TRAIN_MAX_LAYERS];  // model layers to train (each stored in the shards)
@@ -37,7 +47,6 @@ typedef struct {
     int bf16_teacher;   // with use_cuda: the teacher's P on bf16 tensor cores ("teacher_precision")
     long stop_after;    // testing aid: exit (as if killed) after this many steps of this process (0: off)
     char path_store[3][4096];  // model, shards, held-out paths read from a run's config.json
-    char online_store[TRAIN_MAX_TEXT][4096];  // the online text / ids paths read from it
 } TrainConfig;
 
 // Default hyperparameters (the caller fills paths and layers).
