@@ -138,12 +138,56 @@ static void fmt_layers(char *buf, size_t n, const int *layers, int nl) {
     for (int i = 0; i < nl && used + 16 < n; i++) used += (size_t)snprintf(buf + used, n - used, "%s%d", i ? "," : "", layers[i]);
 }
 
+static const Flag *flag_named(const Flag *flags, int nf, const char *name) {
+    for (int i = 0; i < nf; i++)
+        if (!strcmp(flags[i].name, name)) return &flags[i];
+    SPINDLE_CHECK(0);
+    return NULL;
+}
+
+// Whether the stream of the flags text (several values) or ids names the
+// paths of the run's stream rs (by real path). a, b [n]: the run's paths and
+// the given ones, space-separated, for the message.
+static int same_stream(const TrainStream *rs, const Flag *text, const char *ids, char *a, char *b, size_t n) {
+    const int n_given = ids ? 1 : text->n_values, n_run = rs->ids_path ? 1 : rs->n_text;
+    size_t la = 0, lb = 0;
+    a[0] = b[0] = 0;
+    for (int i = 0; i < n_run; i++)
+        la += (size_t)snprintf(a + la, la < n ? n - la : 0, "%s%s", i ? " " : "", rs->ids_path ? rs->ids_path : rs->text[i]);
+    for (int i = 0; i < n_given; i++) {
+        char rv[4096];
+        const char *v = ids ? ids : text->values[i];
+        lb += (size_t)snprintf(b + lb, lb < n ? n - lb : 0, "%s%s", i ? " " : "", realpath(v, rv) ? rv : v);
+    }
+    return !ids == !rs->ids_path && !strcmp(a, b);
+}
+
 // Resume: every flag given must agree with the run (run) after apply_flags
 // (tc); --steps may only grow. Paths compare by their real path; a path the
 // run names that no longer exists may be replaced (the folder was moved).
 // Returns 0 or the exit code 2.
 static int check_against_run(TrainConfig *tc, const TrainConfig *run, const Flag *flags, int nf) {
     char a[4096], b[4096];
+    // The data source: shards or online, and the online stream's paths and ctx.
+    const Flag *text = flag_named(flags, nf, "--text");
+    const char *ids = args_get(flags, nf, "--ids");
+    if (run->shards_dir && (text->value || ids || args_get(flags, nf, "--ctx")))
+        return refuse(tc->run_dir, ids ? "--ids" : text->value ? "--text" : "--ctx", "not set (the run trains from shards)",
+                      "given");
+    if (!run->shards_dir && args_get(flags, nf, "--shards"))
+        return refuse(tc->run_dir, "--shards", "not set (the run trains online)", "given");
+    if (!run->shards_dir && (text->value || ids) && !same_stream(&run->online, text, ids, a, b, sizeof a))
+        return refuse(tc->run_dir, ids ? "--ids" : "--text", a, b);
+    const Flag *htext = flag_named(flags, nf, "--heldout-text");
+    const char *hids = args_get(flags, nf, "--heldout-ids");
+    if ((htext->value || hids) && !same_stream(&run->heldout_stream, htext, hids, a, b, sizeof a))
+        return refuse(tc->run_dir, hids ? "--heldout-ids" : "--heldout-text", a[0] ? a : "none", b);
+    if (!run->shards_dir && args_get(flags, nf, "--ctx")) {
+        int ctx;
+        if (cli_positive(CMD, "--ctx", args_get(flags, nf, "--ctx"), &ctx)) return 2;
+        snprintf(a, sizeof a, "%d", run->ctx), snprintf(b, sizeof b, "%d", ctx);
+        if (ctx != run->ctx) return refuse(tc->run_dir, "--ctx", a, b);
+    }
     const char *pflags[3] = {"--model", "--shards", "--heldout"};
     const char **pdst[3] = {&tc->model_dir, &tc->shards_dir, &tc->heldout_dir};
     const char *have[3] = {run->model_dir, run->shards_dir, run->heldout_dir};
@@ -208,10 +252,18 @@ static int check_against_run(TrainConfig *tc, const TrainConfig *run, const Flag
 int cmd_train(int argc, char **argv) {
     Flag flags[] = {
         {"--model", 1, "the frozen checkpoint the shards came from (required unless --resume)", NULL},
-        {"--shards", 1, "teacher shards folder, spindle teacher --out (required unless --resume)", NULL},
+        {"--shards", 1, "teacher shards folder, spindle teacher --out (or --text/--ids: online)", NULL},
+        {"--text", 2, "online training: text file(s) or folder(s), tokenized and concatenated as spindle teacher "
+                      "reads them; the backbone runs in the same pass (no shards)", NULL},
+        {"--ids", 1, "online training: token ids file instead of --text", NULL},
+        {"--ctx", 1, "online training: tokens per sequence (the windows spindle teacher --ctx cuts)", NULL},
         {"--out", 1, "run folder: config.json, checkpoints/, log.jsonl, metrics.csv", NULL},
         {"--heldout", 1, "held-out shards folder for recall@k every --eval-every steps", NULL},
-        {"--layers", 1, "full-attention layers to train (default: every layer in the shards)", NULL},
+        {"--heldout-text", 2, "held-out text file(s)/folder(s) instead: recall@k on its first window of the "
+                              "training ctx, computed online", NULL},
+        {"--heldout-ids", 1, "held-out token ids file instead (as --heldout-text)", NULL},
+        {"--layers", 1, "full-attention layers to train (default: every layer in the shards; online: every "
+                        "full-attention layer, e.g. 0,4,8-11)", NULL},
         {"--steps", 1, "optimizer steps, one teacher sequence each (default 200; with --resume, larger extends the run)", NULL},
         {"--lr", 1, "peak learning rate (default 3e-3)", NULL},
         {"--warmup", 1, "linear warm-up steps (default 20), then cosine to --min-lr-frac", NULL},
@@ -265,23 +317,92 @@ int cmd_train(int argc, char **argv) {
             fprintf(stderr, "spindle " CMD ": --resume: %s holds nothing to resume; starting fresh\n", out);
     }
     tc.run_dir = out;
+    const Flag *text = flag_named(flags, nf, "--text"), *htext = flag_named(flags, nf, "--heldout-text");
+    const char *ids = args_get(flags, nf, "--ids"), *shards = args_get(flags, nf, "--shards");
+    const char *hids = args_get(flags, nf, "--heldout-ids");
+    if ((htext->value && hids) || ((htext->value || hids) && args_get(flags, nf, "--heldout"))) {
+        fprintf(stderr, "spindle " CMD ": give one of --heldout (shards), --heldout-text or --heldout-ids\n");
+        return 2;
+    }
+    if (text->value && ids) {
+        fprintf(stderr, "spindle " CMD ": give one of --text or --ids, not both\n");
+        return 2;
+    }
+    if (shards && (text->value || ids)) {
+        fprintf(stderr, "spindle " CMD ": --shards and --%s exclude each other: train from teacher shards, or online "
+                        "from the text/ids (no shards)\n", ids ? "ids" : "text");
+        return 2;
+    }
+    if (shards && args_get(flags, nf, "--ctx")) {
+        fprintf(stderr, "spindle " CMD ": --ctx is for online training (--text/--ids); the shards fix their ctx\n");
+        return 2;
+    }
     if (fresh) {
-        for (const char *const *req = (const char *const[]){"--model", "--shards", NULL}; *req; req++)
-            if (!args_get(flags, nf, *req)) {
-                fprintf(stderr, "spindle " CMD ": %s is required to start a run (--out RUN --resume alone continues one)\n",
-                        *req);
+        const int online = text->value || ids;
+        if (!args_get(flags, nf, "--model") || (!shards && !online)) {
+            fprintf(stderr, "spindle " CMD ": %s is required to start a run (--out RUN --resume alone continues one)\n",
+                    !args_get(flags, nf, "--model") ? "--model" : "--shards (or --text/--ids for online training)");
+            return 2;
+        }
+        if (online && !args_get(flags, nf, "--ctx")) {
+            fprintf(stderr, "spindle " CMD ": online training (--%s) needs --ctx\n", ids ? "ids" : "text");
+            return 2;
+        }
+        tc.model_dir = args_get(flags, nf, "--model");
+        tc.shards_dir = shards;
+        tc.heldout_dir = args_get(flags, nf, "--heldout");
+        if (online) {
+            if (text->value && text->n_values > TRAIN_MAX_TEXT) {
+                fprintf(stderr, "spindle " CMD ": --text: %d paths, at most %d (give folders)\n", text->n_values,
+                        TRAIN_MAX_TEXT);
                 return 2;
             }
-        tc.model_dir = args_get(flags, nf, "--model");
-        tc.shards_dir = args_get(flags, nf, "--shards");
-        tc.heldout_dir = args_get(flags, nf, "--heldout");
+            tc.online.ids_path = ids;
+            for (int i = 0; text->value && i < text->n_values; i++) tc.online.text[tc.online.n_text++] = text->values[i];
+            for (int i = 0; i < (ids ? 1 : tc.online.n_text); i++) {  // name a missing input before anything else
+                const char *p = ids ? ids : tc.online.text[i];
+                if (access(p, R_OK) != 0) {
+                    fprintf(stderr, "spindle " CMD ": %s: cannot read the %s (%s)\n", p,
+                            ids ? "token ids file" : "training text", strerror(errno));
+                    return 1;
+                }
+            }
+            if (cli_positive(CMD, "--ctx", args_get(flags, nf, "--ctx"), &tc.ctx)) return 2;
+        }
+        if (htext->value && htext->n_values > TRAIN_MAX_TEXT) {
+            fprintf(stderr, "spindle " CMD ": --heldout-text: %d paths, at most %d (give folders)\n", htext->n_values,
+                    TRAIN_MAX_TEXT);
+            return 2;
+        }
+        tc.heldout_stream.ids_path = hids;
+        for (int i = 0; htext->value && i < htext->n_values; i++)
+            tc.heldout_stream.text[tc.heldout_stream.n_text++] = htext->values[i];
+        for (int i = 0; i < (hids ? 1 : tc.heldout_stream.n_text); i++) {
+            const char *p = hids ? hids : tc.heldout_stream.text[i];
+            if (access(p, R_OK) != 0) {
+                fprintf(stderr, "spindle " CMD ": %s: cannot read the held-out %s (%s)\n", p,
+                        hids ? "token ids file" : "text", strerror(errno));
+                return 1;
+            }
+        }
         ModelConfig mc;
         if (config_load(&mc, tc.model_dir, &st)) return cli_fail(CMD, &st);
         tc.icfg = indexer_config_default(mc.hidden);
         rc = apply_flags(&tc, flags, nf);
+        if (!rc && online) {
+            // Online: --layers as spindle teacher takes it (ranges, sorted; default every full-attention layer).
+            if (cli_layers(CMD, "--layers", args_get(flags, nf, "--layers"), mc.layer_kinds, mc.n_layers,
+                           TRAIN_MAX_LAYERS, tc.layers, &tc.n_layers))
+                rc = 2;
+            else if (tc.ctx > mc.max_pos) {
+                fprintf(stderr, "spindle " CMD ": --ctx %d is longer than the model supports (%s/config.json: "
+                                "max_position_embeddings %d)\n", tc.ctx, tc.model_dir, mc.max_pos);
+                rc = 2;
+            }
+        }
         // Indexers are trained for full-attention layers only (a layer past the
         // model is not in the shards either: the trainer says so).
-        for (int i = 0; !rc && args_get(flags, nf, "--layers") && i < tc.n_layers; i++)
+        for (int i = 0; !rc && !online && args_get(flags, nf, "--layers") && i < tc.n_layers; i++)
             if (tc.layers[i] < mc.n_layers &&
                 cli_check_layers(CMD, "--layers", &tc.layers[i], 1, mc.layer_kinds, mc.n_layers))
                 rc = 2;
@@ -306,7 +427,16 @@ int cmd_train(int argc, char **argv) {
     }
     int use_cuda, prec;
     if ((rc = backbone_flags(CMD, tc.use_cuda ? "cuda" : "cpu", NULL, &use_cuda, &prec))) return rc;
-    if (fresh) {  // the shards' ctx and, without --layers, every layer they hold
+    if (fresh && !tc.shards_dir) {  // online: k of the held-out recall from --ctx
+        if (!args_get(flags, nf, "--recall-k")) {
+            tc.recall_k = tc.ctx / 8 < 256 ? (tc.ctx / 8 > 0 ? tc.ctx / 8 : 1) : 256;
+            fprintf(stderr, "spindle " CMD ": held-out recall@%d (the default: ctx %d / 8, at most 256)\n", tc.recall_k,
+                    tc.ctx);
+        } else if (2 * tc.recall_k >= tc.ctx) {
+            fprintf(stderr, "spindle " CMD ": --recall-k %d must be below half of --ctx %d\n", tc.recall_k, tc.ctx);
+            return 2;
+        }
+    } else if (fresh) {  // the shards' ctx and, without --layers, every layer they hold
         char **paths;
         int n;
         ShardReader *r;

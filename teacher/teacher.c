@@ -23,21 +23,114 @@
 
 #define CMD "teacher"
 
-// Captures the chosen layers' x and lse during one forward.
-typedef struct {
-    const int *slot;  // [n_layers] index into x/lse, -1 for layers not stored
-    float **x, **lse;
-    int d_model, n_heads;
-    int missing_lse;
-} Capture;
-
 static void capture_fn(void *ctx, int layer, const float *xn, const float *q, const float *k, const float *lse, int T) {
-    Capture *c = ctx;
+    TeacherTap *c = ctx;
     int i = c->slot[layer];
     if (i < 0) return;
     memcpy(c->x[i], xn, sizeof(float) * (size_t)T * c->d_model);
     if (lse) memcpy(c->lse[i], lse, sizeof(float) * (size_t)T * c->n_heads);
     else c->missing_lse = 1;
+    if (c->q) {
+        SPINDLE_CHECK(q && k);
+        memcpy(c->q[i], q, sizeof(float) * (size_t)T * c->q_dim);
+        memcpy(c->k[i], k, sizeof(float) * (size_t)T * c->k_dim);
+    }
+}
+
+void teacher_tap_init(TeacherTap *t, const ModelConfig *c, const int *layers, int n, int ctx, int want_qk) {
+    SPINDLE_CHECK(n > 0 && ctx > 0);
+    memset(t, 0, sizeof *t);
+    t->n_layers = n;
+    t->d_model = c->hidden, t->n_heads = c->n_heads;
+    t->q_dim = c->n_heads * c->head_dim, t->k_dim = c->n_kv_heads * c->head_dim;
+    t->slot = xmalloc(sizeof(int) * (size_t)c->n_layers);
+    for (int l = 0; l < c->n_layers; l++) t->slot[l] = -1;
+    t->hidden = xmalloc(sizeof(float) * (size_t)ctx * c->hidden);
+    float ***bufs[4] = {&t->x, &t->lse, &t->q, &t->k};
+    const int width[4] = {t->d_model, t->n_heads, t->q_dim, t->k_dim};
+    for (int b = 0; b < (want_qk ? 4 : 2); b++) {
+        *bufs[b] = xmalloc(sizeof(float *) * (size_t)n);
+        for (int i = 0; i < n; i++) (*bufs[b])[i] = xmalloc(sizeof(float) * (size_t)ctx * width[b]);
+    }
+    for (int i = 0; i < n; i++) {
+        SPINDLE_CHECK(layers[i] >= 0 && layers[i] < c->n_layers && (!i || layers[i] > layers[i - 1]));
+        t->slot[layers[i]] = i;
+    }
+    t->tap = (ForwardTap){capture_fn, t, TAP_XN | TAP_LSE | (want_qk ? TAP_Q | TAP_K : 0u)};
+    t->fo = (ForwardOpts){.tap = &t->tap, .stop_after_tap = layers[n - 1] + 1};
+}
+
+void teacher_tap_forward(TeacherTap *t, const Backbone *bb, const int32_t *ids, int ctx) {
+    t->fo.tap = &t->tap;  // the struct may have moved since init
+    t->tap.ctx = t;
+    backbone_hidden(bb, ids, ctx, t->hidden, &t->fo);
+    SPINDLE_CHECK(!t->missing_lse);
+}
+
+void teacher_tap_free(TeacherTap *t) {
+    float **bufs[4] = {t->x, t->lse, t->q, t->k};
+    for (int b = 0; b < 4; b++) {
+        for (int i = 0; bufs[b] && i < t->n_layers; i++) free(bufs[b][i]);
+        free(bufs[b]);
+    }
+    free(t->slot), free(t->hidden);
+    memset(t, 0, sizeof *t);
+}
+
+int teacher_stream_load(TeacherStream *s, const ModelConfig *c, const char *model_dir, const char *const *text,
+                        int n_text, const char *ids_path, int ctx, int max_seq, Status *st) {
+    SPINDLE_CHECK(!text != !ids_path && ctx > 0 && max_seq >= 0);
+    memset(s, 0, sizeof *s);
+    s->ctx = ctx;
+    Tokenizer *tok = NULL;
+    int rc = -1;
+    if (ids_path) {
+        if (ids_read(ids_path, c->vocab, &s->ids, &s->n_ids, st)) goto done;
+    } else {
+        char tok_path[4096];
+        snprintf(tok_path, sizeof tok_path, "%s/tokenizer.json", model_dir);
+        if (tok_load_model(&tok, tok_path, c->vocab, st) || corpus_load_tokens(tok, text, n_text, &s->ids, &s->n_ids, st))
+            goto done;
+        for (size_t i = 0; i < s->n_ids; i++)  // the embedding has vocab rows
+            if (s->ids[i] < 0 || s->ids[i] >= c->vocab) {
+                status_fail(st, "%s: token id %d is outside the model's vocabulary (%s/config.json: vocab_size %d)",
+                            tok_path, s->ids[i], model_dir, c->vocab);
+                goto done;
+            }
+    }
+    s->n_win = corpus_windows(s->ids, s->n_ids, ctx, (size_t)max_seq, NULL);
+    if (s->n_win == 0) {
+        status_fail(st, "%s: %zu tokens, fewer than one window of --ctx %d", ids_path ? ids_path : text[0], s->n_ids,
+                    ctx);
+        goto done;
+    }
+    s->starts = xmalloc(sizeof *s->starts * s->n_win);
+    corpus_windows(s->ids, s->n_ids, ctx, s->n_win, s->starts);
+    {
+        int len = snprintf(s->source, sizeof s->source, "%s:", ids_path ? "ids" : "text");
+        int n_src = ids_path ? 1 : n_text;
+        for (int i = 0; i < n_src && len < (int)sizeof s->source; i++) {
+            const char *p = ids_path ? ids_path : text[i];
+            char abs[PATH_MAX];
+            len += snprintf(s->source + len, sizeof s->source - (size_t)len, "%s%s", i ? ";" : "",
+                            realpath(p, abs) ? abs : p);
+        }
+        if (len >= (int)sizeof s->source) {
+            status_fail(st, "the source paths are too long to record (%d bytes, at most %zu)", len,
+                        sizeof s->source - 1);
+            goto done;
+        }
+    }
+    rc = 0;
+done:
+    tok_free(tok);
+    return rc;
+}
+
+void teacher_stream_free(TeacherStream *s) {
+    free(s->ids);
+    free(s->starts);
+    memset(s, 0, sizeof *s);
 }
 
 // 1 if dir has an entry other than . and ..; -1 if it cannot be read.
@@ -153,12 +246,8 @@ int teacher_run(const TeacherOpts *o, Status *st) {
     if (model_load(&m, model_dir, st)) return -1;
     const ModelConfig *c = &m.cfg;
     int rc = 1;
-    int32_t *ids = NULL;
-    const int32_t **starts = NULL;
-    Tokenizer *tok = NULL;
-    float *hidden = NULL, *xbuf = NULL, *lbuf = NULL;
-    float **xs = NULL, **ls = NULL;
-    int *slot = NULL;
+    TeacherStream ts = {0};
+    TeacherTap tap = {0};
     ShardWriter *w = NULL;
     ShardHeader *h = xcalloc(1, sizeof *h);
     Backbone bb = {&m, NULL};
@@ -199,30 +288,10 @@ int teacher_run(const TeacherOpts *o, Status *st) {
     if (model_fingerprint(model_dir, &m.st, h->fingerprint, st)) goto done;
 
     // The token stream and its windows.
-    size_t n_ids = 0;
-    if (ids_path) {
-        if (ids_read(ids_path, c->vocab, &ids, &n_ids, st)) goto done;
-    } else {
-        char tok_path[4096];
-        snprintf(tok_path, sizeof tok_path, "%s/tokenizer.json", model_dir);
-        if (tok_load_model(&tok, tok_path, c->vocab, st) ||
-            corpus_load_tokens(tok, o->text, o->n_text, &ids, &n_ids, st))
-            goto done;
-        for (size_t i = 0; i < n_ids; i++)  // the embedding has vocab rows
-            if (ids[i] < 0 || ids[i] >= c->vocab) {
-                status_fail(st, "%s: token id %d is outside the model's vocabulary (%s/config.json: vocab_size %d)",
-                            tok_path, ids[i], model_dir, c->vocab);
-                goto done;
-            }
-    }
-    size_t n_win = corpus_windows(ids, n_ids, ctx, (size_t)max_seq, NULL);
-    if (n_win == 0) {
-        status_fail(st, "%s: %zu tokens, fewer than one window of --ctx %d", ids_path ? ids_path : o->text[0],
-                    n_ids, ctx);
-        goto done;
-    }
-    starts = xmalloc(sizeof *starts * n_win);
-    corpus_windows(ids, n_ids, ctx, n_win, starts);
+    if (teacher_stream_load(&ts, c, model_dir, o->text, o->n_text, ids_path, ctx, max_seq, st)) goto done;
+    const size_t n_win = ts.n_win;
+    const int32_t *const *starts = ts.starts;
+    memcpy(h->source, ts.source, sizeof h->source);
 
     // The header shared by every shard of the run.
     snprintf(h->model_type, sizeof h->model_type, "%s", c->model_type);
@@ -232,21 +301,6 @@ int teacher_run(const TeacherOpts *o, Status *st) {
     h->n_kv_heads = c->n_kv_heads;
     h->head_dim = c->head_dim;
     h->seqs_per_shard = sps;
-    {
-        int len = snprintf(h->source, sizeof h->source, "%s:", ids_path ? "ids" : "text");
-        int n_src = ids_path ? 1 : o->n_text;
-        for (int i = 0; i < n_src && len < (int)sizeof h->source; i++) {
-            const char *p = ids_path ? ids_path : o->text[i];
-            char abs[PATH_MAX];
-            len += snprintf(h->source + len, sizeof h->source - (size_t)len, "%s%s", i ? ";" : "",
-                            realpath(p, abs) ? abs : p);
-        }
-        if (len >= (int)sizeof h->source) {
-            status_fail(st, "the source paths are too long to record (%d bytes, at most %zu)", len,
-                        sizeof h->source - 1);
-            goto done;
-        }
-    }
 
     // The output folder: new or empty, or (--resume) checked shard by shard.
     if (mkdir(out, 0777) == 0) created_out = 1;
@@ -298,24 +352,9 @@ int teacher_run(const TeacherOpts *o, Status *st) {
                 n_win - (size_t)seq, ctx, ((double)(n_win - (size_t)seq) * ctx * (per_layer * L + 4.0)) / 1e6);
     }
 
-    // Buffers and the tap.
-    const size_t nx = (size_t)ctx * D, nl = (size_t)ctx * Hq;
-    hidden = xmalloc(sizeof(float) * nx);
-    xbuf = xmalloc(sizeof(float) * nx * L);
-    lbuf = xmalloc(sizeof(float) * nl * L);
-    xs = xmalloc(sizeof *xs * L);
-    ls = xmalloc(sizeof *ls * L);
-    slot = xmalloc(sizeof(int) * (size_t)c->n_layers);
-    for (int l = 0; l < c->n_layers; l++) slot[l] = -1;
-    for (int i = 0; i < L; i++) {
-        xs[i] = xbuf + nx * i;
-        ls[i] = lbuf + nl * i;
-        slot[h->layers[i]] = i;
-    }
+    // Buffers and the tap: shards hold x and lse; q and k are never read.
+    teacher_tap_init(&tap, c, h->layers, L, ctx, 0);
     if (backbone_open(&bb, &m, o->use_cuda, o->precision, st)) goto done;
-    Capture cap = {slot, xs, ls, D, Hq, 0};
-    ForwardTap tap = {capture_fn, &cap, TAP_XN | TAP_LSE};  // shards hold x and lse; q and k are never read
-    const ForwardOpts fo = {.tap = &tap, .stop_after_tap = h->layers[L - 1] + 1};
 
     const int64_t first_new = seq;
     Progress prog;
@@ -327,9 +366,9 @@ int teacher_run(const TeacherOpts *o, Status *st) {
         h->token_begin = seq * (int64_t)ctx;
         if (shard_writer_open(&w, path, h, st)) goto done;
         for (int s = 0; s < sps && seq < (int64_t)n_win; s++, seq++) {
-            backbone_hidden(&bb, starts[seq], ctx, hidden, &fo);
-            SPINDLE_CHECK(!cap.missing_lse);
-            if (shard_writer_append(w, starts[seq], (const float *const *)xs, (const float *const *)ls, st)) goto done;
+            teacher_tap_forward(&tap, &bb, starts[seq], ctx);
+            if (shard_writer_append(w, starts[seq], (const float *const *)tap.x, (const float *const *)tap.lse, st))
+                goto done;
             const int64_t done_n = seq + 1 - first_new;
             progress_update(&prog, done_n, "%.0f tokens/s, shard %d", (double)done_n * ctx / progress_elapsed(&prog),
                             shard);
@@ -367,10 +406,8 @@ done:
     if (rc && created_out && dir_nonempty(out) == 0) rmdir(out);  // leave no empty folder behind
     backbone_close(&bb);
     free(h);
-    free(hidden), free(xbuf), free(lbuf), free(xs), free(ls), free(slot);
-    free(starts);
-    free(ids);
-    tok_free(tok);
+    teacher_tap_free(&tap);
+    teacher_stream_free(&ts);
     model_free(&m);
     return rc ? -1 : 0;
 }

@@ -12,6 +12,11 @@
 // source, and the tokens themselves). The forward stops after the deepest
 // stored layer, so the cost follows the layers stored.
 #pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backbone.h"
+#include "config.h"
 #include "shard.h"
 #include "status.h"
 
@@ -37,3 +42,44 @@ typedef struct {
 // "spindle teacher: ...". Returns 0, or -1 with st naming the file and the
 // problem; nothing partial is left (no .tmp shard, no empty folder it made).
 int teacher_run(const TeacherOpts *o, Status *st);
+
+// The token stream of a teacher run cut into its windows: what teacher_run
+// emits, and what online training (train/trainer.h) reads in the same order.
+typedef struct {
+    int32_t *ids;            // the whole stream [n_ids]
+    size_t n_ids;
+    const int32_t **starts;  // [n_win] window i = starts[i][0..ctx)
+    size_t n_win;
+    int ctx;
+    char source[sizeof(((ShardHeader *)0)->source)];  // "ids:ABS" or "text:ABS[;ABS...]" (real paths)
+} TeacherStream;
+
+// Reads the ids file (text NULL) or tokenizes the text files/folders with
+// model_dir/tokenizer.json, checks every id against c->vocab and cuts the
+// stream into windows of ctx tokens (at most max_seq; 0: all). Returns 0, or
+// -1 with st naming the file (also when not one window fits). Free with
+// teacher_stream_free (also after a failure).
+int teacher_stream_load(TeacherStream *s, const ModelConfig *c, const char *model_dir, const char *const *text,
+                        int n_text, const char *ids_path, int ctx, int max_seq, Status *st);
+void teacher_stream_free(TeacherStream *s);
+
+// The per-layer tap of the teacher's forward: after teacher_tap_forward,
+// x[i] [ctx, hidden] (the normed attention input), lse[i] [Hq, ctx] (the
+// per-head log-sum-exp) and, when asked for, q[i] [ctx, Hq·dh], k[i]
+// [ctx, Hkv·dh] of layers[i]. The forward stops after the deepest layer.
+typedef struct {
+    int n_layers;
+    int *slot;                 // [model layers] index into the buffers, -1: not tapped
+    float **x, **lse, **q, **k;  // [n_layers] each (q, k NULL without want_qk)
+    float *hidden;             // the forward's output (unspecified: the pass stops early)
+    int d_model, n_heads, q_dim, k_dim, missing_lse;
+    ForwardTap tap;
+    ForwardOpts fo;
+} TeacherTap;
+
+// layers[0..n) ascending full-attention layers of c; ctx tokens per forward.
+void teacher_tap_init(TeacherTap *t, const ModelConfig *c, const int *layers, int n, int ctx, int want_qk);
+// One window through the backbone: fills the buffers. Aborts if the forward
+// gave no lse (a dense teacher pass always has it).
+void teacher_tap_forward(TeacherTap *t, const Backbone *bb, const int32_t *ids, int ctx);
+void teacher_tap_free(TeacherTap *t);

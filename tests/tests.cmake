@@ -82,6 +82,10 @@ add_test(NAME hybrid_pipeline COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_hybrid
          ${GOLDENS} ${TEST_TMP}/hybrid)
 add_test(NAME train_resume_export COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_train.sh
          $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/train)
+# Online training (no shards): equal to shard training on the same windows and
+# seed, exact resume, bad usage, and the hybrid stack's full-attention layers only.
+add_test(NAME train_online COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_train_online.sh
+         $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/train_online)
 
 add_test(NAME reports COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_reports.sh ${CMAKE_SOURCE_DIR} ${TEST_TMP}/reports)
 
@@ -117,7 +121,7 @@ set(layering_cases
   "spindle_data|shard.h,corpus.h,ids.h,npy.h,model.h|export.h,run_state.h,trainer.h,eval.h,cli_util.h"
   "spindle_checkpoints|export.h,run_state.h,shard.h|teacher.h,trainer.h,adamw.h,eval.h,cli_util.h"
   "spindle_teacher|teacher.h,shard.h,corpus.h,backbone.h|export.h,run_state.h,trainer.h,eval.h,cli_util.h,cli_layers.h"
-  "spindle_train|trainer.h,adamw.h,export.h|teacher.h,eval.h,retrieval.h,cli_util.h,commands.h"
+  "spindle_train|trainer.h,adamw.h,export.h,teacher.h,backbone.h|eval.h,retrieval.h,cli_util.h,commands.h,cli_layers.h"
   "spindle_eval|eval.h,retrieval.h,export.h|teacher.h,trainer.h,schedule.h,cli_util.h,commands.h"
   "spindle_cli|commands.h,cli_util.h,cli_layers.h,teacher.h,trainer.h,eval.h|")
 set(layering_args)

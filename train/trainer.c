@@ -1,5 +1,7 @@
 // trainer.c: see trainer.h. One step = one teacher sequence: for every trained
-// layer, rebuild the teacher q/k from the stored x (forward_layer_qk), sample
+// layer, take x and lse from the data source (a shard, or the tap of an online
+// forward over the sequence), the teacher q/k from the tap or rebuilt from x
+// (forward_layer_qk), sample
 // the query positions, take the fused KL loss and gradients
 // (indexer_kl_loss_cpu, or its CUDA twin with --device cuda), clip, and
 // apply AdamW. Everything that decides the
@@ -29,6 +31,7 @@
 #include "run_state.h"
 #include "schedule.h"
 #include "shard.h"
+#include "teacher.h"
 #ifdef SPINDLE_HAVE_CUDA
 #include "forward_cuda.h"
 #include "indexer_cuda.h"
@@ -108,18 +111,95 @@ static int shardset_read(ShardSet *ss, int64_t g, int layer, float *x, size_t n_
     return shard_read(ss->open, g - ss->first[i], layer, NULL, 0, x, n_x, lse, n_lse, st);
 }
 
+// Where a step's teacher data comes from: shards (x, lse read per layer), or
+// online (the frozen backbone over the window, tapped at every trained layer
+// in one pass; on the CPU the tap also hands the teacher q and k).
+typedef struct {
+    ShardSet *shards;            // shard mode
+    const TeacherStream *stream;  // online mode
+    TeacherTap *tap;
+    const Backbone *bb;
+    int64_t tapped;  // the global sequence the tap holds (-1: none)
+    float *x, *lse;  // shard mode: [T, D] and [Hq, T] buffers
+    int T, D, Hq;
+} TrainSource;
+
+// Layer i (model layer `layer`) of global sequence g (epochs wrap): *x, *lse,
+// and *q, *k when the source has them (else NULL: rebuild from x).
+static int source_layer(TrainSource *s, int64_t g, int i, int layer, const float **x, const float **lse,
+                        const float **q, const float **k, Status *st) {
+    *q = *k = NULL;
+    if (s->shards) {
+        if (shardset_read(s->shards, g, layer, s->x, (size_t)s->T * s->D, s->lse, (size_t)s->T * s->Hq, st)) return -1;
+        *x = s->x, *lse = s->lse;
+        return 0;
+    }
+    if (s->tapped != g) {
+        teacher_tap_forward(s->tap, s->bb, s->stream->starts[g % (int64_t)s->stream->n_win], s->T);
+        s->tapped = g;
+    }
+    *x = s->tap->x[i], *lse = s->tap->lse[i];
+    if (s->tap->q) *q = s->tap->q[i], *k = s->tap->k[i];
+    return 0;
+}
+
 // format_version of RUN/config.json; 1 lacked the model path, device and
 // teacher precision (and its checkpoints had no checksum).
 enum { TRAIN_RUN_FORMAT = 2 };
 
-static cJSON *config_json(const TrainConfig *tc, const char *fingerprint, int ctx) {
+// o[key] = {source, paths (real paths), tokens, windows} of a token stream; returns the object.
+static cJSON *stream_json(cJSON *o, const char *key, const TrainStream *ts, const TeacherStream *loaded) {
+    char abs[4096];
+    cJSON *on = cJSON_AddObjectToObject(o, key);
+    cJSON_AddStringToObject(on, "source", ts->ids_path ? "ids" : "text");
+    cJSON *paths = cJSON_AddArrayToObject(on, "paths");
+    const int n = ts->ids_path ? 1 : ts->n_text;
+    for (int i = 0; i < n; i++) {
+        const char *p = ts->ids_path ? ts->ids_path : ts->text[i];
+        cJSON_AddItemToArray(paths, cJSON_CreateString(realpath(p, abs) ? abs : p));
+    }
+    cJSON_AddNumberToObject(on, "tokens", (double)loaded->n_ids);
+    cJSON_AddNumberToObject(on, "windows", (double)loaded->n_win);
+    return on;
+}
+
+// The stream of o[key] (stream_json's object) into ts. Returns 0, or -1 with st naming file.
+static int stream_from_json(TrainStream *ts, const cJSON *on, const char *file, const char *key, Status *st) {
+    const cJSON *src = cJSON_GetObjectItemCaseSensitive(on, "source");
+    const cJSON *paths = cJSON_GetObjectItemCaseSensitive(on, "paths"), *p;
+    const int ids = cJSON_IsString(src) && !strcmp(src->valuestring, "ids");
+    const int n = cJSON_IsArray(paths) ? cJSON_GetArraySize(paths) : 0;
+    ts->n_text = 0, ts->ids_path = NULL;
+    if (!cJSON_IsObject(on) || !cJSON_IsString(src) || (!ids && strcmp(src->valuestring, "text")) || n < 1 ||
+        n > TRAIN_MAX_TEXT || (ids && n != 1))
+        return status_fail(st, "%s: \"%s\" missing or incomplete (source, paths)", file, key);
+    cJSON_ArrayForEach(p, paths) {
+        if (!cJSON_IsString(p) || strlen(p->valuestring) >= sizeof ts->store[0])
+            return status_fail(st, "%s: %s \"paths\" holds something other than a path", file, key);
+        snprintf(ts->store[ts->n_text], sizeof ts->store[0], "%s", p->valuestring);
+        ts->text[ts->n_text] = ts->store[ts->n_text];
+        ts->n_text++;
+    }
+    if (ids) ts->ids_path = ts->text[0], ts->n_text = 0;
+    return 0;
+}
+
+static cJSON *config_json(const TrainConfig *tc, const char *fingerprint, int ctx, const TeacherStream *stream,
+                          const TeacherStream *held_stream) {
     cJSON *o = cJSON_CreateObject();
     char abs[4096];
     cJSON_AddStringToObject(o, "format", "spindle-run");
     cJSON_AddNumberToObject(o, "format_version", TRAIN_RUN_FORMAT);
     cJSON_AddStringToObject(o, "model", realpath(tc->model_dir, abs) ? abs : tc->model_dir);
     cJSON_AddStringToObject(o, "model_fingerprint", fingerprint);
-    cJSON_AddStringToObject(o, "shards", realpath(tc->shards_dir, abs) ? abs : tc->shards_dir);
+    cJSON_AddStringToObject(o, "shards", !tc->shards_dir ? "" : realpath(tc->shards_dir, abs) ? abs : tc->shards_dir);
+    if (stream) {  // online: the stream, its windows and what the data cursor counts
+        cJSON *on = stream_json(o, "online", &tc->online, stream);
+        cJSON_AddNumberToObject(on, "ctx", ctx);
+        cJSON_AddStringToObject(on, "cursor", "sequences consumed; the step at cursor c trains on window c mod windows "
+                                              "(window i = tokens [i*ctx, (i+1)*ctx) of the stream, as spindle teacher cuts it)");
+    }
+    if (held_stream) stream_json(o, "heldout_online", &tc->heldout_stream, held_stream);  // recall on its window 0
     cJSON_AddStringToObject(o, "heldout", !tc->heldout_dir ? "" : realpath(tc->heldout_dir, abs) ? abs : tc->heldout_dir);
     cJSON_AddNumberToObject(o, "ctx", ctx);
     cJSON_AddItemToObject(o, "layers", cJSON_CreateIntArray(tc->layers, tc->n_layers));
@@ -147,11 +227,11 @@ static cJSON *config_json(const TrainConfig *tc, const char *fingerprint, int ct
 // against tc, except steps (a resume may extend the run: *old_steps gets the
 // stored value) and the paths (train_config_load read them from the file, or
 // the command line replaced one that no longer exists); then writes tc back.
-static int run_config(const TrainConfig *tc, const char *fingerprint, int ctx, int resume, long *old_steps,
-                      Status *st) {
+static int run_config(const TrainConfig *tc, const char *fingerprint, int ctx, const TeacherStream *stream,
+                      const TeacherStream *held_stream, int resume, long *old_steps, Status *st) {
     char path[4200];
     snprintf(path, sizeof path, "%s/config.json", tc->run_dir);
-    cJSON *want = config_json(tc, fingerprint, ctx);
+    cJSON *want = config_json(tc, fingerprint, ctx, stream, held_stream);
     int rc = 0;
     *old_steps = tc->steps;
     if (resume) {
@@ -226,7 +306,7 @@ int train_config_load(TrainConfig *tc, const char *run_dir, Status *st) {
         sv[i] = it->valuestring;
     }
     for (int i = 0; i < 3; i++) snprintf(tc->path_store[i], sizeof tc->path_store[i], "%s", sv[i]);
-    tc->model_dir = tc->path_store[0], tc->shards_dir = tc->path_store[1];
+    tc->model_dir = tc->path_store[0], tc->shards_dir = sv[1][0] ? tc->path_store[1] : NULL;
     tc->heldout_dir = sv[2][0] ? tc->path_store[2] : NULL;
     tc->run_dir = run_dir;
     if ((strcmp(sv[3], "cpu") && strcmp(sv[3], "cuda")) || (strcmp(sv[4], "fp32") && strcmp(sv[4], "bf16"))) {
@@ -234,6 +314,26 @@ int train_config_load(TrainConfig *tc, const char *run_dir, Status *st) {
         goto done;
     }
     tc->use_cuda = !strcmp(sv[3], "cuda"), tc->bf16_teacher = !strcmp(sv[4], "bf16");
+    // Online mode: "online" {source, paths, ctx, ...}, and then no shards; held-out recall
+    // online: "heldout_online" {source, paths, ...}, and then no held-out shards.
+    const cJSON *on = cJSON_GetObjectItemCaseSensitive(o, "online");
+    const cJSON *hon = cJSON_GetObjectItemCaseSensitive(o, "heldout_online");
+    tc->online.n_text = 0, tc->online.ids_path = NULL, tc->ctx = 0;
+    tc->heldout_stream.n_text = 0, tc->heldout_stream.ids_path = NULL;
+    if (on || !tc->shards_dir) {
+        const cJSON *ctx = cJSON_GetObjectItemCaseSensitive(on, "ctx");
+        if (tc->shards_dir || !cJSON_IsNumber(ctx) || ctx->valuedouble < 1 || ctx->valuedouble > 1 << 30 ||
+            ctx->valuedouble != floor(ctx->valuedouble)) {
+            status_fail(st, "%s: \"shards\" empty and \"online\" missing or incomplete (source, paths, ctx)", path);
+            goto done;
+        }
+        if (stream_from_json(&tc->online, on, path, "online", st)) goto done;
+        tc->ctx = (int)ctx->valuedouble;
+    }
+    if (hon && (tc->heldout_dir || stream_from_json(&tc->heldout_stream, hon, path, "heldout_online", st))) {
+        if (tc->heldout_dir) status_fail(st, "%s: both \"heldout\" shards and \"heldout_online\"", path);
+        goto done;
+    }
     // Numbers: each must be present, finite and (for the integer ones) whole and in range.
     struct { const char *key; double *d; long *l; int *i; double lo, hi; } nums[] = {
         {"steps", NULL, &tc->steps, NULL, 1, 1 << 30},       {"warmup", NULL, &tc->warmup, NULL, 0, 1e9},
@@ -389,6 +489,7 @@ static int sample_queries(int *q, int T, int min_pos, double frac, uint64_t *rng
 // teacher q/k come from the uploaded backbone (fwd_cuda_layer_qk).
 typedef struct {
     FwdCuda *f;
+    int own_f;  // f was uploaded here (else it is the online backbone's, freed by backbone_close)
     float *x, *lse, *tq, *tk, *grads;
     int32_t *queries;
     unsigned char *decay;
@@ -397,10 +498,13 @@ typedef struct {
     int64_t np;
 } GpuTrain;
 
+// backbone: an fp32 upload of m to borrow (online training's forward), or NULL: upload one.
 static int gpu_open(GpuTrain *g, const Model *m, const RunState *rs, const unsigned char *decay, int T,
-                    Status *st) {
+                    FwdCuda *backbone, Status *st) {
     memset(g, 0, sizeof *g);
-    if (fwd_cuda_upload(m, FWD_FP32, &g->f, st)) return -1;
+    if (backbone) g->f = backbone;
+    else if (fwd_cuda_upload(m, FWD_FP32, &g->f, st)) return -1;
+    else g->own_f = 1;
     const ModelConfig *c = &m->cfg;
     const size_t TT = (size_t)T, np = (size_t)rs->n_params;
     g->x = cuda_malloc(sizeof(float) * TT * c->hidden);
@@ -451,7 +555,7 @@ static void gpu_close(GpuTrain *g) {
     free(g->params), free(g->m), free(g->v);
     void *ps[] = {g->x, g->lse, g->tq, g->tk, g->grads, g->queries, g->decay};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) cuda_free(ps[i]);
-    fwd_cuda_free(g->f);
+    if (g->own_f) fwd_cuda_free(g->f);
     memset(g, 0, sizeof *g);
 }
 #endif
@@ -461,6 +565,11 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
     if (model_load(&m, tc->model_dir, st)) return -1;
     char fp[65];
     ShardSet train = {0}, held = {0};
+    TeacherStream stream = {0}, hstream = {0};
+    TeacherTap tap = {0}, htap = {0};
+    const int held_online = tc->heldout_stream.ids_path || tc->heldout_stream.n_text;
+    Backbone bb = {&m, NULL};
+    const int online = !tc->shards_dir;
     RunState rs = {0};
     FILE *log = NULL, *csv = NULL;
     float *x = NULL, *lse = NULL, *tq = NULL, *tk = NULL, *grads = NULL, *cos_t = NULL, *sin_t = NULL;
@@ -485,15 +594,37 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
         status_fail(st, "indexer d_model %d differs from the model's hidden size %d", tc->icfg.d_model, m.cfg.hidden);
         goto done;
     }
-    if (shardset_open(&train, tc->shards_dir, fp, &m.cfg, st)) goto done;
+    if (online) {
+        if (tc->ctx < 1 || tc->ctx > m.cfg.max_pos) {
+            status_fail(st, "--ctx %d is not in [1, %d] (%s/config.json: max_position_embeddings)", tc->ctx,
+                        m.cfg.max_pos, tc->model_dir);
+            goto done;
+        }
+        if (teacher_stream_load(&stream, &m.cfg, tc->model_dir, tc->online.ids_path ? NULL : tc->online.text, tc->online.n_text,
+                                tc->online.ids_path, tc->ctx, 0, st))
+            goto done;
+    } else if (shardset_open(&train, tc->shards_dir, fp, &m.cfg, st))
+        goto done;
     if (tc->heldout_dir && shardset_open(&held, tc->heldout_dir, fp, &m.cfg, st)) goto done;
-    const int T = train.hdr.ctx;
+    const int T = online ? tc->ctx : train.hdr.ctx;
+    if (held_online) {
+        const TrainStream *hs = &tc->heldout_stream;
+        if (teacher_stream_load(&hstream, &m.cfg, tc->model_dir, hs->ids_path ? NULL : hs->text, hs->n_text,
+                                hs->ids_path, T, 1, st))
+            goto done;
+    }
     for (int i = 0; i < tc->n_layers; i++) {
+        if (online && (tc->layers[i] >= m.cfg.n_layers || (i && tc->layers[i] <= tc->layers[i - 1]))) {
+            status_fail(st, "%s/config.json: layer %d is not a layer of %s (it has %d), or the layers are not "
+                            "ascending", tc->run_dir, tc->layers[i], tc->model_dir, m.cfg.n_layers);
+            goto done;
+        }
         if (tc->layers[i] >= 0 && tc->layers[i] < m.cfg.n_layers && m.cfg.layer_kinds[tc->layers[i]] != LAYER_FULL_ATTENTION) {
             status_fail(st, "%s/config.json: layer %d is not a full-attention layer of %s; indexers are trained for "
                             "full-attention layers only", tc->run_dir, tc->layers[i], tc->model_dir);
             goto done;
         }
+        if (online) continue;
         int found = 0;
         for (int j = 0; j < train.hdr.n_layers; j++) found |= train.hdr.layers[j] == tc->layers[i];
         if (!found) {
@@ -502,7 +633,8 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
         }
     }
     if (held.n && held.hdr.ctx != T) {
-        status_fail(st, "%s: held-out ctx %d differs from the training shards' %d", held.paths[0], held.hdr.ctx, T);
+        status_fail(st, "%s: held-out ctx %d differs from the training %s' %d", held.paths[0], held.hdr.ctx,
+                    online ? "--ctx" : "shards", T);
         goto done;
     }
 
@@ -546,7 +678,7 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
         goto done;
     }
     long old_steps;
-    if (run_config(tc, fp, T, resume, &old_steps, st)) {
+    if (run_config(tc, fp, T, online ? &stream : NULL, held_online ? &hstream : NULL, resume, &old_steps, st)) {
         if (!resume) rmdir(tc->run_dir);  // only when still empty
         goto done;
     }
@@ -597,12 +729,26 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
     queries = xmalloc(sizeof(int) * (size_t)T);
     rope_tables(c, T, cos_t, sin_t);
     const float scale = (float)c->attn_scale;
+    TrainSource src = {online ? NULL : &train, &stream, &tap, &bb, -1, x, lse, T, D, Hq};
+    TrainSource hsrc = {held_online ? NULL : &held, &hstream, &htap, &bb, -1, x, lse, T, D, Hq};
+    // The GPU step rebuilds q/k from x on the device (gpu_load_layer): a tap keeps x and lse only there.
+    if (online) teacher_tap_init(&tap, c, tc->layers, L, T, !tc->use_cuda);
+    if (held_online) teacher_tap_init(&htap, c, tc->layers, L, T, !tc->use_cuda);
+    if ((online || held_online) && backbone_open(&bb, &m, tc->use_cuda, 0 /* FWD_FP32 */, st)) goto done;
+    if (held_online)
+        fprintf(stderr, "spindle train: held-out recall on window 0 of %s (%d tokens; one forward, kept)\n",
+                hstream.source, T);
+    if (online) {
+        fprintf(stderr, "spindle train: online: %zu window(s) of %d tokens from %s (%zu tokens); the backbone (%s) "
+                        "runs once per step, tapped at %d layer(s), stopping after layer %d\n",
+                stream.n_win, T, stream.source, stream.n_ids, backbone_describe(&bb), L, tc->layers[L - 1]);
+    }
 
     // A fresh run checkpoints its initialisation as step 0: the untrained
     // indexer can be exported and evaluated as the floor.
     if (rs.step == 0 && run_state_save(tc->run_dir, &rs, tc->keep_ckpts + 1, st)) goto done;
 #ifdef SPINDLE_HAVE_CUDA
-    if (tc->use_cuda && gpu_open(&gpu, &m, &rs, decay, T, st)) goto done;
+    if (tc->use_cuda && gpu_open(&gpu, &m, &rs, decay, T, online ? bb.gpu : NULL, st)) goto done;
 #endif
     Progress pr;
     progress_start(&pr, "train", "step", tc->steps);
@@ -621,10 +767,11 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
         const int nq = sample_queries(queries, T, tc->min_pos, tc->query_frac, &rs.rng);
         double kl[TRAIN_MAX_LAYERS], gn[TRAIN_MAX_LAYERS], kl_mean = 0;
         for (int i = 0; i < L; i++) {
-            if (shardset_read(&train, rs.cursor, tc->layers[i], x, (size_t)T * D, lse, (size_t)T * Hq, st)) goto done;
+            const float *xl, *ll, *ql, *kq;
+            if (source_layer(&src, rs.cursor, i, tc->layers[i], &xl, &ll, &ql, &kq, st)) goto done;
 #ifdef SPINDLE_HAVE_CUDA
             if (gpu.f) {
-                gpu_load_layer(&gpu, &m, tc->layers[i], x, lse, T);
+                gpu_load_layer(&gpu, &m, tc->layers[i], xl, ll, T);
                 if (i == 0) cuda_to_device(gpu.queries, queries, sizeof(int32_t) * (size_t)nq);
                 cuda_memset(gpu.grads, 0, sizeof(float) * (size_t)np);
                 kl[i] = indexer_kl_loss_cuda(gpu.grads, &tc->icfg, gpu.params[i], gpu.x, gpu.tq, gpu.tk, gpu.lse, T,
@@ -632,9 +779,12 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
             } else
 #endif
             {
-                forward_layer_qk(&m, tc->layers[i], x, T, cos_t, sin_t, tq, tk);
+                if (!ql) {
+                    forward_layer_qk(&m, tc->layers[i], xl, T, cos_t, sin_t, tq, tk);
+                    ql = tq, kq = tk;
+                }
                 memset(grads, 0, sizeof(float) * (size_t)np);
-                kl[i] = indexer_kl_loss_cpu(grads, &tc->icfg, rs.params[i], x, tq, tk, lse, T, Hq, Hkv, dh, scale,
+                kl[i] = indexer_kl_loss_cpu(grads, &tc->icfg, rs.params[i], xl, ql, kq, ll, T, Hq, Hkv, dh, scale,
                                             queries, nq);
             }
             if (!isfinite(kl[i])) {
@@ -662,7 +812,7 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
 
         // Held-out recall@k of every layer's indexer.
         double rec[TRAIN_MAX_LAYERS];
-        const int do_eval = held.n && tc->eval_every > 0 && (step % tc->eval_every == 0 || step == tc->steps);
+        const int do_eval = (held.n || held_online) && tc->eval_every > 0 && (step % tc->eval_every == 0 || step == tc->steps);
         if (do_eval) {
             // Evenly spaced queries from min_pos to T−1 (fixed, so curves compare).
             int ne = 0;
@@ -671,18 +821,22 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
                 if (t >= 0 && t < T && (ne == 0 || t > queries[ne - 1])) queries[ne++] = t;
             }
             for (int i = 0; i < L; i++) {
-                if (shardset_read(&held, 0, tc->layers[i], x, (size_t)T * D, lse, (size_t)T * Hq, st)) goto done;
+                const float *xl, *ll, *ql, *kq;
+                if (source_layer(&hsrc, 0, i, tc->layers[i], &xl, &ll, &ql, &kq, st)) goto done;
 #ifdef SPINDLE_HAVE_CUDA
                 if (gpu.f) {
-                    gpu_load_layer(&gpu, &m, tc->layers[i], x, lse, T);
+                    gpu_load_layer(&gpu, &m, tc->layers[i], xl, ll, T);
                     if (i == 0) cuda_to_device(gpu.queries, queries, sizeof(int32_t) * (size_t)ne);
                     rec[i] = indexer_mass_recall_cuda(NULL, &tc->icfg, gpu.params[i], gpu.x, gpu.tq, gpu.tk, gpu.lse,
                                                       T, Hq, Hkv, dh, scale, gpu.queries, ne, tc->recall_k);
                     continue;
                 }
 #endif
-                forward_layer_qk(&m, tc->layers[i], x, T, cos_t, sin_t, tq, tk);
-                rec[i] = indexer_mass_recall_cpu(NULL, &tc->icfg, rs.params[i], x, tq, tk, lse, T, Hq, Hkv, dh, scale,
+                if (!ql) {
+                    forward_layer_qk(&m, tc->layers[i], xl, T, cos_t, sin_t, tq, tk);
+                    ql = tq, kq = tk;
+                }
+                rec[i] = indexer_mass_recall_cpu(NULL, &tc->icfg, rs.params[i], xl, ql, kq, ll, T, Hq, Hkv, dh, scale,
                                                  queries, ne, tc->recall_k);
             }
         }
@@ -726,7 +880,7 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
         for (int j = 0; j < tail; j++) kl_sum += kl_tail[i][j];
         char recs[96];
         if (have_rec) snprintf(recs, sizeof recs, "held-out recall@%d %.4f", tc->recall_k, last_rec[i]);
-        else snprintf(recs, sizeof recs, "held-out recall: %s", held.n ? "not measured in this run" : "no --heldout");
+        else snprintf(recs, sizeof recs, "held-out recall: %s", held.n || held_online ? "not measured in this run" : "no --heldout");
         fprintf(stderr, "spindle train: layer %d: final KL %.4f (mean of the last %d steps), %s\n", tc->layers[i],
                 kl_sum / tail, tail, recs);
     }
@@ -747,6 +901,9 @@ done:
     free(x), free(lse), free(tq), free(tk), free(grads), free(cos_t), free(sin_t), free(queries), free(decay);
     shardset_close(&train);
     if (held.paths) shardset_close(&held);
+    teacher_tap_free(&tap), teacher_tap_free(&htap);
+    backbone_close(&bb);
+    teacher_stream_free(&stream), teacher_stream_free(&hstream);
     model_free(&m);
     return rc;
 }

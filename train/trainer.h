@@ -1,15 +1,36 @@
 // trainer.h: `spindle train` — distil each chosen layer's head-averaged
-// attention mass into its indexer from teacher shards (docs/design.md, "Loss").
+// attention mass into its indexer (docs/design.md, "Loss"), from teacher
+// shards or online: the frozen backbone runs over each step's sequence and a
+// tap hands the step the trained layers' x and lse (and, on the CPU, the
+// teacher q and k) from that pass.
 #pragma once
 #include <stdint.h>
 
 #include "indexer.h"
 #include "status.h"
 
-enum { TRAIN_MAX_LAYERS = 256 };
+enum { TRAIN_MAX_LAYERS = 256, TRAIN_MAX_TEXT = 16 };
+
+// A token stream by its paths, read and windowed as `spindle teacher` does
+// (teacher_stream_load): text files/folders, or one ids file; neither: none.
+typedef struct {
+    const char *text[TRAIN_MAX_TEXT];
+    int n_text;
+    const char *ids_path;
+    char store[TRAIN_MAX_TEXT][4096];  // the paths read from a run's config.json
+} TrainStream;
 
 typedef struct {
     const char *model_dir, *shards_dir, *run_dir;  // paths (train_config_load points them into path_store)
+    // Online mode (shards_dir NULL): the token stream `spindle teacher` reads
+    // (text files/folders tokenized and concatenated, or an ids file), cut into
+    // the same non-overlapping windows of ctx tokens; the step with data
+    // cursor c (sequences consumed so far) trains on window c mod their count.
+    TrainStream online;
+    int ctx;  // online only (shard mode: the shards' ctx)
+    // Held-out recall from a stream instead of heldout_dir: its window 0 runs
+    // through the backbone once, tapped like a training window.
+    TrainStream heldout_stream;
     const char *heldout_dir;  // shards for the periodic recall check (NULL: none)
     IndexerConfig icfg;
     int layers[TRAIN_MAX_LAYERS];  // model layers to train (each stored in the shards)
@@ -41,7 +62,7 @@ int train_config_load(TrainConfig *tc, const char *run_dir, Status *st);
 // naming each on stderr ("spindle CMD: removed stale FILE"). Returns how many.
 int train_remove_stale_tmp(const char *run_dir, const char *cmd);
 
-// Trains to tc->steps. Everything is checked (model, shards, layers, sizes)
+// Trains to tc->steps. Everything is checked (model, shards or token stream, layers, sizes)
 // before the run folder is created or touched, so a refused run leaves
 // nothing behind. Fresh (resume = 0): refuses a non-empty run folder and
 // writes config.json. resume = 1: the run's config.json must agree with tc
