@@ -20,8 +20,8 @@ and `spindle logits --model MODEL --ids OUT_DIR/ids.txt --out OUT_DIR/spindle_lo
 [--precision P]` makes the spindle side. With --ids/--logits both are given (the ids exactly as spindle
 read them; the logits float32 [T, vocab] .npy as `spindle logits` writes them).
 
-The HF side: the model_type's class (Gemma3ForCausalLM, ...).from_pretrained(MODEL, dtype=float32, attn_implementation=--attn (eager by
-default; sdpa also allowed)), use_cache=False, on --hf-device (default cuda when available). The logits
+The HF side: the model_type's class (Gemma3ForCausalLM, ...).from_pretrained(MODEL, dtype=float32,
+attn_implementation=--attn (eager by default; sdpa also allowed)), use_cache=False, on --hf-device (default cuda when available). The logits
 are formed chunk by chunk (--chunk positions at a time) from the final hidden states through the tied
 or separate head (and final_logit_softcapping when the config sets it); the spindle .npy is memory-mapped:
 neither side's [T, vocab] array is held in memory whole.
@@ -153,7 +153,8 @@ def main():
     ap.add_argument("--precision", choices=["fp32", "mixed", "bf16"], help="spindle logits --precision (cuda)")
     ap.add_argument("--tokens", type=int, default=2048, help="tokens with --text, <bos> included (default 2048)")
     ap.add_argument("--bos", type=int, default=None,
-                    help="id prepended with --text, -1 for none (default: the model's, Gemma's <bos> = 2; none for Qwen2)")
+                    help="id prepended with --text, -1 for none "
+                         "(default: the model's: Gemma's <bos> = 2, none for Qwen2)")
     ap.add_argument("--out-dir", default="results/gemma3-check", help="ids, spindle logits, summary (with --text)")
     ap.add_argument("--tokenizer-texts", nargs="+", metavar="FILE",
                     help="compare spindle tokenize with HF tokenizers on these files (no logits)")

@@ -125,6 +125,16 @@ mkdir -p "$(dirname "$OUT")"
 "$PY" "$ROOT/scripts/gguf_to_hf.py" "${CONV_ARGS[@]}" "$GGUF" "$TMP" >"$CACHE/convert.log" \
   || { tail -20 "$CACHE/convert.log" >&2; die "conversion failed (log: $CACHE/convert.log)"; }
 grep '^gguf_to_hf:' "$CACHE/convert.log" | sed 's/^/  /'
+# tokenizer.json against transformers' own Qwen2Tokenizer (same vocabulary and merges), when PY has
+# transformers: tests/tokenizer/*.txt and every 25th held-out file
+if "$PY" -c "import transformers" 2>/dev/null; then
+  sample=("$ROOT"/tests/tokenizer/*.txt)
+  [[ -d "$ROOT/corpus/heldout" ]] && mapfile -t -O ${#sample[@]} sample < <(find "$ROOT/corpus/heldout" -type f | LC_ALL=C sort | awk 'NR % 25 == 3')
+  "$PY" "$ROOT/scripts/gguf_to_hf.py" --check-qwen2-tokenizer "$TMP" "${sample[@]}" | tail -1 | sed 's/^/  /' ||
+    die "tokenizer.json differs from transformers' Qwen2Tokenizer"
+else
+  log "no transformers in $PY: the Qwen2Tokenizer check is skipped (docs/qwen25coder.md runs it)"
+fi
 (cd "$TMP" && sha256sum config.json generation_config.json model.safetensors tokenizer.json \
   tokenizer_config.json >SHA256SUMS)
 cat >"$TMP/SOURCE.txt" <<EOF

@@ -13,6 +13,11 @@ Writes, into OUT_DIR:
 Usage:
   gguf_to_hf.py [--bf16] GGUF OUT_DIR  convert, then run the checks on OUT_DIR
   gguf_to_hf.py --verify OUT_DIR       only run the checks on an existing folder
+  gguf_to_hf.py --check-qwen2-tokenizer OUT_DIR TEXT...
+                                       OUT_DIR/tokenizer.json against transformers' own Qwen2Tokenizer
+                                       (its normalizer, regex and byte level, written in transformers'
+                                       code) built from the same vocabulary, merges and added tokens;
+                                       needs transformers
 
 Checks: expected shapes for every tensor, no NaN/Inf, no unused or missing
 tensors, tokenizer.json loads with HF `tokenizers` and decode(encode(x)) == x on
@@ -465,7 +470,41 @@ def verify(out_dir):
           f"{len(SAMPLE_TEXTS)} sample texts round-trip, special tokens are single ids, digits split")
 
 
+def check_qwen2_tokenizer(out_dir, texts):
+    """Encode each TEXT with OUT_DIR/tokenizer.json and with transformers' Qwen2Tokenizer built from
+    the same vocabulary, merges and added tokens; exit 1 if any file differs."""
+    from tokenizers import AddedToken, Tokenizer
+    from transformers import Qwen2Tokenizer
+
+    with open(os.path.join(out_dir, "tokenizer.json"), encoding="utf-8") as f:
+        tj = json.load(f)
+    ref = Qwen2Tokenizer(vocab=tj["model"]["vocab"], merges=[tuple(m) for m in tj["model"]["merges"]])
+    ref.add_tokens([AddedToken(a["content"], special=a["special"], normalized=False) for a in tj["added_tokens"]])
+    for a in tj["added_tokens"]:
+        if ref.convert_tokens_to_ids(a["content"]) != a["id"]:
+            die(f"added token {a['content']!r}: id {ref.convert_tokens_to_ids(a['content'])} in Qwen2Tokenizer, "
+                f"{a['id']} in tokenizer.json")
+    tk = Tokenizer.from_file(os.path.join(out_dir, "tokenizer.json"))
+    total = bad = 0
+    for path in texts:
+        with open(path, "rb") as f:
+            text = f.read().decode("utf-8")
+        a = tk.encode(text, add_special_tokens=False).ids
+        b = ref(text, add_special_tokens=False)["input_ids"]
+        total += len(a)
+        if a != b:
+            bad += 1
+            k = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+            print(f"gguf_to_hf: {path}: first difference at token {k}: tokenizer.json {a[k:k + 5]}, "
+                  f"Qwen2Tokenizer {b[k:k + 5]}")
+    print(f"gguf_to_hf: check-qwen2-tokenizer: {len(texts) - bad}/{len(texts)} files identical token for token, "
+          f"{total} tokens")
+    return 1 if bad else 0
+
+
 def main():
+    if len(sys.argv) >= 3 and sys.argv[1] == "--check-qwen2-tokenizer":
+        sys.exit(check_qwen2_tokenizer(sys.argv[2], sys.argv[3:]))
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--verify", metavar="OUT_DIR", help="only check an existing HF folder")
     ap.add_argument("--bf16", action="store_true", help="store the dequantized weights rounded to bfloat16")
