@@ -169,6 +169,13 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
     // forward's SparseStats sum over those only.
     const int T = o->ctx, H = m->cfg.hidden, L = n_full_layers(m);
     if (L < 1) return status_fail(st, "the model has no full-attention layer: nothing to evaluate sparse");
+    // The GPU forward does not take hybrid supports (Sparsity.recent / sinks): it would run the plain ones.
+    for (int c = 1; o->gpu && c < n_configs(o); c++) {
+        const Sparsity sp = config_of(o, c);
+        if (sp.recent || sp.sinks)
+            return status_fail(st, "hybrid supports (recent %d, sinks %d) run on the CPU twin only", sp.recent,
+                               sp.sinks);
+    }
     int n_seq = (int)(n_ids / (size_t)T);
     if (n_seq < 1)
         return status_fail(st, "the text has %zu tokens, fewer than --ctx %d", n_ids, T);
