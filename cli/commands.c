@@ -85,6 +85,21 @@ static void describe_sparsity(const char *cmd, const Sparsity *sp, const Indexer
     free(ls);
 }
 
+// Hybrid supports (--recent / --sinks) run on the CPU twin only: with --device
+// cuda, a usage error naming the flag, before any work. Returns 0 or 2.
+static int hybrid_needs_cpu(const char *cmd, const Flag *flags, int nf) {
+    const char *dev = args_get(flags, nf, "--device");
+    if (!dev || strcmp(dev, "cuda")) return 0;
+    const char *names[2] = {"--recent", "--sinks"};
+    for (int i = 0; i < 2; i++)
+        if (args_get(flags, nf, names[i])) {
+            fprintf(stderr, "spindle %s: %s (hybrid supports) runs on the CPU twin only; the GPU forward does not take "
+                            "it yet: use --device cpu\n", cmd, names[i]);
+            return 2;
+        }
+    return 0;
+}
+
 // Loads the exported indexer in dir for model m (its fingerprint must match;
 // it may cover full-attention layers only).
 static int load_indexer(IndexerSet *set, const char *dir, const Model *m, const char *model_dir, Status *st) {
@@ -281,6 +296,8 @@ int cmd_logits(int argc, char **argv) {
         {"--k", 1, "keys kept per support with --indexer (default: the export's default_k)", NULL},
         {"--precision", 1, "with --device cuda: fp32 (default, the reference), mixed (16-bit layer GEMMs) or bf16 (mixed + cuDNN bf16 attention)", NULL},
         {"--indexer-scores", 1, "with --device cuda and --indexer: how the indexer scores keys, fp32, tf32 or bf16 (default: the precision's: fp32 in fp32 and mixed; in bf16, tf32 per query and fused bf16 block sums block-shared)", NULL},
+        {"--recent", 1, "hybrid supports: each query also keeps its W most recent keys (default 0; CPU only)", NULL},
+        {"--sinks", 1, "hybrid supports: each query also keeps the first S keys (default 0; CPU only)", NULL},
     };
     int rc = cli_parse(argc, argv, flags, N_FLAGS(flags), "logits",
                        (const char *const[]){"--model", "--ids", "--out", NULL});
@@ -301,6 +318,22 @@ int cmd_logits(int argc, char **argv) {
         return 2;
     }
     if (k_s && cli_positive("logits", "--k", k_s, &sp.topk)) return 2;
+    {
+        const char *names[2] = {"--recent", "--sinks"};
+        int *dst[2] = {&sp.recent, &sp.sinks};
+        for (int i = 0; i < 2; i++) {
+            const char *val = args_get(flags, N_FLAGS(flags), names[i]);
+            long long x;
+            if (!val) continue;
+            if (cli_int("logits", names[i], val, 0, 1 << 30, &x)) return 2;
+            if (!ok_s && !ix_dir) {
+                fprintf(stderr, "spindle logits: %s needs --oracle-k or --indexer\n", names[i]);
+                return 2;
+            }
+            *dst[i] = (int)x;
+        }
+    }
+    if ((rc = hybrid_needs_cpu("logits", flags, N_FLAGS(flags)))) return rc;
     // --device cuda: the forward on GPU 0 (model/forward_cuda.h).
     int use_cuda, prec;
     if ((rc = backbone_flags("logits", args_get(flags, N_FLAGS(flags), "--device"),
@@ -351,6 +384,9 @@ int cmd_logits(int argc, char **argv) {
     }
     if (sparse && sp.topk > T) sp.topk = T;  // k >= T keeps every key either way (dense exactly)
     describe_sparsity("logits", sparse ? &sp : NULL, ix_dir ? &set : NULL, ix_dir, &m.cfg, T);
+    if (sparse && (sp.recent || sp.sinks))
+        fprintf(stderr, "spindle logits: hybrid supports: each query also keeps its %d most recent keys and the first "
+                        "%d keys\n", sp.recent, sp.sinks);
 
     NpyWriter w;
     rc = 1;
@@ -508,6 +544,8 @@ int cmd_eval(int argc, char **argv) {
         {"--device", 1, "cpu (default) or cuda", NULL},
         {"--precision", 1, "with --device cuda: fp32 (default), mixed or bf16 (see spindle logits)", NULL},
         {"--indexer-scores", 1, "with --device cuda and --indexer: how the indexer scores keys, fp32, tf32 or bf16 (default: the precision's: fp32 in fp32 and mixed; in bf16, tf32 per query and fused bf16 block sums block-shared)", NULL},
+        {"--recent", 1, "hybrid supports: each query also keeps its W most recent keys, comma-separated W >= 0 (default 0; CPU only)", NULL},
+        {"--sinks", 1, "hybrid supports: each query also keeps the first S keys, comma-separated S >= 0 (default 0; CPU only)", NULL},
     };
     const int nf = N_FLAGS(flags);
     char *cmdline = command_line(argc, argv);  // before parsing rewrites --flag=value entries
@@ -520,6 +558,7 @@ int cmd_eval(int argc, char **argv) {
     const Flag *text = &flags[1];
     const char *ids_path = args_get(flags, nf, "--ids"), *v;
     int use_cuda, prec, ks[64], bsels[64], n_k, n_b, ctx, n_seq = 0;
+    int recents[64] = {0}, sinks[64] = {0}, n_rec = 1, n_sink = 1;
     RetrievalKind tasks[8];
     double depths[64] = {0, 0.5, 1};
     int n_tasks = 0, n_depths = 3, task_n = 4, seed = 1;
@@ -527,6 +566,10 @@ int cmd_eval(int argc, char **argv) {
         fprintf(stderr, "spindle eval: give exactly one of --text or --ids\n");
         goto usage;
     }
+    if (((v = args_get(flags, nf, "--recent")) && cli_list("eval", "--recent", v, 0, recents, &n_rec)) ||
+        ((v = args_get(flags, nf, "--sinks")) && cli_list("eval", "--sinks", v, 0, sinks, &n_sink)) ||
+        hybrid_needs_cpu("eval", flags, nf))
+        goto usage;
     if (cli_threads("eval", args_get(flags, nf, "--threads")) ||
         backbone_flags("eval", args_get(flags, nf, "--device"), args_get(flags, nf, "--precision"), &use_cuda, &prec))
         goto usage;
@@ -673,6 +716,7 @@ int cmd_eval(int argc, char **argv) {
     if (backbone_open(&bb, &m, use_cuda, prec, &st)) goto done;
     EvalOpts o = {ctx, ks, n_k, bsels, n_b, ix_dir ? &set : NULL, n_seq, 1, tok, tasks, n_tasks, depths,
                   n_depths, task_n, (uint64_t)seed, bb.gpu, ix_scores};
+    o.recents = recents, o.n_recent = n_rec, o.sinks = sinks, o.n_sinks = n_sink;
     if (eval_run(&m, ids, n, &o, &res, &n_res, &st)) goto done;
     char date[32];
     const time_t now = time(NULL);
@@ -683,11 +727,11 @@ int cmd_eval(int argc, char **argv) {
     const EvalProvenance prov = {flags[0].value, fp, L, full_layers, n_full, ix_dir, ix_layers, n_ix,
                                  ids_path ? "ids" : "text", (const char *const *)files, sum_ptrs, n_files,
                                  ks, bsels, n_k, n_b, ctx, use_cuda ? "cuda" : "cpu", prec_name, cmdline,
-                                 spindle_version(), date};
+                                 spindle_version(), date, recents, sinks, n_rec, n_sink};
     const int wrc = eval_write(res, n_res, &prov, json, csv, md, &st);
     free(sum_ptrs);
     if (wrc) goto done;
-    const int n_lm = 1 + n_k * n_b * (ix_dir ? 2 : 1);
+    const int n_lm = 1 + n_k * n_b * n_rec * n_sink * (ix_dir ? 2 : 1);
     fprintf(stderr, "spindle eval: %d configurations on %d sequence(s) of %d tokens, %d retrieval rows -> %s, %s, %s\n",
             n_lm, res[0].n_seq, ctx, n_res - n_lm, json, csv, md);
     rc = 0;

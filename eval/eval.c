@@ -40,19 +40,26 @@ static Stat stat_of(const double *x, int64_t n) {
     return s;
 }
 
-// Configurations: 0 is dense, then the oracle at each (k, bsel) with bsel
-// varying fastest, then (with an indexer) the indexer at the same grid.
-static int n_configs(const EvalOpts *o) { return 1 + o->n_k * o->n_bsel * (o->indexer ? 2 : 1); }
+// Configurations: 0 is dense, then the oracle at each (k, bsel, recent, sinks)
+// with sinks varying fastest, then (with an indexer) the indexer at the same grid.
+static int n_recent(const EvalOpts *o) { return o->recents && o->n_recent > 0 ? o->n_recent : 1; }
+static int n_sinks(const EvalOpts *o) { return o->sinks && o->n_sinks > 0 ? o->n_sinks : 1; }
+static int n_grid(const EvalOpts *o) { return o->n_k * o->n_bsel * n_recent(o) * n_sinks(o); }
+static int n_configs(const EvalOpts *o) { return 1 + n_grid(o) * (o->indexer ? 2 : 1); }
 
 static EvalMode mode_of(const EvalOpts *o, int c) {
-    return c == 0 ? EVAL_DENSE : c <= o->n_k * o->n_bsel ? EVAL_ORACLE : EVAL_INDEXER;
+    return c == 0 ? EVAL_DENSE : c <= n_grid(o) ? EVAL_ORACLE : EVAL_INDEXER;
 }
 
 static Sparsity config_of(const EvalOpts *o, int c) {
-    Sparsity sp = {0, 0};
+    Sparsity sp = {0, 0, 0, 0};
     if (c == 0) return sp;
-    const int g = (c - 1) % (o->n_k * o->n_bsel);
-    sp.topk = o->ks[g / o->n_bsel], sp.bsel = o->bsels[g % o->n_bsel];
+    int g = (c - 1) % n_grid(o);
+    const int ns = n_sinks(o), nr = n_recent(o);
+    sp.sinks = o->sinks && o->n_sinks > 0 ? o->sinks[g % ns] : 0, g /= ns;
+    sp.recent = o->recents && o->n_recent > 0 ? o->recents[g % nr] : 0, g /= nr;
+    sp.bsel = o->bsels[g % o->n_bsel], g /= o->n_bsel;
+    sp.topk = o->ks[g];
     return sp;
 }
 
@@ -141,6 +148,7 @@ static int eval_retrieval(const Model *m, const int32_t *hay, size_t n_hay, cons
                 memset(e, 0, sizeof *e);
                 const Sparsity sp = config_of(o, c);
                 e->mode = mode_of(o, c), e->k = sp.topk, e->bsel = sp.bsel, e->ctx = T;
+                e->recent = sp.recent, e->sinks = sp.sinks;
                 e->n_sparse_layers = n_sparse_layers(m, o, c);
                 e->n_seq = o->task_n;
                 e->task = (int)o->tasks[ti];
@@ -161,6 +169,13 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
     // forward's SparseStats sum over those only.
     const int T = o->ctx, H = m->cfg.hidden, L = n_full_layers(m);
     if (L < 1) return status_fail(st, "the model has no full-attention layer: nothing to evaluate sparse");
+    // The GPU forward does not take hybrid supports (Sparsity.recent / sinks): it would run the plain ones.
+    for (int c = 1; o->gpu && c < n_configs(o); c++) {
+        const Sparsity sp = config_of(o, c);
+        if (sp.recent || sp.sinks)
+            return status_fail(st, "hybrid supports (recent %d, sinks %d) run on the CPU twin only", sp.recent,
+                               sp.sinks);
+    }
     int n_seq = (int)(n_ids / (size_t)T);
     if (n_seq < 1)
         return status_fail(st, "the text has %zu tokens, fewer than --ctx %d", n_ids, T);
@@ -177,6 +192,8 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
         r->mode = mode_of(o, c);
         r->k = sp.topk;
         r->bsel = sp.bsel;
+        r->recent = sp.recent;
+        r->sinks = sp.sinks;
         r->ctx = T;
         r->n_seq = n_seq;
         r->task = -1;
@@ -246,9 +263,10 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
                 const Sparsity sp = config_of(o, c);
                 const EvalMode md = mode_of(o, c);
                 const double el = progress_elapsed(&pr);
-                char what[64] = "dense";
+                char what[96] = "dense";
                 if (md != EVAL_DENSE)
-                    snprintf(what, sizeof what, "%s k %d b_sel %d", md == EVAL_ORACLE ? "oracle" : "indexer", sp.topk, sp.bsel);
+                    snprintf(what, sizeof what, "%s k %d b_sel %d recent %d sinks %d",
+                             md == EVAL_ORACLE ? "oracle" : "indexer", sp.topk, sp.bsel, sp.recent, sp.sinks);
                 progress_update(&pr, (int64_t)s * n_cfg + c + 1, "sequence %d/%d, configuration %d/%d (%s), %.0f tokens/s",
                                 s + 1, n_seq, c + 1, n_cfg, what, el > 0 ? (double)tokens / el : 0.0);
             }

@@ -25,6 +25,7 @@ enum { EVAL_BATCH = 64 };
 typedef struct {
     EvalMode mode;
     int k, bsel;  // 0, 0 for dense
+    int recent, sinks;  // hybrid supports: each query's window and sink keys (0, 0: none, and for dense)
     int ctx, n_seq;
     int64_t n_scored;   // next-token positions scored (ctx − 1 per sequence)
     Stat nll;           // nats/token
@@ -64,6 +65,12 @@ typedef struct {
     uint64_t seed;
     struct FwdCuda *gpu;  // not NULL: every forward pass runs on the GPU (model/backbone.h)
     int indexer_scores;   // the indexer rows' ForwardOpts.indexer_scores (0: the precision's default)
+    // Hybrid supports (docs/design.md "Hybrid supports"): every sparse row at
+    // each recent × sinks pair; NULL / 0: the single pair (0, 0).
+    const int *recents;
+    int n_recent;
+    const int *sinks;
+    int n_sinks;
 } EvalOpts;
 
 // Evaluates dense and the oracle at every (k, bsel) on windows of ids. Results
@@ -93,6 +100,8 @@ typedef struct {
     const char *command;            // the command line, shell-quoted
     const char *version;            // spindle_version()
     const char *date;               // UTC, ISO 8601
+    const int *recents, *sinks;     // the hybrid-support grid (NULL / 0: the single pair 0, 0)
+    int n_recent, n_sinks;
 } EvalProvenance;
 
 // The layers that ran sparse in a row of this mode (dense: none, oracle: every

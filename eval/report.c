@@ -92,6 +92,9 @@ static cJSON *provenance_json(const EvalProvenance *p) {
     cJSON_AddNumberToObject(o, "ctx", p->ctx);
     cJSON_AddItemToObject(o, "k_grid", int_array(p->ks, p->n_k));
     cJSON_AddItemToObject(o, "bsel_grid", int_array(p->bsels, p->n_bsel));
+    const int zero = 0;
+    cJSON_AddItemToObject(o, "recent_grid", p->n_recent ? int_array(p->recents, p->n_recent) : int_array(&zero, 1));
+    cJSON_AddItemToObject(o, "sinks_grid", p->n_sinks ? int_array(p->sinks, p->n_sinks) : int_array(&zero, 1));
     cJSON_AddStringToObject(o, "device", p->device);
     cJSON_AddStringToObject(o, "precision", p->precision);
     cJSON_AddStringToObject(o, "input_kind", p->input_kind);
@@ -112,6 +115,8 @@ static char *to_json(const EvalResult *r, int n, const EvalProvenance *p) {
         cJSON_AddStringToObject(o, "mode", mode_name(r[i].mode));
         cJSON_AddNumberToObject(o, "k", r[i].k);
         cJSON_AddNumberToObject(o, "bsel", r[i].bsel);
+        cJSON_AddNumberToObject(o, "recent", r[i].recent);
+        cJSON_AddNumberToObject(o, "sinks", r[i].sinks);
         cJSON_AddNumberToObject(o, "ctx", r[i].ctx);
         cJSON_AddNumberToObject(o, "n_seq", r[i].n_seq);
         if (r[i].task >= 0) {
@@ -192,6 +197,8 @@ static void md_provenance(Buf *b, const EvalProvenance *p) {
     for (int i = 0; i < p->n_k; i++) buf_printf(b, "%s%d", i ? "," : "", p->ks[i]);
     buf_printf(b, ", b_sel ");
     for (int i = 0; i < p->n_bsel; i++) buf_printf(b, "%s%d", i ? "," : "", p->bsels[i]);
+    for (int i = 0; i < p->n_recent; i++) buf_printf(b, "%s%d", i ? "," : ", recent ", p->recents[i]);
+    for (int i = 0; i < p->n_sinks; i++) buf_printf(b, "%s%d", i ? "," : ", sinks ", p->sinks[i]);
     buf_printf(b, ", device %s, precision %s\n- %s input(s):\n", p->device, p->precision, p->input_kind);
     for (int i = 0; i < p->n_inputs; i++) buf_printf(b, "  - `%s` sha256 %s\n", p->inputs[i], p->input_sha256[i]);
 }
@@ -214,6 +221,14 @@ static void md_sparse(Buf *b, const EvalProvenance *p, EvalMode mode) {
     buf_printf(b, ")");
 }
 
+// The b_sel cell of a sparse row: "64", or "64 + recent 256 + sinks 4" for a
+// hybrid support (docs/design.md "Hybrid supports").
+static void bsel_cell(char *s, size_t n, const EvalResult *e) {
+    int w = snprintf(s, n, "%d", e->bsel);
+    if (e->recent && w >= 0 && (size_t)w < n) w += snprintf(s + w, n - (size_t)w, " + recent %d", e->recent);
+    if (e->sinks && w >= 0 && (size_t)w < n) snprintf(s + w, n - (size_t)w, " + sinks %d", e->sinks);
+}
+
 int eval_write(const EvalResult *r, int n, const EvalProvenance *p, const char *json, const char *csv,
                const char *md, Status *st) {
     if (json) {
@@ -228,7 +243,7 @@ int eval_write(const EvalResult *r, int n, const EvalProvenance *p, const char *
 #define HEAD(field, name) buf_printf(&b, "," name "," name "_ci95");
         METRICS(HEAD)
 #undef HEAD
-        buf_printf(&b, ",task,depth,accuracy,accuracy_lo,accuracy_hi");
+        buf_printf(&b, ",task,depth,accuracy,accuracy_lo,accuracy_hi,recent,sinks");
         if (p)
             buf_printf(&b, ",sparse_layers,n_sparse_layers,n_layers,model,model_fingerprint,indexer,indexer_layers,"
                            "inputs,device,precision,command,spindle_version,date_utc");
@@ -236,14 +251,14 @@ int eval_write(const EvalResult *r, int n, const EvalProvenance *p, const char *
         for (int i = 0; i < n; i++) {
             buf_printf(&b, "%s,%d,%d,%d,%d,", mode_name(r[i].mode), r[i].k, r[i].bsel, r[i].ctx, r[i].n_seq);
             if (r[i].task >= 0) {
-                buf_printf(&b, ",,,,,,,,,,,,,%s,%g,%.4f,%.4f,%.4f", retrieval_kind_name((RetrievalKind)r[i].task),
-                           r[i].depth, r[i].accuracy, r[i].acc_lo, r[i].acc_hi);
+                buf_printf(&b, ",,,,,,,,,,,,,%s,%g,%.4f,%.4f,%.4f,%d,%d", retrieval_kind_name((RetrievalKind)r[i].task),
+                           r[i].depth, r[i].accuracy, r[i].acc_lo, r[i].acc_hi, r[i].recent, r[i].sinks);
             } else {
                 buf_printf(&b, "%lld", (long long)r[i].n_scored);
 #define ROW(field, name) buf_printf(&b, ",%.6g,%.3g", r[i].field.mean, r[i].field.ci95);
                 METRICS(ROW)
 #undef ROW
-                buf_printf(&b, ",,,,,");
+                buf_printf(&b, ",,,,,,%d,%d", r[i].recent, r[i].sinks);
             }
             if (p) csv_provenance(&b, p, r[i].mode);
             buf_printf(&b, "\n");
@@ -261,8 +276,8 @@ int eval_write(const EvalResult *r, int n, const EvalProvenance *p, const char *
                 any_task = 1;
                 continue;
             }
-            char kb[16] = "-", bb[16] = "-";
-            if (e->mode != EVAL_DENSE) snprintf(kb, sizeof kb, "%d", e->k), snprintf(bb, sizeof bb, "%d", e->bsel);
+            char kb[16] = "-", bb[48] = "-";
+            if (e->mode != EVAL_DENSE) snprintf(kb, sizeof kb, "%d", e->k), bsel_cell(bb, sizeof bb, e);
             buf_printf(&b,
                        "| %s | %s | %s | %d | %d | %lld | %.4f ± %.4f | %+.4f ± %.4f | %.4f ± %.4f | "
                        "%.4f ± %.4f | %.4f ± %.4f | %.4f | ",
@@ -278,8 +293,8 @@ int eval_write(const EvalResult *r, int n, const EvalProvenance *p, const char *
             for (int i = 0; i < n; i++) {
                 const EvalResult *e = &r[i];
                 if (e->task < 0) continue;
-                char kb[16] = "-", bb[16] = "-";
-                if (e->mode != EVAL_DENSE) snprintf(kb, sizeof kb, "%d", e->k), snprintf(bb, sizeof bb, "%d", e->bsel);
+                char kb[16] = "-", bb[48] = "-";
+                if (e->mode != EVAL_DENSE) snprintf(kb, sizeof kb, "%d", e->k), bsel_cell(bb, sizeof bb, e);
                 buf_printf(&b, "| %s | %.2f | %s | %s | %s | %d | %d | %.3f | [%.3f, %.3f] | ",
                            retrieval_kind_name((RetrievalKind)e->task), e->depth, mode_name(e->mode), kb, bb, e->ctx,
                            e->n_seq, e->accuracy, e->acc_lo, e->acc_hi);

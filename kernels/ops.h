@@ -132,6 +132,16 @@ void support_attention_cpu(float *out, float *recall, float *support, const floa
                            const float *v, int T, int Hq, int Hkv, int dh, float scale, int topk, int bsel,
                            const int *given_sel, const int *given_n);
 
+// Hybrid supports (docs/design.md "Hybrid supports"): the support of query t
+// above (the oracle's when given_sel is NULL, else the given one; the {t}
+// fallback included) ∪ its recent ≥ 0 most recent keys {max(0, t−recent+1)..t}
+// ∪ the first sinks ≥ 0 keys {0..min(sinks, t+1)−1}, each key once: at most
+// topk + recent + sinks keys. recall/support count the union. recent = sinks = 0
+// is oracle_attention_cpu / support_attention_cpu bit for bit.
+void hybrid_attention_cpu(float *out, float *recall, float *support, const float *q, const float *k,
+                          const float *v, int T, int Hq, int Hkv, int dh, float scale, int topk, int bsel,
+                          int recent, int sinks, const int *given_sel, const int *given_n);
+
 // Next-token statistics of rows positions from their logits (kernels/cpu/score_cpu.c):
 // ld[rows, V] dense, ls[rows, V] sparse (NULL: dense only), next[rows] the
 // token that follows each position (each < V). Per row i, in double, with

@@ -146,10 +146,11 @@ static void cpu_attend(void *tw, int l, const AttendPlan *a) {
     float *rec = a->stats ? p->stats.recall : NULL, *sup = a->stats ? p->stats.support : NULL;
     if (a->mode == ATTEND_INDEXER) {
         indexer_select_cpu(p->sel, p->n_sel, a->ix_cfg, a->ix_params, p->xn, T, a->topk, a->bsel);
-        support_attention_cpu(p->att, rec, sup, p->q, p->k, p->v, T, Hq, Hkv, dh, s, a->topk, a->bsel, p->sel,
-                              p->n_sel);
+        hybrid_attention_cpu(p->att, rec, sup, p->q, p->k, p->v, T, Hq, Hkv, dh, s, a->topk, a->bsel, a->recent,
+                             a->sinks, p->sel, p->n_sel);
     } else if (a->mode == ATTEND_ORACLE) {
-        oracle_attention_cpu(p->att, rec, sup, p->q, p->k, p->v, T, Hq, Hkv, dh, s, a->topk, a->bsel);
+        hybrid_attention_cpu(p->att, rec, sup, p->q, p->k, p->v, T, Hq, Hkv, dh, s, a->topk, a->bsel, a->recent,
+                             a->sinks, NULL, NULL);
     } else {
         attention_forward_cpu(p->att, a->lse ? p->lse : NULL, p->q, p->k, p->v, T, Hq, Hkv, dh, s, a->window);
     }

@@ -15,6 +15,10 @@ typedef struct {
 typedef struct {
     int topk;  // keys kept per support
     int bsel;  // queries sharing one support (1 = per query)
+    // Hybrid supports (docs/design.md "Hybrid supports"): each query also keeps
+    // its own recent most recent keys and the first sinks keys (0, 0: the
+    // top-k support alone). The CPU twin only: the GPU forward takes 0, 0.
+    int recent, sinks;
 } Sparsity;
 
 // What the sparse supports kept, summed over the full-attention layers (either

@@ -32,6 +32,8 @@ static AttendPlan plan_layer(const ModelConfig *c, int l, int T, const ForwardOp
     }
     p.topk = sp->topk;
     p.bsel = sp->bsel;
+    p.recent = sp->recent;
+    p.sinks = sp->sinks;
     p.stats = want_stats;
     return p;
 }

@@ -33,6 +33,7 @@ typedef struct {
     AttendMode mode;
     int window;               // 0: every causal key; W > 0: keys t − W < j ≤ t (sliding layers)
     int topk, bsel;           // ORACLE, INDEXER: the supports
+    int recent, sinks;        // ORACLE, INDEXER: each query's window and sink keys added to its support
     int stats;                // add recall / support of this layer's supports into the pass's sums
     int lse;                  // DENSE: write the per-head log-sum-exp (the tap reads it)
     const IndexerConfig *ix_cfg;  // INDEXER: the indexers' shape

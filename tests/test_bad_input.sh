@@ -97,6 +97,17 @@ expect 2 "--json and --csv would both write" "$bin" eval --model "$good" --ids "
 expect 2 "--json and --md would both write" "$bin" eval --model "$good" --ids "$good/ids.txt" --ctx 16 --k 8 --bsel 1 --json "$work/out.npy" --md "$work/out.npy"
 expect 2 "--csv and --md would both write" ev --ids "$good/ids.txt" --ctx 16 --k 8 --bsel 1 --csv "$work/o.x" --md "$work/o.x"
 expect 2 "--json $good/ids.txt is the --ids input" "$bin" eval --model "$good" --ids "$good/ids.txt" --ctx 16 --k 8 --bsel 1 --json "$good/ids.txt"
+# Hybrid supports: --recent / --sinks take integers >= 0, and run on the CPU twin only.
+expect 2 "--recent must be a comma-separated list of" ev --ids "$good/ids.txt" --ctx 16 --k 8 --bsel 1 --recent -1
+expect 2 "--recent must be a comma-separated list of" ev --ids "$good/ids.txt" --ctx 16 --k 8 --bsel 1 --recent 4x
+expect 2 "--sinks must be a comma-separated list of" ev --ids "$good/ids.txt" --ctx 16 --k 8 --bsel 1 --sinks 1.5
+expect 2 "--sinks must be a comma-separated list of" ev --ids "$good/ids.txt" --ctx 16 --k 8 --bsel 1 --sinks 0,-4
+expect 2 "--recent \(hybrid supports\) runs on the CPU twin only" ev --ids "$good/ids.txt" --ctx 16 --k 8 --bsel 1 --recent 4 --device cuda
+expect 2 "--sinks \(hybrid supports\) runs on the CPU twin only" ev --ids "$good/ids.txt" --ctx 16 --k 8 --bsel 1 --sinks 4 --device cuda
+expect 2 "--recent must be an integer in \[0, " "$bin" logits --model "$good" --ids "$good/ids.txt" --out "$work/out.npy" --oracle-k 8 --recent -3
+expect 2 "--sinks must be an integer in \[0, " "$bin" logits --model "$good" --ids "$good/ids.txt" --out "$work/out.npy" --oracle-k 8 --sinks 2x
+expect 2 "--recent needs --oracle-k or --indexer" "$bin" logits --model "$good" --ids "$good/ids.txt" --out "$work/out.npy" --recent 4
+expect 2 "--sinks \(hybrid supports\) runs on the CPU twin only" "$bin" logits --model "$good" --ids "$good/ids.txt" --out "$work/out.npy" --oracle-k 8 --sinks 4 --device cuda
 for f in out.csv out.md o.x; do
   [ ! -e "$work/$f" ] || { echo "FAIL: a refused eval left $work/$f"; fails=$((fails + 1)); }
 done

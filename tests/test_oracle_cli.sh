@@ -21,6 +21,37 @@ done
 "$bin" logits --model "$case" --ids "$case/ids.txt" --out "$work/o.npy" --oracle-k 8 --bsel 1 2>/dev/null
 check "oracle k=8 differs from dense" "! cmp -s '$work/dense.npy' '$work/o.npy'"
 
+# Hybrid supports: recent 0, sinks 0 is the plain oracle byte for byte (per query and
+# block-shared); a window of every key (recent >= T) differs from the plain support.
+for args in "8 1" "8 8"; do
+  set -- $args
+  "$bin" logits --model "$case" --ids "$case/ids.txt" --out "$work/p.npy" --oracle-k "$1" --bsel "$2" 2>/dev/null
+  "$bin" logits --model "$case" --ids "$case/ids.txt" --out "$work/h.npy" --oracle-k "$1" --bsel "$2" --recent 0 --sinks 0 2>/dev/null
+  check "oracle k=$1 bsel=$2 with --recent 0 --sinks 0 is byte-identical to the plain oracle" "cmp -s '$work/p.npy' '$work/h.npy'"
+done
+"$bin" logits --model "$case" --ids "$case/ids.txt" --out "$work/h.npy" --oracle-k 8 --bsel 8 --recent 4 --sinks 2 2>"$work/err"
+check "oracle k=8 bsel=8 with --recent 4 --sinks 2 differs from the plain oracle and says so" \
+  "! cmp -s '$work/p.npy' '$work/h.npy' && grep -q 'hybrid supports: each query also keeps its 4 most recent keys and the first 2 keys' '$work/err'"
+cat "$case/ids.txt" "$case/ids.txt" >"$work/ids2.txt"
+"$bin" eval --model "$case" --ids "$work/ids2.txt" --ctx 48 --k 8 --bsel 1,8 --recent 0,4 --sinks 0,2 --json "$work/hy.json" 2>/dev/null
+check "eval --recent 0,4 --sinks 0,2 exits 0" "[ $? = 0 ]"
+python3 - "$work/hy.json" <<'PY' || fails=$((fails + 1))
+import json, sys
+rows = json.load(open(sys.argv[1]))
+assert len(rows) == 1 + 2 * 2 * 2, len(rows)
+grid = [(r["bsel"], r["recent"], r["sinks"]) for r in rows[1:]]
+assert grid == [(b, w, s) for b in (1, 8) for w in (0, 4) for s in (0, 2)], grid
+assert rows[0]["recent"] == 0 and rows[0]["sinks"] == 0
+by = {(r["bsel"], r["recent"], r["sinks"]): r for r in rows[1:]}
+for b in (1, 8):
+    # the union only adds keys to each layer's support: sparsity falls as W, S grow
+    assert by[(b, 4, 2)]["sparsity"] < by[(b, 0, 0)]["sparsity"], (b, by)
+    assert by[(b, 4, 0)]["sparsity"] < by[(b, 0, 0)]["sparsity"], (b, by)
+p = rows[0]["provenance"]
+assert p["recent_grid"] == [0, 4] and p["sinks_grid"] == [0, 2], p
+print("ok: hybrid eval rows carry recent and sinks, in grid order, and count the union")
+PY
+
 # eval on the 3 x 48 = 144-token stream: 3 sequences of 48.
 cat "$case/ids.txt" "$case/ids.txt" "$case/ids.txt" >"$work/ids3.txt"
 "$bin" eval --model "$case" --ids "$work/ids3.txt" --ctx 48 --k 8,48 --bsel 1,16 --json "$work/refused.json" 2>"$work/err"

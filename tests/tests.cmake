@@ -144,3 +144,9 @@ add_test(NAME deltanet COMMAND test_deltanet)
 add_test(NAME deltanet_cuda_emulated COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/emulate-deltanet-cuda.sh --quick)
 set_tests_properties(deltanet_cuda_emulated PROPERTIES SKIP_RETURN_CODE 77
   ENVIRONMENT "EMU_OUT=${TEST_TMP}/emu_deltanet")
+
+# Hybrid supports (recent window + sinks): the kernel against a naive masked
+# softmax, W = S = 0 bit for bit, W >= T dense, the forward on a golden model.
+add_executable(test_hybrid_supports tests/test_hybrid_supports.c)
+target_link_libraries(test_hybrid_supports PRIVATE spindle_data)
+add_test(NAME hybrid_supports COMMAND test_hybrid_supports ${GOLDENS}/llama_f32_default ${GOLDENS}/qwen3_qknorm)

@@ -5,6 +5,8 @@
 //   block-shared (bsel = s): B = [b·s, min((b+1)·s, T)), A_B(j) = Σ_{t∈B, t≥j} P_t(j),
 //     S_B = top-k of A_B over j < end(B) (all when end(B) ≤ k);
 //     query t attends to S_B ∩ [0, t], or to {t} alone if that is empty.
+//   hybrid (recent W, sinks S; docs/design.md "Hybrid supports"): query t attends to
+//     that set ∪ {max(0, t−W+1)..t} ∪ {0..min(S, t+1)−1}, each key once.
 // Every head then attends with the softmax restricted to the support.
 //
 // Work is split into tasks of whole blocks (about 64 queries each). A task
@@ -39,14 +41,36 @@ static void support_softmax(float *w, const float *qv, const float *kb, const in
     for (int i = 0; i < n; i++) *sum += (w[i] = expf(w[i] - mx));
 }
 
+// The hybrid support of query t in keys[] (sorted, each key once): the sinks
+// [0, z1), the base keys base[0..n) (sorted) outside the two ranges, then the
+// window [max(r0, z1), t]. Membership in the ranges is two comparisons, so the
+// union costs O(n + W + S) and no bitmap. Returns its size.
+static int hybrid_union(int *keys, const int *base, int n, int t, int recent, int sinks) {
+    const int z1 = sinks < t + 1 ? sinks : t + 1;
+    const int r0 = recent > 0 ? (t - recent + 1 > 0 ? t - recent + 1 : 0) : t + 1;  // t + 1: no window
+    int m = 0;
+    for (int j = 0; j < z1; j++) keys[m++] = j;
+    for (int i = 0; i < n; i++)
+        if (base[i] >= z1 && base[i] < r0) keys[m++] = base[i];
+    for (int j = r0 > z1 ? r0 : z1; j <= t && recent > 0; j++) keys[m++] = j;
+    return m;
+}
+
 void oracle_attention_cpu(float *out, float *recall, float *support, const float *q, const float *k,
                           const float *v, int T, int Hq, int Hkv, int dh, float scale, int topk, int bsel) {
-    support_attention_cpu(out, recall, support, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, NULL, NULL);
+    hybrid_attention_cpu(out, recall, support, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, 0, 0, NULL, NULL);
 }
 
 void support_attention_cpu(float *out, float *recall, float *support, const float *q, const float *k,
                            const float *v, int T, int Hq, int Hkv, int dh, float scale, int topk, int bsel,
                            const int *given_sel, const int *given_n) {
+    hybrid_attention_cpu(out, recall, support, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, 0, 0, given_sel, given_n);
+}
+
+void hybrid_attention_cpu(float *out, float *recall, float *support, const float *q, const float *k,
+                          const float *v, int T, int Hq, int Hkv, int dh, float scale, int topk, int bsel,
+                          int recent, int sinks, const int *given_sel, const int *given_n) {
+    SPINDLE_CHECK(recent >= 0 && sinks >= 0);
     if (!given_sel && topk >= T) {  // every support is the full causal set: dense, bit for bit
         attention_forward_cpu(out, NULL, q, k, v, T, Hq, Hkv, dh, scale, 0);
         for (int t = 0; t < T; t++) {
@@ -68,6 +92,7 @@ void support_attention_cpu(float *out, float *recall, float *support, const floa
         float *A = xmalloc(sizeof(float) * (size_t)T);                  // block aggregate
         float *w = xmalloc(sizeof(float) * (size_t)T);                  // weights over the support
         int *sel = xmalloc(sizeof(int) * (size_t)T);
+        int *uni = recent || sinks ? xmalloc(sizeof(int) * (size_t)T) : NULL;  // one query's hybrid support
 #pragma omp for schedule(dynamic, 1)
         for (int task = n_tasks - 1; task >= 0; task--) {  // long rows first
             const int q0 = task * per_task, q1 = q0 + per_task < T ? q0 + per_task : T, nt = q1 - q0;
@@ -115,6 +140,7 @@ void support_attention_cpu(float *out, float *recall, float *support, const floa
                     while (n < n_sel && sel[n] <= t) n++;
                     const int *keys = sel, self[1] = {t};
                     if (n == 0) keys = self, n = 1;
+                    if (uni) n = hybrid_union(uni, keys, n, t, recent, sinks), keys = uni;
                     if (recall) {
                         float mass = 0.0f;
                         for (int i = 0; i < n; i++) mass += p[keys[i]];
@@ -141,7 +167,7 @@ void support_attention_cpu(float *out, float *recall, float *support, const floa
                 }
             }
         }
-        free(P), free(S), free(A), free(w), free(sel);
+        free(P), free(S), free(A), free(w), free(sel), free(uni);
     }
     openblas_set_num_threads(blas_threads);
 }

@@ -1,0 +1,1 @@
+build-meas/spindle eval --model models/gemma3-270m --text corpus/heldout --ctx 4096 --n-seq 1 --k 320,384 --bsel 64 --indexer docs/runs/2026-12-01-h200-gemma3-270m/idx_ctx8192 --threads 2 --json /tmp/hyb/gemma3_4k_budget.json
