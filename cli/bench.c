@@ -179,8 +179,7 @@ static int synthetic_config(const char *name, ModelConfig *c) {
     c->act = ACT_SILU, c->embed_scale = 1.0f;  // a plain dense decoder, as config_load leaves one
     c->rope_local = c->rope;
     c->layer_kinds = xcalloc((size_t)c->n_layers, sizeof *c->layer_kinds);
-    for (int l = 0; c->lin.n_v_heads && l < c->n_layers; l++)
-        c->layer_kinds[l] = (l + 1) % 4 ? LAYER_LINEAR_ATTENTION : LAYER_FULL_ATTENTION;
+    if (c->lin.n_v_heads) config_layer_kinds_periodic(c->layer_kinds, c->n_layers, 4, LAYER_LINEAR_ATTENTION);
     return 0;
 }
 

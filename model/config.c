@@ -257,11 +257,30 @@ int config_parse_rope(RopeConfig *r, const ModelConfig *cfg, const cJSON *root, 
     return 0;
 }
 
-int config_read_layer_types(ModelConfig *cfg, const cJSON *root, const char *path, unsigned allowed, int *found,
-                            Status *st) {
-    *found = 0;
+void config_layer_kinds_periodic(LayerKind *kinds, int n_layers, int every, LayerKind other) {
+    for (int i = 0; i < n_layers; i++) kinds[i] = (i + 1) % every ? other : LAYER_FULL_ATTENTION;
+}
+
+const cJSON *config_rope_object(const cJSON *root) {
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
+    if (rp && !cJSON_IsNull(rp) && !(cJSON_IsObject(rp) && !rp->child)) return rp;
+    rp = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
+    const cJSON *full = cJSON_IsObject(rp) ? cJSON_GetObjectItemCaseSensitive(rp, "full_attention") : NULL;
+    return full ? full : rp;
+}
+
+int config_read_layer_kinds(ModelConfig *cfg, const cJSON *root, const char *path, LayerKind other,
+                            const char *every_key, int every_dflt, Status *st) {
+    const unsigned allowed = 1u << LAYER_FULL_ATTENTION | 1u << other;
     const cJSON *lt = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
-    if (!lt || cJSON_IsNull(lt)) return 0;
+    if (!lt || cJSON_IsNull(lt)) {
+        int every = every_dflt;
+        if (config_read_int_in(root, path, every_key, 0, every_dflt, 1, CONFIG_MAX_LAYERS, &every, st)) return -1;
+        free(cfg->layer_kinds);
+        cfg->layer_kinds = xcalloc((size_t)cfg->n_layers, sizeof *cfg->layer_kinds);
+        config_layer_kinds_periodic(cfg->layer_kinds, cfg->n_layers, every, other);
+        return 0;
+    }
     if (!cJSON_IsArray(lt)) return status_fail(st, "%s: \"layer_types\" must be a list of strings", path);
     const int n = cJSON_GetArraySize(lt);
     if (n != cfg->n_layers)
@@ -291,7 +310,6 @@ int config_read_layer_types(ModelConfig *cfg, const cJSON *root, const char *pat
     }
     free(cfg->layer_kinds);
     cfg->layer_kinds = kinds;
-    *found = 1;
     return 0;
 }
 

@@ -96,4 +96,7 @@ const char *config_layer_kind_name(LayerKind k);  // "full_attention", "sliding_
 // acts at (docs/design.md, "Hybrid stacks") — ascending, into out (room for
 // n_layers entries; may be NULL to count only). Returns their count.
 int config_full_layers(const LayerKind *kinds, int n_layers, int *out);
+// kinds[i] = full attention iff (i + 1) % every == 0, else other (the layer
+// pattern of configs without layer_types).
+void config_layer_kinds_periodic(LayerKind *kinds, int n_layers, int every, LayerKind other);
 const char *config_act_name(Act a);               // "silu", "gelu_pytorch_tanh"

@@ -55,6 +55,29 @@ typedef struct {
     int norm_plus_one;
 } FamilySpec;
 
+// The names of a transformers decoder layer's attention, MLP and two norms,
+// after "model.layers.{l}." (llama, qwen2, qwen3, and the attention and dense-MLP
+// layers of Qwen3-Next / Qwen3.5): entries of a FamilySpec's layer table.
+#define FAMILY_DECODER_LAYER_NAMES                           \
+    [ROLE_ATTN_NORM] = "input_layernorm.weight",             \
+    [ROLE_MLP_NORM] = "post_attention_layernorm.weight",     \
+    [ROLE_WQ] = "self_attn.q_proj.weight",                   \
+    [ROLE_BQ] = "self_attn.q_proj.bias",                     \
+    [ROLE_WK] = "self_attn.k_proj.weight",                   \
+    [ROLE_BK] = "self_attn.k_proj.bias",                     \
+    [ROLE_WV] = "self_attn.v_proj.weight",                   \
+    [ROLE_BV] = "self_attn.v_proj.bias",                     \
+    [ROLE_WO] = "self_attn.o_proj.weight",                   \
+    [ROLE_BO] = "self_attn.o_proj.bias",                     \
+    [ROLE_Q_NORM] = "self_attn.q_norm.weight",               \
+    [ROLE_K_NORM] = "self_attn.k_norm.weight",               \
+    [ROLE_W_GATE] = "mlp.gate_proj.weight",                  \
+    [ROLE_B_GATE] = "mlp.gate_proj.bias",                    \
+    [ROLE_W_UP] = "mlp.up_proj.weight",                      \
+    [ROLE_B_UP] = "mlp.up_proj.bias",                        \
+    [ROLE_W_DOWN] = "mlp.down_proj.weight",                  \
+    [ROLE_B_DOWN] = "mlp.down_proj.bias"
+
 extern const FamilySpec family_llama, family_qwen2, family_qwen3, family_gemma3, family_qwen3_next, family_qwen3_5;
 
 // The family of config.json's model_type, or NULL.
@@ -88,9 +111,14 @@ int config_check_range(const char *path, const char *key, double v, double lo, i
 int config_parse_rope(RopeConfig *r, const ModelConfig *cfg, const cJSON *root, const cJSON *rope,
                       const char *theta_key, double theta_dflt, const char *what, const char *path,
                       Status *st);
-// Layer kinds from root's "layer_types" (one string per layer, the
-// config_layer_kind_name of a kind whose bit 1 << kind is set in allowed) into
-// cfg->layer_kinds (allocated here); *found = 0 (and nothing allocated) when
-// the key is absent or null.
-int config_read_layer_types(ModelConfig *cfg, const cJSON *root, const char *path, unsigned allowed, int *found,
-                            Status *st);
+// Layer kinds into cfg->layer_kinds (allocated here) from root's "layer_types"
+// (one string per layer: "full_attention" or the name of kind other), or, when
+// that key is absent or null, every N-th layer full attention and the others of
+// kind other, N from root's every_key (default every_dflt; Gemma 3's
+// sliding_window_pattern, Qwen3-Next's full_attention_interval).
+int config_read_layer_kinds(ModelConfig *cfg, const cJSON *root, const char *path, LayerKind other,
+                            const char *every_key, int every_dflt, Status *st);
+// The RoPE object transformers reads: a non-empty legacy "rope_scaling" wins,
+// else "rope_parameters" (its "full_attention" entry when it holds one per
+// layer kind); NULL when there is neither.
+const cJSON *config_rope_object(const cJSON *root);

@@ -16,7 +16,6 @@
 #include <string.h>
 
 #include "family.h"
-#include "fileio.h"
 
 static int parse_gemma3(ModelConfig *cfg, const cJSON *root, const char *path, Status *st) {
     if (config_read_bool(root, path, "attention_bias", 0, &cfg->attention_bias, st)) return -1;
@@ -55,17 +54,7 @@ static int parse_gemma3(ModelConfig *cfg, const cJSON *root, const char *path, S
 
     if (config_read_int_in(root, path, "sliding_window", 0, 4096, 1, CONFIG_MAX_POS, &cfg->sliding_window, st))
         return -1;
-    int found = 0;
-    const unsigned kinds = 1u << LAYER_FULL_ATTENTION | 1u << LAYER_SLIDING_ATTENTION;
-    if (config_read_layer_types(cfg, root, path, kinds, &found, st)) return -1;
-    if (!found) {
-        int pattern = 6;
-        if (config_read_int_in(root, path, "sliding_window_pattern", 0, 6, 1, CONFIG_MAX_LAYERS, &pattern, st))
-            return -1;
-        cfg->layer_kinds = xcalloc((size_t)cfg->n_layers, sizeof *cfg->layer_kinds);
-        for (int i = 0; i < cfg->n_layers; i++)
-            cfg->layer_kinds[i] = (i + 1) % pattern ? LAYER_SLIDING_ATTENTION : LAYER_FULL_ATTENTION;
-    }
+    if (config_read_layer_kinds(cfg, root, path, LAYER_SLIDING_ATTENTION, "sliding_window_pattern", 6, st)) return -1;
 
     // RoPE per layer kind. Full: a non-null legacy rope_scaling (with rope_theta),
     // else rope_parameters.full_attention; sliding: rope_parameters.sliding_attention,

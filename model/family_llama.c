@@ -46,44 +46,15 @@ static int parse_dense(ModelConfig *cfg, const cJSON *root, const char *path, St
 
     // RoPE, resolved as transformers does: a non-null legacy rope_scaling wins,
     // else transformers-5 rope_parameters (per-layer-kind form: its full_attention entry).
-    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
-    if (!rp || cJSON_IsNull(rp) || (cJSON_IsObject(rp) && !rp->child)) {
-        rp = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
-        if (rp && cJSON_IsObject(rp) && cJSON_GetObjectItemCaseSensitive(rp, "full_attention"))
-            rp = cJSON_GetObjectItemCaseSensitive(rp, "full_attention");
-    }
-    return config_parse_rope(&cfg->rope, cfg, root, rp, "rope_theta", 10000.0, NULL, path, st);
+    return config_parse_rope(&cfg->rope, cfg, root, config_rope_object(root), "rope_theta", 10000.0, NULL, path, st);
 }
-
-// The tensors of one layer, after "model.layers.{l}.".
-#define DENSE_LAYER_NAMES                                        \
-    {                                                            \
-        [ROLE_ATTN_NORM] = "input_layernorm.weight",             \
-        [ROLE_MLP_NORM] = "post_attention_layernorm.weight",     \
-        [ROLE_WQ] = "self_attn.q_proj.weight",                   \
-        [ROLE_BQ] = "self_attn.q_proj.bias",                     \
-        [ROLE_WK] = "self_attn.k_proj.weight",                   \
-        [ROLE_BK] = "self_attn.k_proj.bias",                     \
-        [ROLE_WV] = "self_attn.v_proj.weight",                   \
-        [ROLE_BV] = "self_attn.v_proj.bias",                     \
-        [ROLE_WO] = "self_attn.o_proj.weight",                   \
-        [ROLE_BO] = "self_attn.o_proj.bias",                     \
-        [ROLE_Q_NORM] = "self_attn.q_norm.weight",               \
-        [ROLE_K_NORM] = "self_attn.k_norm.weight",               \
-        [ROLE_W_GATE] = "mlp.gate_proj.weight",                  \
-        [ROLE_B_GATE] = "mlp.gate_proj.bias",                    \
-        [ROLE_W_UP] = "mlp.up_proj.weight",                      \
-        [ROLE_B_UP] = "mlp.up_proj.bias",                        \
-        [ROLE_W_DOWN] = "mlp.down_proj.weight",                  \
-        [ROLE_B_DOWN] = "mlp.down_proj.bias",                    \
-    }
 
 #define DENSE_FAMILY(fam, type, kv_dflt, hd_dflt)                                                    \
     {                                                                                                \
         .family = fam, .model_type = type, .kv_heads_default = kv_dflt, .head_dim_default = hd_dflt, \
         .tie_default = 0, .max_pos_default = 2048, .rms_eps_default = 1e-6, .parse = parse_dense,   \
         .embed = "model.embed_tokens.weight", .final_norm = "model.norm.weight",                    \
-        .lm_head = "lm_head.weight", .layer = DENSE_LAYER_NAMES, .norm_plus_one = 0,                 \
+        .lm_head = "lm_head.weight", .layer = {FAMILY_DECODER_LAYER_NAMES}, .norm_plus_one = 0,     \
     }
 
 const FamilySpec family_llama = DENSE_FAMILY(FAMILY_LLAMA, "llama", 0, 0);

@@ -29,17 +29,7 @@ static int parse_qwen3next(ModelConfig *cfg, const cJSON *root, const char *path
         return status_fail(st, "%s: unsupported hidden_act \"%s\" (only silu)", path, act->valuestring);
     cfg->act = ACT_SILU;
 
-    int found = 0;
-    const unsigned kinds = 1u << LAYER_FULL_ATTENTION | 1u << LAYER_LINEAR_ATTENTION;
-    if (config_read_layer_types(cfg, root, path, kinds, &found, st)) return -1;
-    if (!found) {
-        int every = 4;
-        if (config_read_int_in(root, path, "full_attention_interval", 0, 4, 1, CONFIG_MAX_LAYERS, &every, st))
-            return -1;
-        cfg->layer_kinds = xcalloc((size_t)cfg->n_layers, sizeof *cfg->layer_kinds);
-        for (int i = 0; i < cfg->n_layers; i++)
-            cfg->layer_kinds[i] = (i + 1) % every ? LAYER_LINEAR_ATTENTION : LAYER_FULL_ATTENTION;
-    }
+    if (config_read_layer_kinds(cfg, root, path, LAYER_LINEAR_ATTENTION, "full_attention_interval", 4, st)) return -1;
 
     LinearAttnConfig *la = &cfg->lin;
     if (config_read_int_in(root, path, "linear_num_key_heads", 0, 16, 1, CONFIG_MAX_HEADS, &la->n_k_heads, st) ||
@@ -87,34 +77,20 @@ static int parse_qwen3next(ModelConfig *cfg, const cJSON *root, const char *path
     // RoPE: rope_parameters (transformers 5) or a legacy rope_scaling, theta
     // default 1e4, partial_rotary_factor default 0.25 (the configs' own default).
     cfg->rope_partial_dflt = 0.25;
-    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
-    if (!rp || cJSON_IsNull(rp) || (cJSON_IsObject(rp) && !rp->child))
-        rp = cJSON_GetObjectItemCaseSensitive(root, "rope_parameters");
-    return config_parse_rope(&cfg->rope, cfg, root, rp, "rope_theta", 10000.0, NULL, path, st);
+    return config_parse_rope(&cfg->rope, cfg, root, config_rope_object(root), "rope_theta", 10000.0, NULL, path, st);
 }
 
-#define QWEN3NEXT_COMMON_NAMES                                   \
-    .embed = "model.embed_tokens.weight",                        \
-    .final_norm = "model.norm.weight",                           \
-    .lm_head = "lm_head.weight",                                 \
+// What the two families share: class defaults, parse, tensor names.
+#define QWEN3NEXT_COMMON                                                 \
+    .head_dim_default = 256, .tie_default = 0, .max_pos_default = 32768, \
+    .rms_eps_default = 1e-6, .parse = parse_qwen3next,                   \
+    .embed = "model.embed_tokens.weight",                                \
+    .final_norm = "model.norm.weight",                                   \
+    .lm_head = "lm_head.weight",                                         \
     .norm_plus_one = 1
 
 #define QWEN3NEXT_LAYER_NAMES                                            \
-    [ROLE_ATTN_NORM] = "input_layernorm.weight",                         \
-    [ROLE_MLP_NORM] = "post_attention_layernorm.weight",                 \
-    [ROLE_WQ] = "self_attn.q_proj.weight",                               \
-    [ROLE_BQ] = "self_attn.q_proj.bias",                                 \
-    [ROLE_WK] = "self_attn.k_proj.weight",                               \
-    [ROLE_BK] = "self_attn.k_proj.bias",                                 \
-    [ROLE_WV] = "self_attn.v_proj.weight",                               \
-    [ROLE_BV] = "self_attn.v_proj.bias",                                 \
-    [ROLE_WO] = "self_attn.o_proj.weight",                               \
-    [ROLE_BO] = "self_attn.o_proj.bias",                                 \
-    [ROLE_Q_NORM] = "self_attn.q_norm.weight",                           \
-    [ROLE_K_NORM] = "self_attn.k_norm.weight",                           \
-    [ROLE_W_GATE] = "mlp.gate_proj.weight",                              \
-    [ROLE_W_UP] = "mlp.up_proj.weight",                                  \
-    [ROLE_W_DOWN] = "mlp.down_proj.weight",                              \
+    FAMILY_DECODER_LAYER_NAMES,                                          \
     [ROLE_LIN_CONV] = "linear_attn.conv1d.weight",                       \
     [ROLE_LIN_A_LOG] = "linear_attn.A_log",                              \
     [ROLE_LIN_DT_BIAS] = "linear_attn.dt_bias",                          \
@@ -125,12 +101,7 @@ const FamilySpec family_qwen3_next = {
     .family = FAMILY_QWEN3_NEXT,
     .model_type = "qwen3_next",
     .kv_heads_default = 2,
-    .head_dim_default = 256,
-    .tie_default = 0,
-    .max_pos_default = 32768,
-    .rms_eps_default = 1e-6,
-    .parse = parse_qwen3next,
-    QWEN3NEXT_COMMON_NAMES,
+    QWEN3NEXT_COMMON,
     .layer = {
         QWEN3NEXT_LAYER_NAMES,
         [ROLE_LIN_QKVZ] = "linear_attn.in_proj_qkvz.weight",
@@ -148,12 +119,7 @@ const FamilySpec family_qwen3_5 = {
     .family = FAMILY_QWEN3_5,
     .model_type = "qwen3_5_text",
     .kv_heads_default = 4,
-    .head_dim_default = 256,
-    .tie_default = 0,
-    .max_pos_default = 32768,
-    .rms_eps_default = 1e-6,
-    .parse = parse_qwen3next,
-    QWEN3NEXT_COMMON_NAMES,
+    QWEN3NEXT_COMMON,
     .layer = {
         QWEN3NEXT_LAYER_NAMES,
         [ROLE_LIN_QKV] = "linear_attn.in_proj_qkv.weight",
