@@ -59,19 +59,25 @@ void moe_experts_cpu(float *out, const float *x, const int *idx, const float *wt
                      const float *const *w_up, const float *const *w_down, int T, int H, int E, int inter, int k,
                      Act act) {
     memset(out, 0, sizeof(float) * (size_t)T * H);
+    // The (token, slot) pairs bucketed by expert (a counting sort, tokens ascending
+    // within each expert), so each expert reads only its own tokens.
+    const int64_t nk = (int64_t)T * k;
+    int64_t *start = xcalloc((size_t)E + 1, sizeof *start), *fill = xmalloc(sizeof *fill * (size_t)E);
+    int64_t *slot = xmalloc(sizeof *slot * (size_t)(nk > 0 ? nk : 1));
+    for (int64_t i = 0; i < nk; i++) start[idx[i] + 1]++;
+    for (int e = 0; e < E; e++) start[e + 1] += start[e], fill[e] = start[e];
+    for (int64_t i = 0; i < nk; i++) slot[fill[idx[i]]++] = i;
     int *rows = xmalloc(sizeof(int) * (size_t)T);
     float *rw = xmalloc(sizeof(float) * (size_t)T);
     float *xe = xmalloc(sizeof(float) * (size_t)T * H), *ye = xmalloc(sizeof(float) * (size_t)T * H);
     float *g = xmalloc(sizeof(float) * (size_t)T * inter), *u = xmalloc(sizeof(float) * (size_t)T * inter);
     for (int e = 0; e < E; e++) {  // experts in order, tokens in order: one fixed summation order
-        int n = 0;
-        for (int t = 0; t < T; t++)
-            for (int j = 0; j < k; j++)
-                if (idx[(int64_t)t * k + j] == e) {
-                    rows[n] = t, rw[n] = wt[(int64_t)t * k + j];
-                    memcpy(xe + (int64_t)n * H, x + (int64_t)t * H, sizeof(float) * (size_t)H);
-                    n++;
-                }
+        const int n = (int)(start[e + 1] - start[e]);  // ≤ T: a token picks an expert at most once
+        for (int i = 0; i < n; i++) {
+            const int64_t sl = slot[start[e] + i];
+            rows[i] = (int)(sl / k), rw[i] = wt[sl];
+            memcpy(xe + (int64_t)i * H, x + (int64_t)rows[i] * H, sizeof(float) * (size_t)H);
+        }
         if (!n) continue;
         matmul_forward_cpu(g, xe, w_gate[e], NULL, n, H, inter);
         matmul_forward_cpu(u, xe, w_up[e], NULL, n, H, inter);
@@ -83,5 +89,5 @@ void moe_experts_cpu(float *out, const float *x, const int *idx, const float *wt
             for (int c = 0; c < H; c++) o[c] += rw[i] * y[c];
         }
     }
-    free(rows), free(rw), free(xe), free(ye), free(g), free(u);
+    free(rows), free(rw), free(xe), free(ye), free(g), free(u), free(start), free(fill), free(slot);
 }
