@@ -444,6 +444,29 @@ def rebuild_rope(m, new_params):
     m.model.rotary_emb = rot
 
 
+def logits_entry(ref):
+    """case.json's description of logits.npy (ref: the [T, vocab] reference logits)."""
+    return {"file": "logits.npy", "dtype": "float32 little-endian, C order", "shape": list(ref.shape),
+            "max_abs": float(np.abs(ref).max()), "std": float(ref.std()),
+            "sha256": hashlib.sha256(np.ascontiguousarray(ref.astype("<f4")).tobytes()).hexdigest()}
+
+
+def provenance(case, checks):
+    """case.json's closing keys: the seed, the verification results, the generator and its libraries."""
+    return {"seed": case["seed"], "verification": checks, "generator": "scripts/make-goldens.py",
+            "transformers_version": transformers.__version__, "torch_version": torch.__version__}
+
+
+def write_json(path, obj):
+    with open(path, "w") as f:
+        json.dump(obj, f, indent=2)
+        f.write("\n")
+
+
+def folder_size(folder):
+    return sum(os.path.getsize(os.path.join(folder, x)) for x in os.listdir(folder))
+
+
 def build_case(case, outdir):
     name, family, T = case["name"], case["family"], case["T"]
     folder = os.path.join(outdir, name)
@@ -598,19 +621,11 @@ def build_case(case, outdir):
         "tolerance_max_abs": TOL,
         "reference": "AutoModelForCausalLM.from_pretrained(folder, dtype=float32, attn_implementation='eager')"
                      "(input_ids).logits[0]; fp32 compute over the weights as stored",
-        "logits": {"file": "logits.npy", "dtype": "float32 little-endian, C order", "shape": [T, vocab],
-                   "max_abs": float(np.abs(ref).max()), "std": float(ref.std()),
-                   "sha256": hashlib.sha256(np.ascontiguousarray(ref.astype("<f4")).tobytes()).hexdigest()},
-        "seed": case["seed"],
-        "verification": checks,
-        "generator": "scripts/make-goldens.py",
-        "transformers_version": transformers.__version__,
-        "torch_version": torch.__version__,
+        "logits": logits_entry(ref),
+        **provenance(case, checks),
     }
-    with open(os.path.join(folder, "case.json"), "w") as f:
-        json.dump(desc, f, indent=2)
-        f.write("\n")
-    size = sum(os.path.getsize(os.path.join(folder, x)) for x in os.listdir(folder))
+    write_json(os.path.join(folder, "case.json"), desc)
+    size = folder_size(folder)
     log(f"{name}: T={T} vocab={vocab} files={files} size={size/1024:.1f} KiB reload_diff={d:.3g} "
         f"numpy_fp64_diff={dn:.3g} sens={ {k: round(v, 3) for k, v in sens.items()} }")
     return size
@@ -1033,19 +1048,11 @@ def build_case_gemma3(case, outdir):
         "reference": "AutoModelForCausalLM.from_pretrained(folder, dtype=float32, attn_implementation='eager')"
                      "(input_ids, use_cache=False).logits[0]; fp32 compute over the weights as stored",
         "definitions": "docs/design.md (Definitions, Hybrid stacks); docs/goldens.md",
-        "logits": {"file": "logits.npy", "dtype": "float32 little-endian, C order", "shape": [T, vocab],
-                   "max_abs": float(np.abs(ref).max()), "std": float(ref.std()),
-                   "sha256": hashlib.sha256(np.ascontiguousarray(ref.astype("<f4")).tobytes()).hexdigest()},
-        "seed": case["seed"],
-        "verification": checks,
-        "generator": "scripts/make-goldens.py",
-        "transformers_version": transformers.__version__,
-        "torch_version": torch.__version__,
+        "logits": logits_entry(ref),
+        **provenance(case, checks),
     }
-    with open(os.path.join(folder, "case.json"), "w") as f:
-        json.dump(desc, f, indent=2)
-        f.write("\n")
-    size = sum(os.path.getsize(os.path.join(folder, x)) for x in os.listdir(folder))
+    write_json(os.path.join(folder, "case.json"), desc)
+    size = folder_size(folder)
     log(f"{name}: T={T} vocab={vocab} layers={types} W={W_} size={size/1024:.1f} KiB reload_diff={d:.3g} "
         f"numpy_fp64_diff={dn:.3g} sens={ {k: round(v, 3) for k, v in sens.items()} }")
     return size
@@ -1580,14 +1587,8 @@ def build_case_hybrid(case, outdir):
                      + ")(input_ids, use_cache=False).logits[0]; fp32 compute over the weights as stored; "
                        "Gated DeltaNet through HF's torch_chunk_gated_delta_rule (chunk 64, fp32)",
         "definitions": "docs/design.md (Definitions, Hybrid stacks); docs/goldens.md 'Qwen3.5 and Qwen3-Next goldens'",
-        "logits": {"file": "logits.npy", "dtype": "float32 little-endian, C order", "shape": [T, vocab],
-                   "max_abs": float(np.abs(ref).max()), "std": float(ref.std()),
-                   "sha256": hashlib.sha256(np.ascontiguousarray(ref.astype("<f4")).tobytes()).hexdigest()},
-        "seed": case["seed"],
-        "verification": checks,
-        "generator": "scripts/make-goldens.py",
-        "transformers_version": transformers.__version__,
-        "torch_version": torch.__version__,
+        "logits": logits_entry(ref),
+        **provenance(case, checks),
     }
     desc["probes"] = hybrid_probes(reloaded, ids)
     if family == "qwen3_next":
@@ -1597,10 +1598,8 @@ def build_case_hybrid(case, outdir):
                        "decoder_sparse_step": want["decoder_sparse_step"], "mlp_only_layers": want["mlp_only_layers"],
                        "moe_layers": moe_mods,
                        "dense_mlp_layers": [l for l in range(want["num_hidden_layers"]) if l not in moe_mods]}
-    with open(os.path.join(folder, "case.json"), "w") as f:
-        json.dump(desc, f, indent=2)
-        f.write("\n")
-    size = sum(os.path.getsize(os.path.join(folder, x)) for x in os.listdir(folder))
+    write_json(os.path.join(folder, "case.json"), desc)
+    size = folder_size(folder)
     log(f"{name}: T={T} vocab={vocab} layers={types} size={size/1024:.1f} KiB reload_diff={d:.3g} "
         f"numpy_fp64_diff={dn:.3g} router_margin={router_margin} sens={ {k: round(v, 3) for k, v in sens.items()} }")
     return size
@@ -1947,9 +1946,7 @@ def build_oracle(case, outdir):
             "otherwise) at every layer, computed in float64 inside the attention function; top-k = first k of "
             "torch.topk(float64, k+1); every selection has relative margin (v_k - v_{k+1})/v_k >= "
             f"{ORACLE_MIN_MARGIN} (min_tie_margin_rel). See docs/goldens.md 'Oracle goldens'.")
-    with open(cj, "w") as f:
-        json.dump(desc, f, indent=2)
-        f.write("\n")
+    write_json(cj, desc)
     return size
 
 
