@@ -463,6 +463,12 @@ def write_json(path, obj):
         f.write("\n")
 
 
+def case_ids(case, vocab):
+    """The case's T token ids, seeded by the case (seed + 7)."""
+    g = torch.Generator().manual_seed(case["seed"] + 7)
+    return torch.randint(0, vocab, (case["T"],), generator=g).tolist()
+
+
 def folder_size(folder):
     return sum(os.path.getsize(os.path.join(folder, x)) for x in os.listdir(folder))
 
@@ -486,8 +492,7 @@ def build_case(case, outdir):
     model.save_pretrained(folder, **kw)
     # the reference: reload the files (bf16/f16 weights upcast) and compute in fp32
     vocab = config.vocab_size
-    g = torch.Generator().manual_seed(case["seed"] + 7)
-    ids = torch.randint(0, vocab, (T,), generator=g).tolist()
+    ids = case_ids(case, vocab)
     ref_model = load_f32(folder)
     ref = run_logits(ref_model, ids)
     assert ref.shape == (T, vocab) and ref.dtype == np.float32
@@ -499,9 +504,7 @@ def build_case(case, outdir):
     style = "transformers-5 (rope_parameters)"
     if "legacy" in case:
         legacy = to_legacy(copy.deepcopy(v5cfg), case)
-        with open(cfg_path, "w") as f:
-            json.dump(legacy, f, indent=2)
-            f.write("\n")
+        write_json(cfg_path, legacy)
         style = "legacy transformers-4.x (top-level rope_theta / rope_scaling, torch_dtype)"
 
     # --- verification -------------------------------------------------------------------------
@@ -914,8 +917,7 @@ def build_case_gemma3(case, outdir):
     model = model.to(DTYPES[case["dtype"]])
     model.save_pretrained(folder)
     vocab = config.vocab_size
-    g = torch.Generator().manual_seed(case["seed"] + 7)
-    ids = torch.randint(0, vocab, (T,), generator=g).tolist()
+    ids = case_ids(case, vocab)
     ref = run_logits_nocache(load_f32(folder), ids)
     assert ref.shape == (T, vocab) and ref.dtype == np.float32 and np.isfinite(ref).all()
 
@@ -924,9 +926,7 @@ def build_case_gemma3(case, outdir):
         v5cfg = json.load(f)
     style = "transformers-5 (layer_types, rope_parameters per layer type)"
     if "legacy" in case:
-        with open(cfg_path, "w") as f:
-            json.dump(to_legacy_gemma3(copy.deepcopy(v5cfg), case), f, indent=2)
-            f.write("\n")
+        write_json(cfg_path, to_legacy_gemma3(copy.deepcopy(v5cfg), case))
         style = ("legacy (sliding_window_pattern, top-level rope_theta / rope_local_base_freq / rope_scaling, "
                  "torch_dtype, no layer_types)")
 
@@ -1409,8 +1409,7 @@ def build_case_hybrid(case, outdir):
     model = model.to(DTYPES[case["dtype"]])
     model.save_pretrained(folder)
     vocab = config.vocab_size
-    g = torch.Generator().manual_seed(case["seed"] + 7)
-    ids = torch.randint(0, vocab, (T,), generator=g).tolist()
+    ids = case_ids(case, vocab)
     ref_model = load_f32_hybrid(folder)
     rmarg = RouterMargins(ref_model)
     ref = run_logits_nocache(ref_model, ids)
@@ -1422,9 +1421,7 @@ def build_case_hybrid(case, outdir):
         v5cfg = json.load(f)
     style = "transformers-5 (layer_types, rope_parameters)"
     if "interval" in case:
-        with open(cfg_path, "w") as f:
-            json.dump(to_interval_config(copy.deepcopy(v5cfg), case), f, indent=2)
-            f.write("\n")
+        write_json(cfg_path, to_interval_config(copy.deepcopy(v5cfg), case))
         style = ("legacy transformers-4.x (full_attention_interval, top-level rope_theta / partial_rotary_factor, "
                  "rope_scaling null, torch_dtype, no layer_types)" if case.get("legacy") else
                  "transformers-5 rope_parameters, layer kinds ONLY as full_attention_interval (no layer_types)")
