@@ -158,7 +158,7 @@ static void cpu_attend(void *tw, int l, const AttendPlan *a) {
 
 static void cpu_tap(void *tw, int l, const ForwardTap *tap) {
     CpuPass *p = tw;
-    const unsigned w = tap->wants ? tap->wants : TAP_ALL;
+    const unsigned w = tap->wants & TAP_ALL ? tap->wants & TAP_ALL : TAP_ALL;
     tap->fn(tap->ctx, l, w & TAP_XN ? p->xn : NULL, w & TAP_Q ? p->q : NULL, w & TAP_K ? p->k : NULL,
             w & TAP_LSE ? p->lse : NULL, p->T);
 }

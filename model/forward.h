@@ -39,7 +39,13 @@ typedef struct {
 // wants says which of the four fn reads: a forward passes NULL for the others
 // and need not produce them for the tap (the GPU forward then skips their copy
 // to the host). 0 means all four, so a tap that does not say gets everything.
-enum { TAP_XN = 1u, TAP_Q = 2u, TAP_K = 4u, TAP_LSE = 8u, TAP_ALL = 15u };
+// TAP_DEVICE (GPU forward only): fn gets the CUDA twin's own device arrays
+// instead of host copies — nothing crosses the bus and nothing waits; fn's
+// kernels queue behind the pass's on the default stream, and the arrays are
+// overwritten by the next layer, so fn must be done with them (in stream
+// order) when it returns. The CPU twin ignores the bit (its arrays are host
+// arrays anyway).
+enum { TAP_XN = 1u, TAP_Q = 2u, TAP_K = 4u, TAP_LSE = 8u, TAP_ALL = 15u, TAP_DEVICE = 16u };
 typedef struct {
     void (*fn)(void *ctx, int layer, const float *xn, const float *q, const float *k, const float *lse, int T);
     void *ctx;

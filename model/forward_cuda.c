@@ -499,8 +499,8 @@ static void *cuda_begin(void *twin, const int32_t *ids, int T, const ForwardOpts
                 cuda_to_device(p->ip[l], ix->params[l], sizeof(float) * (size_t)np);
             }
     }
-    if (o->tap) {
-        const unsigned w = o->tap->wants ? o->tap->wants : TAP_ALL;
+    if (o->tap && !(o->tap->wants & TAP_DEVICE)) {
+        const unsigned w = o->tap->wants & TAP_ALL ? o->tap->wants & TAP_ALL : TAP_ALL;
         if (w & TAP_XN) p->h_xn = xmalloc(sizeof(float) * TT * H);
         if (w & TAP_Q) p->h_q = xmalloc(sizeof(float) * TT * nq);
         if (w & TAP_K) p->h_k = xmalloc(sizeof(float) * TT * nkv);
@@ -576,7 +576,12 @@ static void cuda_tap(void *tw, int l, const ForwardTap *tap) {
     CudaPass *p = tw;
     const ModelConfig *c = &p->f->m->cfg;
     const size_t TT = (size_t)p->T;
-    const unsigned w = tap->wants ? tap->wants : TAP_ALL;  // only what the tap reads crosses the bus
+    const unsigned w = tap->wants & TAP_ALL ? tap->wants & TAP_ALL : TAP_ALL;  // only what the tap reads crosses the bus
+    if (tap->wants & TAP_DEVICE) {  // the device arrays themselves, in stream order
+        tap->fn(tap->ctx, l, w & TAP_XN ? p->xn : NULL, w & TAP_Q ? p->q : NULL, w & TAP_K ? p->k : NULL,
+                w & TAP_LSE ? p->lse : NULL, p->T);
+        return;
+    }
     cuda_sync();
     if (w & TAP_XN) cuda_to_host(p->h_xn, p->xn, sizeof(float) * TT * c->hidden);
     if (w & TAP_Q) cuda_to_host(p->h_q, p->q, sizeof(float) * TT * c->n_heads * c->head_dim);
