@@ -8,9 +8,12 @@
 // by tests/twins/oracle.c ("support_attention_block_tc"). The bf16 forward
 // uses it for block-shared supports. The output is fp32, bf16 or f16 (DType).
 //
-// Shapes: the kernel takes dh ∈ {64, 128} and bsel a multiple of 16 up to 128
-// (at dh 256 its 16 × 256 fp32 O accumulators per warp would not fit the
-// registers of two blocks per SM). Every other call — dh 256 (Gemma 3), bsel 1,
+// Shapes: the kernel takes dh ∈ {64, 128, 256} and bsel a multiple of 16 up to
+// 128. At dh 64 / 128 two thread blocks share an SM; at dh 256 (Gemma 3,
+// Qwen3.5) one does: a lane's 16 × 256 fp32 O accumulators are 128 registers,
+// which only fit under the 255-register cap of one 256-thread block per SM,
+// and its shared memory is 198 KiB (Qs and the double-buffered K/V tiles at
+// 264 bf16 a row). Every other call — bsel 1,
 // other bsel, unaligned rows — is served by support_attention_cuda on fp32
 // copies of q, k, v (the same function of the bf16 values, without the bf16
 // rounding of the weights), the output converted when it is 16-bit: the op
@@ -25,7 +28,8 @@
 // head): its rows are HPC × bsel (query head major), at most 128, one warp per
 // 16 rows. The HPC heads share every gathered K/V tile, so a tile is gathered
 // once per HPC heads instead of once per head (HPC = the largest divisor of the
-// group size with HPC·bsel ≤ 128: 2 for Qwen3-8B's groups of 4 at bsel 64).
+// group size with HPC·bsel ≤ 128: 2 for Qwen3-8B's and Qwen3.5's groups of 4 at
+// bsel 64).
 //
 // The warps work in registers, flash-attention-2 style, with mma.sync
 // m16n8k16 (bf16 in, fp32 accumulate; fragment layouts in mma.cuh):
@@ -84,7 +88,7 @@ static __device__ __forceinline__ void store2(__nv_bfloat16 *p, float a, float b
 static __device__ __forceinline__ void store2(__half *p, float a, float b) { *(__half2 *)p = __floats2half2_rn(a, b); }
 
 template <int D, typename OutT>
-__global__ void __launch_bounds__(TC_MAX_ROWS * 2, 2)
+__global__ void __launch_bounds__(TC_MAX_ROWS * 2, D > 128 ? 1 : 2)
     support_attention_block_tc_kernel2(OutT *out, const __nv_bfloat16 *q, const __nv_bfloat16 *k,
                                        const __nv_bfloat16 *v, int T, int Hq, int Hkv, int hpc, float scale_log2,
                                        int topk, int bsel, const int32_t *sel, const int32_t *n_sel) {
@@ -260,9 +264,21 @@ static int support_attention_block_tc_launch(OutT *out, const void *q, const voi
     return 0;
 }
 
+// The launch for head size D with the output type chosen at run time.
+template <int D>
+static int tc_launch_dt(void *out, DType out_type, const void *q, const void *k, const void *v, int T, int Hq, int Hkv,
+                        float scale, int topk, int bsel, const int32_t *sel, const int32_t *n_sel) {
+    if (out_type == DT_F32)
+        return support_attention_block_tc_launch<D>((float *)out, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel, n_sel);
+    if (out_type == DT_BF16)
+        return support_attention_block_tc_launch<D>((__nv_bfloat16 *)out, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel,
+                                                    n_sel);
+    return support_attention_block_tc_launch<D>((__half *)out, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel, n_sel);
+}
+
 // The shape checks of the kernel: 1 when it takes the call.
 static int tc_takes(int Hq, int Hkv, int dh, int topk, int bsel) {
-    return (dh == 64 || dh == 128) && bsel >= 16 && bsel <= TC_MAX_ROWS && bsel % 16 == 0 && Hkv > 0 && Hq > 0 &&
+    return (dh == 64 || dh == 128 || dh == 256) && bsel >= 16 && bsel <= TC_MAX_ROWS && bsel % 16 == 0 && Hkv > 0 && Hq > 0 &&
            Hq % Hkv == 0 && topk >= 1;
 }
 
@@ -297,26 +313,9 @@ extern "C" void support_attention_block_tc_cuda(void *out, const void *q, const 
     const int aligned = !(((uintptr_t)q | (uintptr_t)k | (uintptr_t)v) & 15);
     int rc = -1;
     if (aligned && tc_takes(Hq, Hkv, dh, topk, bsel)) {
-        if (dh == 64) {
-            if (out_type == DT_F32)
-                rc = support_attention_block_tc_launch<64>((float *)out, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel, n_sel);
-            else if (out_type == DT_BF16)
-                rc = support_attention_block_tc_launch<64>((__nv_bfloat16 *)out, q, k, v, T, Hq, Hkv, scale, topk, bsel,
-                                                           sel, n_sel);
-            else
-                rc = support_attention_block_tc_launch<64>((__half *)out, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel,
-                                                           n_sel);
-        } else {
-            if (out_type == DT_F32)
-                rc = support_attention_block_tc_launch<128>((float *)out, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel,
-                                                            n_sel);
-            else if (out_type == DT_BF16)
-                rc = support_attention_block_tc_launch<128>((__nv_bfloat16 *)out, q, k, v, T, Hq, Hkv, scale, topk,
-                                                            bsel, sel, n_sel);
-            else
-                rc = support_attention_block_tc_launch<128>((__half *)out, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel,
-                                                            n_sel);
-        }
+        if (dh == 64) rc = tc_launch_dt<64>(out, out_type, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel, n_sel);
+        else if (dh == 128) rc = tc_launch_dt<128>(out, out_type, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel, n_sel);
+        else rc = tc_launch_dt<256>(out, out_type, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel, n_sel);
     }
     if (rc != 0) tc_widened(out, out_type, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel);
 }

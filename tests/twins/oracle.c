@@ -25,13 +25,13 @@
 //                      the block's first queries (the {t} fallback); once with
 //                      recall/support/lse NULL.
 //   support_attention_block_tc
-//                      the bf16 op (tensor cores for bsel > 1 at dh 64 / 128)
+//                      the bf16 op (tensor cores for bsel > 1 at dh 64 / 128 / 256)
 //                      vs support_attention_cpu on the same bf16-rounded q, k,
 //                      v and random supports as above; tolerance derived at
 //                      check_support_block_tc; bf16 and f16 outputs bit for bit
 //                      against the fp32 output rounded. Shapes the kernel does
-//                      not take (dh 256 as Gemma 3's 4 / 1 heads, dh 80, bsel 1
-//                      and 24) are judged the same way: the op falls back
+//                      not take (dh 80, bsel 1 and 24) are judged the same
+//                      way: the op falls back
 //                      inside; support_attention_block_tc_takes must say which.
 //   oracle_select bf16 the same judgement as oracle_select, on bf16-rounded
 //                      layers, at dh 64 / 128 / 256 (Gemma 3 270M's 4 / 1 heads:
@@ -463,17 +463,17 @@ static void check_support_block_tc(int T, int Hq, int Hkv, int dh, int topk, int
 }
 
 // Which path the two bf16 ops say they take: the tensor-core kernels' shapes
-// (support attention: dh 64 / 128, bsel a multiple of 16 up to 128; the oracle:
+// (support attention: dh 64 / 128 / 256, bsel a multiple of 16 up to 128; the oracle:
 // dh 64 / 128 / 256, bsel 1 or such a multiple, staged q rows within shared
 // memory), the fallback for the rest.
 static void check_tc_takes(void) {
-    static const int no[][2] = {{80, 16}, {256, 64}, {32, 16}, {64, 1}, {64, 8}, {64, 24}, {128, 144}};
-    static const int yes[][2] = {{64, 16}, {128, 64}, {128, 128}};
+    static const int no[][2] = {{80, 16}, {256, 1}, {32, 16}, {64, 1}, {64, 8}, {64, 24}, {128, 144}};
+    static const int yes[][2] = {{64, 16}, {128, 64}, {128, 128}, {256, 16}, {256, 64}, {256, 128}};
     int ok = 1;
     for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) ok &= !support_attention_block_tc_takes(8, 2, no[i][0], 16, no[i][1]);
     for (size_t i = 0; i < sizeof yes / sizeof yes[0]; i++)
         ok &= support_attention_block_tc_takes(8, 2, yes[i][0], 16, yes[i][1]);
-    record("support_attention_block_tc", "tensor-core shapes (dh 64/128 × bsel 16/64/128; not dh 80/256/32, bsel 1/8/24/144)",
+    record("support_attention_block_tc", "tensor-core shapes (dh 64/128/256 × bsel 16/64/128; not dh 80/32, bsel 1/8/24/144)",
            ok, ok ? "as expected" : "a shape reported on the wrong path");
     // Gemma 3 270M (4 / 1 heads, dh 256): per query and bsel ≤ 64 fit, bsel 128 does not (338 KB of q rows).
     ok = !oracle_select_tc_takes(8, 2, 80, 16, 1) && !oracle_select_tc_takes(8, 2, 64, 16, 24) &&
@@ -564,10 +564,12 @@ void twins_oracle(int quick) {
 
     // support_attention_block_tc: the bf16 tensor-core kernel on the shapes it
     // takes (MHA, GQA 16:2 and 12:4 — 8, 2, 1 or 3 heads per thread block —,
-    // dh 64 and 128, bsel 16 and 64, plus 128 and k = 300 — several key tiles —
-    // in the full run), and the ones it refuses.
+    // dh 64, 128 and 256 (Qwen3.5-9B's 16:4 and Gemma 3's 4:1), bsel 16 and 64,
+    // plus 128 and k = 300 — several key tiles — in the full run), and the ones
+    // it refuses.
     {
-        static const int tc_shapes[][3] = {{8, 8, 64}, {16, 2, 64}, {8, 8, 128}, {16, 2, 128}, {12, 4, 128}};
+        static const int tc_shapes[][3] = {{8, 8, 64}, {16, 2, 64}, {8, 8, 128}, {16, 2, 128}, {12, 4, 128},
+                                           {16, 4, 256}, {4, 1, 256}};
         const int n_shapes = (int)(sizeof tc_shapes / sizeof tc_shapes[0]);
         const int tc_Ts[] = {7, 130, 1000}, tc_ks[] = {16, 100, 300}, tc_bsels[] = {16, 64, 128};
         const int n_T = quick ? 2 : 3;
@@ -577,13 +579,9 @@ void twins_oracle(int quick) {
                     for (int ib = 0; ib < (quick ? 2 : 3); ib++)
                         check_support_block_tc(tc_Ts[it], tc_shapes[is][0], tc_shapes[is][1], tc_shapes[is][2],
                                                tc_ks[ik], tc_bsels[ib]);
-        // The shapes the kernel does not take, served inside the op: Gemma 3's
-        // 4 / 1 heads at dh 256 (bsel 1, 16, 64), dh 80, bsel 24.
-        for (int it = 0; it < n_T; it++) {
-            check_support_block_tc(tc_Ts[it], 4, 1, 256, tc_ks[1], 1);
-            check_support_block_tc(tc_Ts[it], 4, 1, 256, tc_ks[1], 16);
-            check_support_block_tc(tc_Ts[it], 4, 1, 256, tc_ks[it >= 2 ? 2 : 0], 64);
-        }
+        // The shapes the kernel does not take, served inside the op: per query
+        // (Gemma 3's 4 / 1 heads at dh 256), dh 80, bsel 24.
+        for (int it = 0; it < n_T; it++) check_support_block_tc(tc_Ts[it], 4, 1, 256, tc_ks[1], 1);
         check_support_block_tc(130, 4, 2, 80, 16, 16);
         check_support_block_tc(130, 8, 2, 64, 16, 24);
         check_tc_takes();
