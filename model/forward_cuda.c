@@ -21,6 +21,7 @@
 // buffer just before the GEMM (once for q/k/v, once for gate/up).
 #include "forward_cuda.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -394,27 +395,61 @@ static void lm_head_logits(const FwdCuda *f, float *logits, const float *hidden,
 
 // ---- the CUDA twin's ops beneath the layer loop (layer.h) ------------------------------
 
+// Rows per chunk of a pass's row-local work: 65536, or SPINDLE_ROW_CHUNK (a
+// positive integer; the tests set small odd values so that every op crosses
+// chunk boundaries). A pass of T ≤ that many tokens runs in one chunk.
+static int row_chunk(int T) {
+    long rc = 65536;
+    const char *e = getenv("SPINDLE_ROW_CHUNK");
+    if (e && *e) {
+        char *end;
+        const long v = strtol(e, &end, 10);
+        if (*end || v <= 0 || v > INT_MAX) {
+            fprintf(stderr, "spindle: SPINDLE_ROW_CHUNK=%s is not a positive integer; using %ld\n", e, rc);
+        } else {
+            rc = v;
+        }
+    }
+    return rc < T ? (int)rc : T;
+}
+
 // One pass's device scratch. last_logits: the pass ends in the last position's
 // logits (time to first token) instead of the hidden states.
+//
+// Memory: only what some op reads across positions spans all T rows — the
+// residual stream x, the attention operands (bf16 q, k, v and output in the
+// bf16 mode; fp32 q, k, v, output and lse where an fp32 kernel, the oracle,
+// statistics or the tap read them), the normed attention input xn_all when an
+// indexer or the tap reads it, and the supports. Everything row-local (the
+// projections' outputs, the MLP's gate and up, the DeltaNet and MoE scratch)
+// is rc rows, and the ops loop over the chunks of rc rows: a 1M-token pass of
+// Qwen3.5-9B's shape holds about 36 GB of [T, ·] buffers instead of 360 GB.
+// A DeltaNet layer carries its recurrent state and the last K − 1 rows of its
+// conv input from one chunk to the next, so chunking changes no result beyond
+// the GEMMs' rounding.
 typedef struct {
     FwdCuda *f;
-    int T;
+    int T, rc;          // tokens; rows per chunk
     float *hidden_host, *last_logits_host;
-    int bf16_attn;  // bf16 mode: dense attention through cuDNN SDPA (the op falls back where cuDNN declines)
+    int bf16_attn;      // bf16 mode: dense attention through cuDNN SDPA (the op falls back where cuDNN declines)
+    int f32_attn;       // q, k, v, att are [T, ·] fp32 (else rc rows: GEMM outputs and the gate's product)
+    int att_bf16;       // the layer's attention output is in ob (else in att)
+    int xn_layer;       // the layer whose normed attention input xn_all holds (−1: none)
     int32_t *d_ids;
-    float *x, *xn, *q, *k, *v, *att, *gate, *up, *lse;
-    float *agate;                      // gated attention: the gate's logits [T, Hq·dh]
-    float *lin_x, *lin_c, *lin_q, *lin_k, *lin_v, *lin_z, *lin_a, *lin_b, *lin_o;  // Gated DeltaNet scratch
+    float *x, *xn_all, *q, *k, *v, *att, *lse;
+    void *qb, *kb, *vb, *ob;           // bf16 attention operands [T, ·] (bf16_attn)
+    float *xn;                         // [rc, hidden]: norms and post-norm products
+    void *hb;                          // [rc, widest] 16-bit GEMM operand
+    float *gate, *up, *agate;          // MLP products, gated attention's gate logits
+    // Gated DeltaNet: conv input and output with K − 1 rows of history in front,
+    // the history carried between chunks, q, k, v, z, a, b, o of the chunk, state
+    float *lin_x, *lin_c, *lin_halo, *lin_q, *lin_k, *lin_v, *lin_z, *lin_a, *lin_b, *lin_o, *lin_state;
     float *moe_logits, *moe_wt, *moe_y, *moe_sg;  // router logits, top-k weights, routed sum, shared gate
     int *moe_idx;
-    void *hb;                          // 16-bit GEMM operand
-    void *qb, *kb, *vb, *ob;           // bf16 attention operands (bf16_attn)
     float *d_rec, *d_sup;              // sparse statistics on the device
     int32_t *sel, *n_sel;              // indexer supports
     float **ip;                        // indexer parameters per layer on the device
     float *h_xn, *h_q, *h_k, *h_lse;   // host copies for the tap
-    const void *in;                    // the operand of the next projections (attn_in)
-    const void *att_in;                // the o-projection's operand (attend)
     IndexerScores scores;
 } CudaPass;
 
@@ -431,52 +466,63 @@ static void *cuda_begin(void *twin, const int32_t *ids, int T, const ForwardOpts
     const int Hq = c->n_heads, Hkv = c->n_kv_heads, nq = Hq * dh, nkv = Hkv * dh;
     const size_t TT = (size_t)T;
     const Sparsity *sp = o->sparse;
+    const IndexerSet *ix = sp ? o->indexer : NULL;
     CudaPass *p = xcalloc(1, sizeof *p);
     p->f = f;
     p->T = T;
+    p->rc = row_chunk(T);
+    p->xn_layer = -1;
     p->hidden_host = tw->hidden_host;
     p->last_logits_host = tw->last_logits_host;
     p->scores = indexer_scores_mode(f->prec, o);
     p->bf16_attn = f->prec == FWD_BF16;
     const int want_stats = sp && o->stats && (o->stats->recall || o->stats->support);
     const int need_lse = (o->tap && !sp) || want_stats;
+    // fp32 operands across T: fp32 kernels, the tap, statistics, the oracle, the
+    // fp32 indexer path (per query, or k ≥ T), an f16 model's widened output.
+    p->f32_attn = !p->bf16_attn || o->tap ||
+                  (sp && (!ix || sp->topk >= T || sp->bsel <= 1 || want_stats || f->half != HALF_BF16));
+    const size_t RC = (size_t)p->rc, RA = p->f32_attn ? TT : RC;
 
     p->d_ids = cuda_malloc(sizeof(int32_t) * TT);
     p->x = cuda_malloc(sizeof(float) * TT * H);
-    p->xn = cuda_malloc(sizeof(float) * TT * H);
-    p->q = cuda_malloc(sizeof(float) * TT * nq);
-    p->k = cuda_malloc(sizeof(float) * TT * nkv);
-    p->v = cuda_malloc(sizeof(float) * TT * nkv);
-    p->att = cuda_malloc(sizeof(float) * TT * nq);
+    if (o->tap || (ix && sp->topk < T)) p->xn_all = cuda_malloc(sizeof(float) * TT * H);
+    p->xn = cuda_malloc(sizeof(float) * RC * H);
+    p->q = cuda_malloc(sizeof(float) * RA * nq);
+    p->k = cuda_malloc(sizeof(float) * RA * nkv);
+    p->v = cuda_malloc(sizeof(float) * RA * nkv);
+    p->att = cuda_malloc(sizeof(float) * RA * nq);
     const int Is = c->moe.shared_intermediate, Imlp = I > Is ? I : Is;
-    p->gate = cuda_malloc(sizeof(float) * TT * Imlp);
-    p->up = cuda_malloc(sizeof(float) * TT * Imlp);
+    p->gate = cuda_malloc(sizeof(float) * RC * Imlp);
+    p->up = cuda_malloc(sizeof(float) * RC * Imlp);
     p->lse = need_lse ? cuda_malloc(sizeof(float) * TT * Hq) : NULL;
-    if (c->attn_out_gate) p->agate = cuda_malloc(sizeof(float) * TT * nq);
+    if (c->attn_out_gate) p->agate = cuda_malloc(sizeof(float) * RC * nq);
     const LinearAttnConfig *la = &c->lin;
     const int kd = la->n_k_heads * la->k_dim, vd = la->n_v_heads * la->v_dim;
     int n_lin = 0;
     for (int l = 0; l < c->n_layers; l++) n_lin += c->layer_kinds[l] == LAYER_LINEAR_ATTENTION;
     if (n_lin) {
-        const size_t C = 2 * (size_t)kd + vd;
-        p->lin_x = cuda_malloc(sizeof(float) * TT * C), p->lin_c = cuda_malloc(sizeof(float) * TT * C);
-        p->lin_q = cuda_malloc(sizeof(float) * TT * kd), p->lin_k = cuda_malloc(sizeof(float) * TT * kd);
-        p->lin_v = cuda_malloc(sizeof(float) * TT * vd), p->lin_z = cuda_malloc(sizeof(float) * TT * vd);
-        p->lin_o = cuda_malloc(sizeof(float) * TT * vd);
-        p->lin_a = cuda_malloc(sizeof(float) * TT * la->n_v_heads);
-        p->lin_b = cuda_malloc(sizeof(float) * TT * la->n_v_heads);
+        const size_t C = 2 * (size_t)kd + vd, Kh = (size_t)(la->conv_kernel > 1 ? la->conv_kernel - 1 : 0);
+        p->lin_x = cuda_malloc(sizeof(float) * (RC + Kh) * C), p->lin_c = cuda_malloc(sizeof(float) * (RC + Kh) * C);
+        if (Kh) p->lin_halo = cuda_malloc(sizeof(float) * Kh * C);
+        p->lin_q = cuda_malloc(sizeof(float) * RC * kd), p->lin_k = cuda_malloc(sizeof(float) * RC * kd);
+        p->lin_v = cuda_malloc(sizeof(float) * RC * vd), p->lin_z = cuda_malloc(sizeof(float) * RC * vd);
+        p->lin_o = cuda_malloc(sizeof(float) * RC * vd);
+        p->lin_a = cuda_malloc(sizeof(float) * RC * la->n_v_heads);
+        p->lin_b = cuda_malloc(sizeof(float) * RC * la->n_v_heads);
+        p->lin_state = cuda_malloc(sizeof(float) * (size_t)la->n_v_heads * la->k_dim * la->v_dim);
     }
     if (c->layer_moe) {
-        p->moe_logits = cuda_malloc(sizeof(float) * TT * c->moe.n_experts);
-        p->moe_wt = cuda_malloc(sizeof(float) * TT * c->moe.top_k);
-        p->moe_idx = cuda_malloc(sizeof(int) * TT * c->moe.top_k);
-        p->moe_y = cuda_malloc(sizeof(float) * TT * H);
-        p->moe_sg = cuda_malloc(sizeof(float) * TT);
+        p->moe_logits = cuda_malloc(sizeof(float) * RC * c->moe.n_experts);
+        p->moe_wt = cuda_malloc(sizeof(float) * RC * c->moe.top_k);
+        p->moe_idx = cuda_malloc(sizeof(int) * RC * c->moe.top_k);
+        p->moe_y = cuda_malloc(sizeof(float) * RC * H);
+        p->moe_sg = cuda_malloc(sizeof(float) * RC);
     }
     int64_t widest = H > nq ? H : nq;
     widest = Imlp > widest ? Imlp : widest;
     widest = n_lin && vd > widest ? vd : widest;
-    if (f->prec != FWD_FP32) p->hb = cuda_malloc(2 * TT * (size_t)widest);
+    if (f->prec != FWD_FP32) p->hb = cuda_malloc(2 * RC * (size_t)widest);
     if (p->bf16_attn) {
         p->qb = cuda_malloc(2 * TT * nq), p->kb = cuda_malloc(2 * TT * nkv), p->vb = cuda_malloc(2 * TT * nkv);
         p->ob = cuda_malloc(2 * TT * nq);
@@ -486,7 +532,6 @@ static void *cuda_begin(void *twin, const int32_t *ids, int T, const ForwardOpts
         cuda_memset(p->d_rec, 0, sizeof(float) * TT);
         cuda_memset(p->d_sup, 0, sizeof(float) * TT);
     }
-    const IndexerSet *ix = sp ? o->indexer : NULL;
     if (ix && sp->topk < T) {
         const int rows = (T + sp->bsel - 1) / sp->bsel;
         p->sel = cuda_malloc(sizeof(int32_t) * (size_t)rows * sp->topk);
@@ -511,64 +556,81 @@ static void *cuda_begin(void *twin, const int32_t *ids, int T, const ForwardOpts
     return p;
 }
 
+// Rows [t0, t0 + n) of an [T, C] array of 4-byte (fp32) or 2-byte (16-bit) elements.
+static float *rows_f32(float *a, int t0, int C) { return a + (size_t)t0 * C; }
+static void *rows_16(void *a, int t0, int C) { return (char *)a + 2 * (size_t)t0 * C; }
+
+// The operand of layer l's attention-input projections for rows [t0, t0 + n):
+// from xn_all when attn_in kept it for this layer, else RMSNorm of those rows
+// of x (not yet updated by the layer), in the GEMM's precision.
+static const void *attn_operand(CudaPass *p, int l, int t0, int n) {
+    const FwdCuda *f = p->f;
+    const ModelConfig *c = &f->m->cfg;
+    const int H = c->hidden;
+    if (p->xn_layer == l) return gemm_input(f, rows_f32(p->xn_all, t0, H), p->hb, (int64_t)n * H);
+    return norm_input(f, p->xn, p->hb, rows_f32(p->x, t0, H), f->layers[l].attn_norm, n, H, (float)c->rms_eps, 0);
+}
+
 static void cuda_attn_in(void *tw, int l, int keep_fp32) {
     CudaPass *p = tw;
     const ModelConfig *c = &p->f->m->cfg;
-    p->in = norm_input(p->f, p->xn, p->hb, p->x, p->f->layers[l].attn_norm, p->T, c->hidden, (float)c->rms_eps,
-                       keep_fp32);
+    p->xn_layer = -1;
+    if (keep_fp32) {  // the indexer or the tap reads xn across T (begin sized xn_all for them)
+        rmsnorm_forward_cuda(p->xn_all, p->x, p->f->layers[l].attn_norm, p->T, c->hidden, (float)c->rms_eps);
+        p->xn_layer = l;
+    }
 }
 
 static void cuda_qkv(void *tw, int l) {
     CudaPass *p = tw;
-    const ModelConfig *c = &p->f->m->cfg;
-    const LayerDev *w = &p->f->layers[l];
+    const FwdCuda *f = p->f;
+    const ModelConfig *c = &f->m->cfg;
+    const LayerDev *w = &f->layers[l];
+    const int nq = c->n_heads * c->head_dim, nkv = c->n_kv_heads * c->head_dim, half = rope_rot_dims(c) / 2;
     const float *cos_t, *sin_t;
     rope_tables_dev(p->f, c->layer_kinds[l] == LAYER_SLIDING_ATTENTION, p->T, &cos_t, &sin_t);
-    layer_qk(p->f, w, p->in, p->T, cos_t, sin_t, p->q, p->k, p->qb, p->kb);  // qb, kb: bf16 copies for SDPA
-    gemm(p->f, p->v, p->in, w->wv, w->bv, p->T, c->hidden, c->n_kv_heads * c->head_dim);
-    if (w->wq_gate) gemm(p->f, p->agate, p->in, w->wq_gate, w->bq_gate, p->T, c->hidden, c->n_heads * c->head_dim);
+    for (int t0 = 0; t0 < p->T; t0 += p->rc) {
+        const int n = p->T - t0 < p->rc ? p->T - t0 : p->rc, r = p->f32_attn ? t0 : 0;
+        const void *in = attn_operand(p, l, t0, n);
+        float *q = rows_f32(p->q, r, nq), *k = rows_f32(p->k, r, nkv), *v = rows_f32(p->v, r, nkv);
+        layer_qk(f, w, in, n, cos_t ? cos_t + (size_t)t0 * half : NULL, sin_t ? sin_t + (size_t)t0 * half : NULL, q,
+                 k, p->bf16_attn ? rows_16(p->qb, t0, nq) : NULL, p->bf16_attn ? rows_16(p->kb, t0, nkv) : NULL);
+        gemm(f, v, in, w->wv, w->bv, n, c->hidden, nkv);
+        if (p->bf16_attn) cuda_f32_to_bf16(rows_16(p->vb, t0, nkv), v, (int64_t)n * nkv);
+    }
 }
 
 static void cuda_attend(void *tw, int l, const AttendPlan *a) {
     CudaPass *p = tw;
     const FwdCuda *f = p->f;
     const ModelConfig *c = &f->m->cfg;
-    const int T = p->T, Hq = c->n_heads, Hkv = c->n_kv_heads, dh = c->head_dim, nq = Hq * dh;
+    const int T = p->T, Hq = c->n_heads, Hkv = c->n_kv_heads, dh = c->head_dim;
     const float scale = (float)c->attn_scale;
     float *rec = a->stats ? p->d_rec : NULL, *sup = a->stats ? p->d_sup : NULL;
+    p->att_bf16 = 0;
     if (a->mode == ATTEND_INDEXER) {
         if (a->stats) attention_forward_cuda(p->att, p->lse, p->q, p->k, p->v, T, Hq, Hkv, dh, scale, 0);  // P's lse
-        indexer_select_cuda(p->sel, p->n_sel, a->ix_cfg, p->ip[l], p->xn, T, a->topk, a->bsel, p->scores);
+        indexer_select_cuda(p->sel, p->n_sel, a->ix_cfg, p->ip[l], p->xn_all, T, a->topk, a->bsel, p->scores);
         // bf16 mode, block-shared, no statistics: bf16 operands through the
         // tensor-core kernel (which keeps no recall / support, and handles
-        // shapes it does not take itself). A bf16 model's o-projection operand
-        // comes straight out of it.
+        // shapes it does not take itself), straight into ob for a bf16 model.
         if (p->bf16_attn && a->bsel > 1 && !a->stats) {
-            cuda_f32_to_bf16(p->vb, p->v, (int64_t)T * Hkv * dh);
-            const int direct = f->half == HALF_BF16;
-            support_attention_block_tc_cuda(direct ? p->ob : (void *)p->att, p->qb, p->kb, p->vb, T, Hq, Hkv, dh,
-                                            scale, a->topk, a->bsel, p->sel, p->n_sel, direct ? DT_BF16 : DT_F32);
-            p->att_in = direct ? p->ob : gemm_input(f, p->att, p->hb, (int64_t)T * nq);
+            p->att_bf16 = f->half == HALF_BF16;
+            support_attention_block_tc_cuda(p->att_bf16 ? p->ob : (void *)p->att, p->qb, p->kb, p->vb, T, Hq, Hkv,
+                                            dh, scale, a->topk, a->bsel, p->sel, p->n_sel,
+                                            p->att_bf16 ? DT_BF16 : DT_F32);
         } else {
             support_attention_cuda(p->att, rec, sup, p->q, p->k, p->v, p->lse, T, Hq, Hkv, dh, scale, a->topk,
                                    a->bsel, p->sel, p->n_sel);
-            p->att_in = gemm_input(f, p->att, p->hb, (int64_t)T * nq);
         }
     } else if (a->mode == ATTEND_ORACLE) {
         oracle_attention_cuda(p->att, rec, sup, p->q, p->k, p->v, T, Hq, Hkv, dh, scale, a->topk, a->bsel);
-        p->att_in = gemm_input(f, p->att, p->hb, (int64_t)T * nq);
     } else if (p->bf16_attn) {
-        cuda_f32_to_bf16(p->vb, p->v, (int64_t)T * Hkv * dh);
         attention_forward_bf16_cuda(p->ob, a->lse ? p->lse : NULL, p->qb, p->kb, p->vb, T, Hq, Hkv, dh, scale,
                                     a->window);
-        if (f->half == HALF_BF16) p->att_in = p->ob;
-        else {  // an f16 model: widen, then round to f16
-            cuda_bf16_to_f32(p->att, p->ob, (int64_t)T * nq);
-            p->att_in = gemm_input(f, p->att, p->hb, (int64_t)T * nq);
-        }
+        p->att_bf16 = 1;
     } else {
         attention_forward_cuda(p->att, a->lse ? p->lse : NULL, p->q, p->k, p->v, T, Hq, Hkv, dh, scale, a->window);
-        p->att_in = gemm_input(f, p->att, p->hb, (int64_t)T * nq);
     }
 }
 
@@ -578,12 +640,12 @@ static void cuda_tap(void *tw, int l, const ForwardTap *tap) {
     const size_t TT = (size_t)p->T;
     const unsigned w = tap->wants & TAP_ALL ? tap->wants & TAP_ALL : TAP_ALL;  // only what the tap reads crosses the bus
     if (tap->wants & TAP_DEVICE) {  // the device arrays themselves, in stream order
-        tap->fn(tap->ctx, l, w & TAP_XN ? p->xn : NULL, w & TAP_Q ? p->q : NULL, w & TAP_K ? p->k : NULL,
+        tap->fn(tap->ctx, l, w & TAP_XN ? p->xn_all : NULL, w & TAP_Q ? p->q : NULL, w & TAP_K ? p->k : NULL,
                 w & TAP_LSE ? p->lse : NULL, p->T);
         return;
     }
     cuda_sync();
-    if (w & TAP_XN) cuda_to_host(p->h_xn, p->xn, sizeof(float) * TT * c->hidden);
+    if (w & TAP_XN) cuda_to_host(p->h_xn, p->xn_all, sizeof(float) * TT * c->hidden);
     if (w & TAP_Q) cuda_to_host(p->h_q, p->q, sizeof(float) * TT * c->n_heads * c->head_dim);
     if (w & TAP_K) cuda_to_host(p->h_k, p->k, sizeof(float) * TT * c->n_kv_heads * c->head_dim);
     if (p->h_lse) cuda_to_host(p->h_lse, p->lse, sizeof(float) * TT * c->n_heads);  // wanted, dense pass
@@ -591,32 +653,47 @@ static void cuda_tap(void *tw, int l, const ForwardTap *tap) {
             p->h_lse, p->T);
 }
 
-// x += [RMSNorm(·)·post](in·wᵀ (+ bias)): without a post-norm the residual
-// update of gemm_residual; with one, the product into xn, normed there, added.
-static void block_out(CudaPass *p, const void *in, const void *w, const float *bias, const float *post, int C_in) {
+// Rows [t0, t0 + n) of x += [RMSNorm(·)·post](in·wᵀ (+ bias)): without a
+// post-norm the residual update of gemm_residual; with one, the product into
+// xn, normed there, added.
+static void block_out(CudaPass *p, int t0, int n, const void *in, const void *w, const float *bias,
+                      const float *post, int C_in) {
     const FwdCuda *f = p->f;
     const ModelConfig *c = &f->m->cfg;
-    const int T = p->T, H = c->hidden;
+    const int H = c->hidden;
+    float *x = rows_f32(p->x, t0, H);
     if (!post) {
-        gemm_residual(f, p->x, p->xn, in, w, bias, T, C_in, H);
+        gemm_residual(f, x, p->xn, in, w, bias, n, C_in, H);
         return;
     }
-    gemm(f, p->xn, in, w, bias, T, C_in, H);
-    rmsnorm_forward_cuda(p->xn, p->xn, post, T, H, (float)c->rms_eps);
-    residual_forward_cuda(p->x, p->x, p->xn, (int64_t)T * H);
+    gemm(f, p->xn, in, w, bias, n, C_in, H);
+    rmsnorm_forward_cuda(p->xn, p->xn, post, n, H, (float)c->rms_eps);
+    residual_forward_cuda(x, x, p->xn, (int64_t)n * H);
 }
 
 static void cuda_attn_out(void *tw, int l) {
     CudaPass *p = tw;
-    const LayerDev *w = &p->f->layers[l];
-    const ModelConfig *c = &p->f->m->cfg;
-    const int64_t n = (int64_t)p->T * c->n_heads * c->head_dim;
-    if (w->wq_gate) {  // a · sigmoid(gate) in fp32, then the o-projection's operand again
-        if (p->att_in == p->ob) cuda_bf16_to_f32(p->att, p->ob, n);  // the bf16 kernels wrote ob only
-        sigmoid_mul_cuda(p->att, p->agate, n);
-        p->att_in = gemm_input(p->f, p->att, p->hb, n);
+    const FwdCuda *f = p->f;
+    const LayerDev *w = &f->layers[l];
+    const ModelConfig *c = &f->m->cfg;
+    const int nq = c->n_heads * c->head_dim;
+    for (int t0 = 0; t0 < p->T; t0 += p->rc) {
+        const int n = p->T - t0 < p->rc ? p->T - t0 : p->rc;
+        const int64_t m = (int64_t)n * nq;
+        const void *in;
+        if (p->att_bf16 && !w->wq_gate && f->half == HALF_BF16) {
+            in = rows_16(p->ob, t0, nq);  // the bf16 kernels' output is the o-projection's operand
+        } else {
+            float *a = p->att_bf16 ? p->att : rows_f32(p->att, t0, nq);  // att spans T unless ob holds the output
+            if (p->att_bf16) cuda_bf16_to_f32(a, rows_16(p->ob, t0, nq), m);
+            if (w->wq_gate) {  // a · sigmoid(xn·Wgᵀ (+b)) in fp32
+                gemm(f, p->agate, attn_operand(p, l, t0, n), w->wq_gate, w->bq_gate, n, c->hidden, nq);
+                sigmoid_mul_cuda(a, p->agate, m);
+            }
+            in = gemm_input(f, a, p->hb, m);
+        }
+        block_out(p, t0, n, in, w->wo, w->bo, w->post_attn_norm, nq);
     }
-    block_out(p, p->att_in, w->wo, w->bo, w->post_attn_norm, c->n_heads * c->head_dim);
 }
 
 static void cuda_linear_attn(void *tw, int l) {
@@ -625,21 +702,35 @@ static void cuda_linear_attn(void *tw, int l) {
     const ModelConfig *c = &f->m->cfg;
     const LayerDev *w = &f->layers[l];
     const LinearAttnConfig *la = &c->lin;
-    const int T = p->T, H = c->hidden, Hk = la->n_k_heads, Hv = la->n_v_heads, dk = la->k_dim, dv = la->v_dim;
-    const int kd = Hk * dk, vd = Hv * dv, C = 2 * kd + vd;
-    gemm(f, p->lin_x, p->in, w->lin_qkv, NULL, T, H, C);
-    gemm(f, p->lin_z, p->in, w->lin_z, NULL, T, H, vd);
-    gemm(f, p->lin_b, p->in, w->lin_b, NULL, T, H, Hv);
-    gemm(f, p->lin_a, p->in, w->lin_a, NULL, T, H, Hv);
-    causal_conv1d_cuda(p->lin_c, p->lin_x, w->lin_conv, NULL, T, C, la->conv_kernel, 1);
-    cuda_copy_cols(p->lin_q, p->lin_c, T, C, 0, kd);
-    cuda_copy_cols(p->lin_k, p->lin_c, T, C, kd, kd);
-    cuda_copy_cols(p->lin_v, p->lin_c, T, C, 2 * kd, vd);
-    deltanet_gates_cuda(p->lin_a, p->lin_b, p->lin_a, p->lin_b, w->lin_a_log, w->lin_dt_bias, T, Hv);
-    gated_delta_rule_chunked_cuda(p->lin_o, NULL, p->lin_q, p->lin_k, p->lin_v, p->lin_a, p->lin_b, NULL, T, Hk, Hv,
-                                  dk, dv, 0, 1, 64, DT_F32);
-    gated_rmsnorm_cuda(p->lin_o, p->lin_o, p->lin_z, w->lin_norm, T * Hv, dv, (float)c->rms_eps);
-    block_out(p, gemm_input(f, p->lin_o, p->hb, (int64_t)T * vd), w->lin_out, NULL, NULL, vd);
+    const int H = c->hidden, Hk = la->n_k_heads, Hv = la->n_v_heads, dk = la->k_dim, dv = la->v_dim;
+    const int kd = Hk * dk, vd = Hv * dv, C = 2 * kd + vd, Kh = la->conv_kernel > 1 ? la->conv_kernel - 1 : 0;
+    for (int t0 = 0; t0 < p->T; t0 += p->rc) {
+        const int n = p->T - t0 < p->rc ? p->T - t0 : p->rc;
+        const void *in = attn_operand(p, l, t0, n);
+        // Conv input rows: Kh rows of history (zeros before the first token), then the chunk's.
+        if (Kh) {
+            if (t0 == 0) cuda_memset(p->lin_x, 0, sizeof(float) * (size_t)Kh * C);
+            else cuda_copy_cols(p->lin_x, p->lin_halo, Kh, C, 0, C);
+        }
+        float *xc = rows_f32(p->lin_x, Kh, C);
+        gemm(f, xc, in, w->lin_qkv, NULL, n, H, C);
+        gemm(f, p->lin_z, in, w->lin_z, NULL, n, H, vd);
+        gemm(f, p->lin_b, in, w->lin_b, NULL, n, H, Hv);
+        gemm(f, p->lin_a, in, w->lin_a, NULL, n, H, Hv);
+        causal_conv1d_cuda(p->lin_c, p->lin_x, w->lin_conv, NULL, n + Kh, C, la->conv_kernel, 1);
+        if (Kh && t0 + n < p->T) cuda_copy_cols(p->lin_halo, rows_f32(p->lin_x, n, C), Kh, C, 0, C);
+        const float *cc = rows_f32(p->lin_c, Kh, C);
+        cuda_copy_cols(p->lin_q, cc, n, C, 0, kd);
+        cuda_copy_cols(p->lin_k, cc, n, C, kd, kd);
+        cuda_copy_cols(p->lin_v, cc, n, C, 2 * kd, vd);
+        deltanet_gates_cuda(p->lin_a, p->lin_b, p->lin_a, p->lin_b, w->lin_a_log, w->lin_dt_bias, n, Hv);
+        // The state carries from chunk to chunk: the result is that of one pass over T.
+        gated_delta_rule_chunked_cuda(p->lin_o, n < p->T ? p->lin_state : NULL, p->lin_q, p->lin_k, p->lin_v,
+                                      p->lin_a, p->lin_b, t0 ? p->lin_state : NULL, n, Hk, Hv, dk, dv, 0, 1, 64,
+                                      DT_F32);
+        gated_rmsnorm_cuda(p->lin_o, p->lin_o, p->lin_z, w->lin_norm, n * Hv, dv, (float)c->rms_eps);
+        block_out(p, t0, n, gemm_input(f, p->lin_o, p->hb, (int64_t)n * vd), w->lin_out, NULL, NULL, vd);
+    }
 }
 
 static void cuda_mlp(void *tw, int l) {
@@ -647,26 +738,29 @@ static void cuda_mlp(void *tw, int l) {
     const FwdCuda *f = p->f;
     const ModelConfig *c = &f->m->cfg;
     const LayerDev *w = &f->layers[l];
-    const int T = p->T, H = c->hidden, I = c->intermediate;
-    const void *in = norm_input(f, p->xn, p->hb, p->x, w->mlp_norm, T, H, (float)c->rms_eps, 0);
-    const void *down_in = p->hb;  // the down projection's operand
-    if (f->prec == FWD_BF16 && !w->b_gate && !w->b_up) {
-        // gate and up in 16 bits, as a bf16 model computes them: half the
-        // traffic of the two widest tensors of the layer.
-        matmul_forward_half_out_cuda(p->gate, in, w->w_gate, T, H, I, f->half);
-        matmul_forward_half_out_cuda(p->up, in, w->w_up, T, H, I, f->half);
-        glu_forward_half_in_cuda(p->hb, p->gate, p->up, (int64_t)T * I, c->act, f->half);
-    } else {
-        gemm(f, p->gate, in, w->w_gate, w->b_gate, T, H, I);
-        gemm(f, p->up, in, w->w_up, w->b_up, T, H, I);
-        if (f->prec == FWD_FP32) {
-            glu_forward_cuda(p->gate, p->gate, p->up, (int64_t)T * I, c->act);
-            down_in = p->gate;
-        } else {  // straight into the 16-bit operand (the same bits as gemm_input of the fp32 result)
-            glu_forward_half_cuda(p->hb, p->gate, p->up, (int64_t)T * I, c->act, f->half);
+    const int H = c->hidden, I = c->intermediate;
+    for (int t0 = 0; t0 < p->T; t0 += p->rc) {
+        const int n = p->T - t0 < p->rc ? p->T - t0 : p->rc;
+        const void *in = norm_input(f, p->xn, p->hb, rows_f32(p->x, t0, H), w->mlp_norm, n, H, (float)c->rms_eps, 0);
+        const void *down_in = p->hb;  // the down projection's operand
+        if (f->prec == FWD_BF16 && !w->b_gate && !w->b_up) {
+            // gate and up in 16 bits, as a bf16 model computes them: half the
+            // traffic of the two widest tensors of the layer.
+            matmul_forward_half_out_cuda(p->gate, in, w->w_gate, n, H, I, f->half);
+            matmul_forward_half_out_cuda(p->up, in, w->w_up, n, H, I, f->half);
+            glu_forward_half_in_cuda(p->hb, p->gate, p->up, (int64_t)n * I, c->act, f->half);
+        } else {
+            gemm(f, p->gate, in, w->w_gate, w->b_gate, n, H, I);
+            gemm(f, p->up, in, w->w_up, w->b_up, n, H, I);
+            if (f->prec == FWD_FP32) {
+                glu_forward_cuda(p->gate, p->gate, p->up, (int64_t)n * I, c->act);
+                down_in = p->gate;
+            } else {  // straight into the 16-bit operand (the same bits as gemm_input of the fp32 result)
+                glu_forward_half_cuda(p->hb, p->gate, p->up, (int64_t)n * I, c->act, f->half);
+            }
         }
+        block_out(p, t0, n, down_in, w->w_down, w->b_down, w->post_mlp_norm, I);
     }
-    block_out(p, down_in, w->w_down, w->b_down, w->post_mlp_norm, I);
 }
 
 static void cuda_moe(void *tw, int l) {
@@ -675,26 +769,30 @@ static void cuda_moe(void *tw, int l) {
     const ModelConfig *c = &f->m->cfg;
     const LayerDev *w = &f->layers[l];
     const MoeConfig *mo = &c->moe;
-    const int T = p->T, H = c->hidden, E = mo->n_experts, k = mo->top_k, Is = mo->shared_intermediate;
-    const void *in = norm_input(f, p->xn, p->hb, p->x, w->mlp_norm, T, H, (float)c->rms_eps, 1);  // xn in fp32 too
-    matmul_forward_cuda(p->moe_logits, p->xn, w->moe_router, NULL, T, H, E);
-    moe_route_cuda(p->moe_idx, p->moe_wt, p->moe_logits, T, E, k, mo->norm_topk_prob);
-    moe_experts_cuda(p->moe_y, p->xn, p->moe_idx, p->moe_wt, (const float *const *)w->exp_gate,
-                     (const float *const *)w->exp_up, (const float *const *)w->exp_down, T, H, E, mo->intermediate,
-                     k, c->act);
-    if (Is > 0) {  // + sigmoid(xn·w_sgᵀ) · shared expert(xn), as the CPU twin adds them
-        matmul_forward_cuda(p->moe_sg, p->xn, w->sh_expert_gate, NULL, T, H, 1);
-        gemm(f, p->gate, in, w->sh_gate, NULL, T, H, Is);
-        gemm(f, p->up, in, w->sh_up, NULL, T, H, Is);
-        glu_forward_cuda(p->gate, p->gate, p->up, (int64_t)T * Is, c->act);
-        gemm(f, p->xn, gemm_input(f, p->gate, p->hb, (int64_t)T * Is), w->sh_down, NULL, T, Is, H);
-        sigmoid_scale_rows_cuda(p->xn, p->moe_sg, T, H);
-        residual_forward_cuda(p->xn, p->xn, p->moe_y, (int64_t)T * H);
-    } else {
-        cuda_copy_cols(p->xn, p->moe_y, T, H, 0, H);
+    const int H = c->hidden, E = mo->n_experts, k = mo->top_k, Is = mo->shared_intermediate;
+    for (int t0 = 0; t0 < p->T; t0 += p->rc) {
+        const int n = p->T - t0 < p->rc ? p->T - t0 : p->rc;
+        float *x = rows_f32(p->x, t0, H);
+        const void *in = norm_input(f, p->xn, p->hb, x, w->mlp_norm, n, H, (float)c->rms_eps, 1);  // xn in fp32 too
+        matmul_forward_cuda(p->moe_logits, p->xn, w->moe_router, NULL, n, H, E);
+        moe_route_cuda(p->moe_idx, p->moe_wt, p->moe_logits, n, E, k, mo->norm_topk_prob);
+        moe_experts_cuda(p->moe_y, p->xn, p->moe_idx, p->moe_wt, (const float *const *)w->exp_gate,
+                         (const float *const *)w->exp_up, (const float *const *)w->exp_down, n, H, E,
+                         mo->intermediate, k, c->act);
+        if (Is > 0) {  // + sigmoid(xn·w_sgᵀ) · shared expert(xn), as the CPU twin adds them
+            matmul_forward_cuda(p->moe_sg, p->xn, w->sh_expert_gate, NULL, n, H, 1);
+            gemm(f, p->gate, in, w->sh_gate, NULL, n, H, Is);
+            gemm(f, p->up, in, w->sh_up, NULL, n, H, Is);
+            glu_forward_cuda(p->gate, p->gate, p->up, (int64_t)n * Is, c->act);
+            gemm(f, p->xn, gemm_input(f, p->gate, p->hb, (int64_t)n * Is), w->sh_down, NULL, n, Is, H);
+            sigmoid_scale_rows_cuda(p->xn, p->moe_sg, n, H);
+            residual_forward_cuda(p->xn, p->xn, p->moe_y, (int64_t)n * H);
+        } else {
+            cuda_copy_cols(p->xn, p->moe_y, n, H, 0, H);
+        }
+        if (w->post_mlp_norm) rmsnorm_forward_cuda(p->xn, p->xn, w->post_mlp_norm, n, H, (float)c->rms_eps);
+        residual_forward_cuda(x, x, p->xn, (int64_t)n * H);
     }
-    if (w->post_mlp_norm) rmsnorm_forward_cuda(p->xn, p->xn, w->post_mlp_norm, T, H, (float)c->rms_eps);
-    residual_forward_cuda(p->x, p->x, p->xn, (int64_t)T * H);
 }
 
 static void cuda_finish(void *tw, int stopped, const ForwardOpts *o) {
@@ -728,10 +826,10 @@ static void cuda_finish(void *tw, int stopped, const ForwardOpts *o) {
             }
         free(tmp);
     }
-    void *ds[] = {p->d_ids, p->x, p->xn, p->q, p->k, p->v, p->att, p->gate, p->up, p->lse, p->hb, p->qb,
-                  p->kb, p->vb, p->ob, p->d_rec, p->d_sup, p->sel, p->n_sel, p->agate, p->lin_x, p->lin_c,
-                  p->lin_q, p->lin_k, p->lin_v, p->lin_z, p->lin_a, p->lin_b, p->lin_o, p->moe_logits, p->moe_wt,
-                  p->moe_y, p->moe_sg, p->moe_idx};
+    void *ds[] = {p->d_ids, p->x, p->xn_all, p->xn, p->q, p->k, p->v, p->att, p->gate, p->up, p->lse, p->hb,
+                  p->qb, p->kb, p->vb, p->ob, p->d_rec, p->d_sup, p->sel, p->n_sel, p->agate, p->lin_x,
+                  p->lin_c, p->lin_halo, p->lin_q, p->lin_k, p->lin_v, p->lin_z, p->lin_a, p->lin_b, p->lin_o,
+                  p->lin_state, p->moe_logits, p->moe_wt, p->moe_y, p->moe_sg, p->moe_idx};
     for (size_t i = 0; i < sizeof ds / sizeof ds[0]; i++) cuda_free(ds[i]);
     if (p->ip) {
         for (int l = 0; l < c->n_layers; l++) cuda_free(p->ip[l]);

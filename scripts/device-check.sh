@@ -10,7 +10,8 @@
 #      sizes, T ≤ 130);
 #   4. runs tests/test_goldens_cuda.sh with SPINDLE_REQUIRE_GPU=1: `spindle logits
 #      --device cuda` in fp32, mixed and bf16 on every dense golden case vs HF
-#      logits, and the oracle goldens in fp32;
+#      logits, and the oracle goldens in fp32; then again with SPINDLE_ROW_CHUNK=37
+#      (the pass's row-local work in chunks of 37 rows);
 #   5. SmolLM2-shaped synthetic checkpoint (SmolLM2 itself does not travel):
 #      python3 + transformers (on the device image) writes a random-weight
 #      llama with SmolLM2-135M's shapes; spindle logits at T=2048 on the CPU
@@ -221,6 +222,12 @@ if [ "${SKIP_GOLDENS:-0}" != 1 ]; then
     rc=$?
     cat "$OUT/goldens_cuda.txt"
     [ $rc -eq 0 ] || fail "test_goldens_cuda exit $rc"
+    step "the same with the pass's row-local work in chunks of 37 rows: SPINDLE_ROW_CHUNK=37"
+    SPINDLE_ROW_CHUNK=37 SPINDLE_REQUIRE_GPU=1 bash tests/test_goldens_cuda.sh "$B/spindle" tests/goldens \
+        /tmp/spindle-goldens-cuda-rows37 >"$OUT/goldens_cuda_rows37.txt" 2>&1
+    rc=$?
+    tail -3 "$OUT/goldens_cuda_rows37.txt"
+    [ $rc -eq 0 ] || fail "test_goldens_cuda (SPINDLE_ROW_CHUNK=37) exit $rc"
 fi
 
 if [ "${SKIP_SYNTH:-0}" != 1 ]; then
@@ -287,7 +294,7 @@ fi
 
 # Serially, as scripts/test.sh runs it.
 [ "${SKIP_CTEST:-0}" = 1 ] || step "CPU ctest suite (all but cuda_twins and goldens_cuda, serial; gpu_cli runs on the GPU)"
-[ "${SKIP_CTEST:-0}" = 1 ] || (cd "$B" && SPINDLE_REQUIRE_GPU=1 timeout 300 ctest --timeout 240 -E '^(cuda_twins|goldens_cuda)$' --output-on-failure) >"$OUT/ctest.txt" 2>&1
+[ "${SKIP_CTEST:-0}" = 1 ] || (cd "$B" && SPINDLE_REQUIRE_GPU=1 timeout 300 ctest --timeout 240 -E '^(cuda_twins|goldens_cuda|goldens_cuda_rows37)$' --output-on-failure) >"$OUT/ctest.txt" 2>&1
 rc=$?
 [ "${SKIP_CTEST:-0}" = 1 ] || grep -E "tests passed|Not Run|\*\*\*|Skipped|Failed|Passed" "$OUT/ctest.txt" | tail -40
 [ "${SKIP_CTEST:-0}" = 1 ] || [ $rc -eq 0 ] || fail "ctest exit $rc"

@@ -15,6 +15,10 @@
 #            same job HF transformers on the same shapes (scripts/bench-anchors.py --sections hf,
 #            Qwen3_5ForCausalLM, fla's kernels for the DeltaNet layers) and PyTorch SDPA (FlashAttention-2
 #            and cuDNN backends) on the full-attention layers' shape (Hq, Hkv, d_h 256)
+#   long M   the same at LONG_CTX (default 1048576) tokens: one timed TTFT per run, warmed up on
+#            WARMUP_CTX (default 131072) tokens (the row-chunk GEMMs' plans), with peak memory; then
+#            the SDPA anchors and HF transformers at that length (LONG_SECTIONS, default sdpa,hf;
+#            HF's failure, e.g. out of memory, is recorded as such)
 # Results in $OUT.
 set -uo pipefail
 ROOT=$(pwd)
@@ -56,8 +60,23 @@ bench)
         --json "$OUT/anchors-$m.json" >"$OUT/anchors-$m.txt" 2>"$OUT/anchors-$m.err"
     echo "anchors exit $?"; grep -E "hf_|sdpa" "$OUT/anchors-$m.txt" | head -20
     ;;
+long)
+    m=${2:?model: qwen3.5-9b or qwen3.5-0.8b}
+    ctx=${LONG_CTX:-1048576}
+    case "$m" in qwen3.5-9b) hq=16 hkv=4 ;; qwen3.5-0.8b) hq=8 hkv=2 ;; *) echo "device-hybrid: unknown model $m" >&2; exit 2 ;; esac
+    "$B/spindle" bench --synthetic "$m" --ctx "$ctx" --k 2048 --bsel 64 --device cuda --no-kernels \
+        --ttft "${TTFT_RUNS:-dense,indexer_block}" --ttft-warmup-ctx "${WARMUP_CTX:-131072}" \
+        --json "$OUT/long-$m.json" >"$OUT/long-$m.txt" 2>&1
+    echo "bench exit $?"; grep -E "^ttft" "$OUT/long-$m.txt"
+    wheels
+    PYTHONPATH=/tmp/site timeout "${HF_TIMEOUT_S:-300}" python3 scripts/bench-anchors.py --ctx "$ctx" \
+        --sections "${LONG_SECTIONS:-sdpa,hf}" --model-size "$m" --heads $hq --kv-heads $hkv --head-dim 256 --warmup 1 \
+        --budget-s "${HF_BUDGET_S:-240}" --json "$OUT/long-anchors-$m.json" >"$OUT/long-anchors-$m.txt" \
+        2>"$OUT/long-anchors-$m.err"
+    echo "anchors exit $?"; grep -E "hf_|sdpa" "$OUT/long-anchors-$m.txt" | head -20; tail -3 "$OUT/long-anchors-$m.err"
+    ;;
 *)
-    echo "usage: scripts/device-hybrid.sh check | bench qwen3.5-9b|qwen3.5-0.8b" >&2
+    echo "usage: scripts/device-hybrid.sh check | bench qwen3.5-9b|qwen3.5-0.8b | long qwen3.5-9b|qwen3.5-0.8b" >&2
     exit 2
     ;;
 esac

@@ -100,6 +100,11 @@ if(SPINDLE_CUDA)
   add_test(NAME goldens_cuda COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_goldens_cuda.sh
            $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/goldens_cuda)
   set_tests_properties(goldens_cuda PROPERTIES SKIP_RETURN_CODE 77)
+  # The same cases with the GPU pass's row-local work in chunks of 37 rows:
+  # every op, the DeltaNet state and conv history cross chunk boundaries.
+  add_test(NAME goldens_cuda_rows37 COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_goldens_cuda.sh
+           $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/goldens_cuda_rows37)
+  set_tests_properties(goldens_cuda_rows37 PROPERTIES SKIP_RETURN_CODE 77 ENVIRONMENT SPINDLE_ROW_CHUNK=37)
   # teacher and train with --device cuda against the CPU twin.
   add_test(NAME gpu_cli COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_gpu_cli.sh $<TARGET_FILE:spindle>
            $<TARGET_FILE:test_shard> ${GOLDENS} ${TEST_TMP}/gpu_cli)
