@@ -121,8 +121,8 @@ set(layering_cases
   "spindle_data|shard.h,corpus.h,ids.h,npy.h,model.h|export.h,run_state.h,trainer.h,eval.h,cli_util.h"
   "spindle_checkpoints|export.h,run_state.h,shard.h|teacher.h,trainer.h,adamw.h,eval.h,cli_util.h"
   "spindle_teacher|teacher.h,shard.h,corpus.h,backbone.h|export.h,run_state.h,trainer.h,eval.h,cli_util.h,cli_layers.h"
-  "spindle_train|trainer.h,adamw.h,export.h,teacher.h,backbone.h|eval.h,retrieval.h,cli_util.h,commands.h,cli_layers.h"
-  "spindle_eval|eval.h,retrieval.h,export.h|teacher.h,trainer.h,schedule.h,cli_util.h,commands.h"
+  "spindle_train|trainer.h,train_gpu.h,adamw.h,export.h,teacher.h,backbone.h|eval.h,retrieval.h,cli_util.h,commands.h,cli_layers.h"
+  "spindle_eval|eval.h,retrieval.h,export.h|teacher.h,trainer.h,train_gpu.h,schedule.h,cli_util.h,commands.h"
   "spindle_cli|commands.h,cli_util.h,cli_layers.h,teacher.h,trainer.h,eval.h|")
 set(layering_args)
 foreach(c ${layering_cases})

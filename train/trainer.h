@@ -1,8 +1,8 @@
 // trainer.h: `spindle train` — distil each chosen layer's head-averaged
 // attention mass into its indexer (docs/design.md, "Loss"), from teacher
 // shards or online: the frozen backbone runs over each step's sequence and a
-// tap hands the step the trained layers' x and lse (and, on the CPU, the
-// teacher q and k) from that pass.
+// tap hands the step the trained layers' x, lse and teacher q and k from that
+// pass (on the GPU, the pass's own device arrays: the step runs in the tap).
 #pragma once
 #include <stdint.h>
 
@@ -43,7 +43,10 @@ typedef struct {
     int min_pos;
     int eval_every, recall_k, eval_queries;  // held-out recall@k every N steps, on this many queries
     int ckpt_every, keep_ckpts;
-    int use_cuda;       // the step on GPU 0 (fp32; "device" in the run's config)
+    // The step on GPU 0 ("device" in the run's config): fp32 loss, gradients and
+    // AdamW; online, inside the pass of the backbone uploaded once in bf16
+    // (train_gpu.h); from shards, q/k rebuilt from x by an fp32 upload.
+    int use_cuda;
     int bf16_teacher;   // with use_cuda: the teacher's P on bf16 tensor cores ("teacher_precision")
     long stop_after;    // testing aid: exit (as if killed) after this many steps of this process (0: off)
     char path_store[3][4096];  // model, shards, held-out paths read from a run's config.json
