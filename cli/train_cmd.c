@@ -114,6 +114,10 @@ static int apply_flags(TrainConfig *tc, const Flag *flags, int nf) {
         }
         tc->bf16_teacher = !strcmp(v, "bf16");
     }
+    if ((v = args_get(flags, nf, "--backbone-precision")) && (tc->backbone_prec = train_prec_parse(v)) < 0) {
+        fprintf(stderr, "spindle " CMD ": --backbone-precision must be bf16, mixed or fp32 (got \"%s\")\n", v);
+        return 2;
+    }
     return 0;
 }
 
@@ -242,6 +246,9 @@ static int check_against_run(TrainConfig *tc, const TrainConfig *run, const Flag
     if (args_get(flags, nf, "--teacher-precision") && tc->bf16_teacher != run->bf16_teacher)
         return refuse(tc->run_dir, "--teacher-precision", run->bf16_teacher ? "bf16" : "fp32",
                       tc->bf16_teacher ? "bf16" : "fp32");
+    if (args_get(flags, nf, "--backbone-precision") && tc->backbone_prec != run->backbone_prec)
+        return refuse(tc->run_dir, "--backbone-precision", train_prec_name(run->backbone_prec),
+                      train_prec_name(tc->backbone_prec));
     if (tc->steps < run->steps) {
         snprintf(a, sizeof a, "%ld", run->steps), snprintf(b, sizeof b, "%ld (a run cannot be shortened)", tc->steps);
         return refuse(tc->run_dir, "--steps", a, b);
@@ -287,6 +294,8 @@ int cmd_train(int argc, char **argv) {
         {"--device", 1, "cpu (default) or cuda: where the loss, gradients and AdamW run", NULL},
         {"--teacher-precision", 1, "fp32 (default) or bf16: with --device cuda, the teacher's P from bf16 q, k on "
                                    "tensor cores", NULL},
+        {"--backbone-precision", 1, "online with --device cuda: the backbone's precision, bf16 (default: its "
+                                    "16-bit GEMMs and cuDNN attention give the teacher), mixed or fp32", NULL},
         {"--stop-after", 1, "testing aid: stop (as if killed) after N steps of this process", NULL},
     };
     const int nf = N_FLAGS(flags);
@@ -415,6 +424,11 @@ int cmd_train(int argc, char **argv) {
     }
     if (indexer_config_check(&tc.icfg, &st)) {
         fprintf(stderr, "spindle " CMD ": --d-index / --d-rope / --heads: %s\n", st.msg);
+        return 2;
+    }
+    if (args_get(flags, nf, "--backbone-precision") && (!tc.use_cuda || tc.shards_dir)) {
+        fprintf(stderr, "spindle " CMD ": --backbone-precision is for online training with --device cuda (from "
+                        "shards the GPU rebuilds q/k in fp32)\n");
         return 2;
     }
     if (tc.bf16_teacher && !tc.use_cuda) {

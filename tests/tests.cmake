@@ -104,6 +104,12 @@ if(SPINDLE_CUDA)
   add_test(NAME gpu_cli COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_gpu_cli.sh $<TARGET_FILE:spindle>
            $<TARGET_FILE:test_shard> ${GOLDENS} ${TEST_TMP}/gpu_cli)
   set_tests_properties(gpu_cli PROPERTIES SKIP_RETURN_CODE 77)
+  # Online training on the GPU on SmolLM2: against shard training (fp32 and bf16
+  # backbones), resume after a stop and after SIGKILL to the same checkpoint bytes.
+  add_test(NAME gpu_train_online COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_gpu_train_online.sh
+           $<TARGET_FILE:spindle> ${GOLDENS} ${CMAKE_SOURCE_DIR}/models/smollm2 ${CMAKE_SOURCE_DIR}/corpus/train
+           ${TEST_TMP}/gpu_train_online)
+  set_tests_properties(gpu_train_online PROPERTIES SKIP_RETURN_CODE 77)
 endif()
 
 # The command-line grammar of every command (cli/args.h): --help, unknown

@@ -47,8 +47,19 @@ TrainConfig train_config_default(void) {
     tc.seed = 1, tc.query_frac = 0.25, tc.min_pos = 16;
     tc.eval_every = 50, tc.recall_k = 256, tc.eval_queries = 256;
     tc.ckpt_every = 25, tc.keep_ckpts = 2;
+    tc.backbone_prec = TRAIN_PREC_BF16;
     return tc;
 }
+
+static const char *const PREC_NAMES[3] = {"fp32", "mixed", "bf16"};
+
+int train_prec_parse(const char *s) {
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(s, PREC_NAMES[i])) return i;
+    return -1;
+}
+
+const char *train_prec_name(int p) { return p >= 0 && p < 3 ? PREC_NAMES[p] : "?"; }
 
 // The shards a run reads: paths, their sequence counts and the header they share.
 typedef struct {
@@ -221,6 +232,8 @@ static cJSON *config_json(const TrainConfig *tc, const char *fingerprint, int ct
 #undef NUM
     cJSON_AddStringToObject(o, "device", tc->use_cuda ? "cuda" : "cpu");
     cJSON_AddStringToObject(o, "teacher_precision", tc->bf16_teacher ? "bf16" : "fp32");
+    // Online on the GPU, the teacher comes from the backbone's own pass in this precision.
+    if (stream && tc->use_cuda) cJSON_AddStringToObject(o, "backbone_precision", train_prec_name(tc->backbone_prec));
     return o;
 }
 
@@ -315,6 +328,12 @@ int train_config_load(TrainConfig *tc, const char *run_dir, Status *st) {
         goto done;
     }
     tc->use_cuda = !strcmp(sv[3], "cuda"), tc->bf16_teacher = !strcmp(sv[4], "bf16");
+    const cJSON *bp = cJSON_GetObjectItemCaseSensitive(o, "backbone_precision");
+    tc->backbone_prec = TRAIN_PREC_BF16;  // absent: the default (a resume then checks it against the run)
+    if (bp && (!cJSON_IsString(bp) || (tc->backbone_prec = train_prec_parse(bp->valuestring)) < 0)) {
+        status_fail(st, "%s: \"backbone_precision\" is not fp32, mixed or bf16", path);
+        goto done;
+    }
     // Online mode: "online" {source, paths, ctx, ...}, and then no shards; held-out recall
     // online: "heldout_online" {source, paths, ...}, and then no held-out shards.
     const cJSON *on = cJSON_GetObjectItemCaseSensitive(o, "online");
@@ -735,7 +754,7 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
     if (online && !tc->use_cuda) teacher_tap_init(&tap, c, tc->layers, L, T, 1);
     if (held_online && !tc->use_cuda) teacher_tap_init(&htap, c, tc->layers, L, T, 1);
     if ((online || held_online) &&
-        backbone_open(&bb, &m, tc->use_cuda, tc->use_cuda && online ? 2 /* FWD_BF16 */ : 0 /* FWD_FP32 */, st))
+        backbone_open(&bb, &m, tc->use_cuda, tc->use_cuda && online ? tc->backbone_prec : TRAIN_PREC_FP32, st))
         goto done;
     if (held_online)
         fprintf(stderr, "spindle train: held-out recall on window 0 of %s (%d tokens; %s)\n", hstream.source, T,

@@ -10,6 +10,10 @@
 #include "status.h"
 
 enum { TRAIN_MAX_LAYERS = 256, TRAIN_MAX_TEXT = 16 };
+enum { TRAIN_PREC_FP32 = 0, TRAIN_PREC_MIXED = 1, TRAIN_PREC_BF16 = 2 };
+// "fp32" | "mixed" | "bf16" -> 0 | 1 | 2; -1 for anything else.
+int train_prec_parse(const char *s);
+const char *train_prec_name(int p);
 
 // A token stream by its paths, read and windowed as `spindle teacher` does
 // (teacher_stream_load): text files/folders, or one ids file; neither: none.
@@ -47,6 +51,9 @@ typedef struct {
     // AdamW; online, inside the pass of the backbone uploaded once in bf16
     // (train_gpu.h); from shards, q/k rebuilt from x by an fp32 upload.
     int use_cuda;
+    // Online with use_cuda: the backbone's precision, TRAIN_PREC_BF16 by default
+    // ("backbone_precision" in the run's config; the values of model/forward_cuda.h's FwdPrecision).
+    int backbone_prec;
     int bf16_teacher;   // with use_cuda: the teacher's P on bf16 tensor cores ("teacher_precision")
     long stop_after;    // testing aid: exit (as if killed) after this many steps of this process (0: off)
     char path_store[3][4096];  // model, shards, held-out paths read from a run's config.json
