@@ -246,9 +246,9 @@ static int check_against_run(TrainConfig *tc, const TrainConfig *run, const Flag
     if (args_get(flags, nf, "--teacher-precision") && tc->bf16_teacher != run->bf16_teacher)
         return refuse(tc->run_dir, "--teacher-precision", run->bf16_teacher ? "bf16" : "fp32",
                       tc->bf16_teacher ? "bf16" : "fp32");
-    if (args_get(flags, nf, "--backbone-precision") && tc->backbone_prec != run->backbone_prec)
-        return refuse(tc->run_dir, "--backbone-precision", train_prec_name(run->backbone_prec),
-                      train_prec_name(tc->backbone_prec));
+    if (args_get(flags, nf, "--backbone-precision") && train_backbone_prec(tc) != train_backbone_prec(run))
+        return refuse(tc->run_dir, "--backbone-precision", train_prec_name(train_backbone_prec(run)),
+                      train_prec_name(train_backbone_prec(tc)));
     if (tc->steps < run->steps) {
         snprintf(a, sizeof a, "%ld", run->steps), snprintf(b, sizeof b, "%ld (a run cannot be shortened)", tc->steps);
         return refuse(tc->run_dir, "--steps", a, b);
@@ -294,8 +294,9 @@ int cmd_train(int argc, char **argv) {
         {"--device", 1, "cpu (default) or cuda: where the loss, gradients and AdamW run", NULL},
         {"--teacher-precision", 1, "fp32 (default) or bf16: with --device cuda, the teacher's P from bf16 q, k on "
                                    "tensor cores", NULL},
-        {"--backbone-precision", 1, "online with --device cuda: the backbone's precision, bf16 (default: its "
-                                    "16-bit GEMMs and cuDNN attention give the teacher), mixed or fp32", NULL},
+        {"--backbone-precision", 1, "with --device cuda: the backbone upload's precision, bf16, mixed or fp32; "
+                                    "online its pass gives the teacher (default bf16), from shards it rebuilds "
+                                    "q/k from x (default fp32)", NULL},
         {"--stop-after", 1, "testing aid: stop (as if killed) after N steps of this process", NULL},
     };
     const int nf = N_FLAGS(flags);
@@ -426,9 +427,8 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "spindle " CMD ": --d-index / --d-rope / --heads: %s\n", st.msg);
         return 2;
     }
-    if (args_get(flags, nf, "--backbone-precision") && (!tc.use_cuda || tc.shards_dir)) {
-        fprintf(stderr, "spindle " CMD ": --backbone-precision is for online training with --device cuda (from "
-                        "shards the GPU rebuilds q/k in fp32)\n");
+    if (args_get(flags, nf, "--backbone-precision") && !tc.use_cuda) {
+        fprintf(stderr, "spindle " CMD ": --backbone-precision needs --device cuda (the CPU twin is fp32)\n");
         return 2;
     }
     if (tc.bf16_teacher && !tc.use_cuda) {

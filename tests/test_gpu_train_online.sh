@@ -10,11 +10,11 @@
 #        the same x, lse and q/k bits, so the exported weights agree to a max
 #        |difference| / max |weight| of at most 1e-5 (bytes identical expected);
 #      - the default bf16 backbone against shards of the bf16 teacher
-#        (`--precision bf16 --x-dtype fp32`, x and lse of the same pass): the
-#        shard step rebuilds q/k from x in fp32 where the online step takes the
-#        pass's bf16-GEMM q/k, so they agree within bf16 rounding: per step and
-#        layer |KL_online − KL_shard| / KL_shard at most 2% on average, and
-#        ‖w_online − w_shard‖₂ / ‖w_shard‖₂ at most 1e-2;
+#        (`--precision bf16 --x-dtype fp32`, x and lse of the same pass) trained
+#        with `--backbone-precision bf16` (q/k rebuilt from x by the bf16 GEMMs
+#        the pass ran): at most 1e-5 too. Printed, not judged: the same shards
+#        trained with the default fp32 rebuild of q/k (the online step's bf16
+#        q/k against fp32 ones: per step and layer |ΔKL| / KL, ‖Δw‖ / ‖w‖);
 #  (b) resume: a run stopped after a random step (--stop-after, which exits as
 #      a kill would) and one killed with SIGKILL once its step-2 checkpoint exists,
 #      each continued with `train --out RUN --resume` alone, end with the same
@@ -79,20 +79,24 @@ check "online, fp32 backbone: exit 0" "[ $? = 0 ]"
 "$bin" train "${common[@]}" --shards "$work/sh_fp32" --out "$work/shard_fp32" 2>"$work/shard_fp32.log"
 "$bin" train "${common[@]}" --ids "$work/ids.txt" --ctx 256 --out "$work/on" 2>"$work/on.log"
 check "online, bf16 backbone (the default): exit 0" "[ $? = 0 ]"
-"$bin" train "${common[@]}" --shards "$work/sh_bf16" --out "$work/shard_bf16" 2>"$work/shard_bf16.log"
-for r in on_fp32 shard_fp32 on shard_bf16; do "$bin" export --run "$work/$r" --out "$work/x_$r" 2>/dev/null; done
+"$bin" train "${common[@]}" --shards "$work/sh_bf16" --backbone-precision bf16 --out "$work/shard_bf16" 2>"$work/shard_bf16.log"
+"$bin" train "${common[@]}" --shards "$work/sh_bf16" --out "$work/shard_bf16_r32" 2>"$work/shard_bf16_r32.log"
+for r in on_fp32 shard_fp32 on shard_bf16 shard_bf16_r32; do "$bin" export --run "$work/$r" --out "$work/x_$r" 2>/dev/null; done
 rel32=$(maxrel "$work/x_shard_fp32/model.safetensors" "$work/x_on_fp32/model.safetensors")
 same=no
 cmp -s "$work/x_shard_fp32/model.safetensors" "$work/x_on_fp32/model.safetensors" && same=yes
 echo "online vs shard on the GPU, fp32 backbone: max |dw| / max |w| = $rel32 (bytes identical: $same)"
 check "(a) fp32 backbone: online == shard training (max rel. difference $rel32 <= 1e-5)" "le '$rel32' 1e-5"
-l2=$(l2rel "$work/x_shard_bf16/model.safetensors" "$work/x_on/model.safetensors")
-mx=$(maxrel "$work/x_shard_bf16/model.safetensors" "$work/x_on/model.safetensors")
-dkl=$(paste -d, <(tail -n +2 "$work/on/metrics.csv") <(tail -n +2 "$work/shard_bf16/metrics.csv") |
+rel16=$(maxrel "$work/x_shard_bf16/model.safetensors" "$work/x_on/model.safetensors")
+same=no
+cmp -s "$work/x_shard_bf16/model.safetensors" "$work/x_on/model.safetensors" && same=yes
+echo "online vs shard on the GPU, bf16 backbone (shards of the bf16 teacher, q/k rebuilt in bf16): max |dw| / max |w| = $rel16 (bytes identical: $same)"
+check "(a) bf16 backbone: online == shard training with --backbone-precision bf16 (max rel. difference $rel16 <= 1e-5)" "le '$rel16' 1e-5"
+l2=$(l2rel "$work/x_shard_bf16_r32/model.safetensors" "$work/x_on/model.safetensors")
+mx=$(maxrel "$work/x_shard_bf16_r32/model.safetensors" "$work/x_on/model.safetensors")
+dkl=$(paste -d, <(tail -n +2 "$work/on/metrics.csv") <(tail -n +2 "$work/shard_bf16_r32/metrics.csv") |
       awk -F, '{d = $3 - $10; if (d < 0) d = -d; if ($10 > 0) {s += d / $10; n++}} END {if (n == 0) print "nan"; else printf "%.3g\n", s / n}')
-echo "online (bf16 backbone) vs shard (bf16 teacher, x fp32) on the GPU: ‖dw‖/‖w‖ = $l2, max |dw| / max |w| = $mx, mean |dKL|/KL = $dkl"
-check "(a) bf16 backbone: KL per step and layer within 2% of the shard run's (mean $dkl)" "le '$dkl' 0.02"
-check "(a) bf16 backbone: weights within 1e-2 of the shard run's (‖dw‖/‖w‖ = $l2)" "le '$l2' 1e-2"
+echo "measured, not judged: online bf16 vs the same shards with q/k rebuilt in fp32: ‖dw‖/‖w‖ = $l2, max |dw| / max |w| = $mx, mean |dKL|/KL = $dkl"
 
 # (b) resume after a stop and after SIGKILL, in the deterministic regime.
 maxq=$(grep -o '"queries":[0-9]*' "$work/on/log.jsonl" | cut -d: -f2 | sort -n | tail -1)

@@ -47,7 +47,7 @@ TrainConfig train_config_default(void) {
     tc.seed = 1, tc.query_frac = 0.25, tc.min_pos = 16;
     tc.eval_every = 50, tc.recall_k = 256, tc.eval_queries = 256;
     tc.ckpt_every = 25, tc.keep_ckpts = 2;
-    tc.backbone_prec = TRAIN_PREC_BF16;
+    tc.backbone_prec = -1;
     return tc;
 }
 
@@ -60,6 +60,11 @@ int train_prec_parse(const char *s) {
 }
 
 const char *train_prec_name(int p) { return p >= 0 && p < 3 ? PREC_NAMES[p] : "?"; }
+
+int train_backbone_prec(const TrainConfig *tc) {
+    if (tc->backbone_prec >= 0) return tc->backbone_prec;
+    return tc->shards_dir ? TRAIN_PREC_FP32 : TRAIN_PREC_BF16;
+}
 
 // The shards a run reads: paths, their sequence counts and the header they share.
 typedef struct {
@@ -232,8 +237,11 @@ static cJSON *config_json(const TrainConfig *tc, const char *fingerprint, int ct
 #undef NUM
     cJSON_AddStringToObject(o, "device", tc->use_cuda ? "cuda" : "cpu");
     cJSON_AddStringToObject(o, "teacher_precision", tc->bf16_teacher ? "bf16" : "fp32");
-    // Online on the GPU, the teacher comes from the backbone's own pass in this precision.
-    if (stream && tc->use_cuda) cJSON_AddStringToObject(o, "backbone_precision", train_prec_name(tc->backbone_prec));
+    // On the GPU: the upload whose pass gives the teacher online, or that
+    // rebuilds q/k from shards (written there only when not the fp32 of old runs).
+    const int bprec = train_backbone_prec(tc);
+    if (tc->use_cuda && (stream || bprec != TRAIN_PREC_FP32))
+        cJSON_AddStringToObject(o, "backbone_precision", train_prec_name(bprec));
     return o;
 }
 
@@ -329,7 +337,7 @@ int train_config_load(TrainConfig *tc, const char *run_dir, Status *st) {
     }
     tc->use_cuda = !strcmp(sv[3], "cuda"), tc->bf16_teacher = !strcmp(sv[4], "bf16");
     const cJSON *bp = cJSON_GetObjectItemCaseSensitive(o, "backbone_precision");
-    tc->backbone_prec = TRAIN_PREC_BF16;  // absent: the default (a resume then checks it against the run)
+    tc->backbone_prec = -1;  // absent: the mode's default (config_json writes it for every online GPU run)
     if (bp && (!cJSON_IsString(bp) || (tc->backbone_prec = train_prec_parse(bp->valuestring)) < 0)) {
         status_fail(st, "%s: \"backbone_precision\" is not fp32, mixed or bf16", path);
         goto done;
@@ -520,14 +528,14 @@ typedef struct {
 // backbone: the tapped forward's upload (online training or held-out recall
 // online), or NULL. shards: x/lse are read from shards (training or held-out),
 // so q/k are rebuilt on the device: the backbone's upload when there is one,
-// else an fp32 upload of m made here.
+// else an upload of m made here (--backbone-precision; fp32 by default).
 static int gpu_open(GpuTrain *g, const Model *m, const TrainConfig *tc, const RunState *rs,
                     const unsigned char *decay, int T, FwdCuda *backbone, int shards, Status *st) {
     memset(g, 0, sizeof *g);
     const ModelConfig *c = &m->cfg;
     if (shards) {
         if (backbone) g->f = backbone;
-        else if (fwd_cuda_upload(m, FWD_FP32, &g->f, st)) return -1;
+        else if (fwd_cuda_upload(m, (FwdPrecision)train_backbone_prec(tc), &g->f, st)) return -1;
         else g->own_f = 1;
         const size_t TT = (size_t)T;
         g->x = cuda_malloc(sizeof(float) * TT * c->hidden);
@@ -754,7 +762,7 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
     if (online && !tc->use_cuda) teacher_tap_init(&tap, c, tc->layers, L, T, 1);
     if (held_online && !tc->use_cuda) teacher_tap_init(&htap, c, tc->layers, L, T, 1);
     if ((online || held_online) &&
-        backbone_open(&bb, &m, tc->use_cuda, tc->use_cuda && online ? tc->backbone_prec : TRAIN_PREC_FP32, st))
+        backbone_open(&bb, &m, tc->use_cuda, tc->use_cuda ? train_backbone_prec(tc) : TRAIN_PREC_FP32, st))
         goto done;
     if (held_online)
         fprintf(stderr, "spindle train: held-out recall on window 0 of %s (%d tokens; %s)\n", hstream.source, T,

@@ -14,6 +14,10 @@ enum { TRAIN_PREC_FP32 = 0, TRAIN_PREC_MIXED = 1, TRAIN_PREC_BF16 = 2 };
 // "fp32" | "mixed" | "bf16" -> 0 | 1 | 2; -1 for anything else.
 int train_prec_parse(const char *s);
 const char *train_prec_name(int p);
+struct TrainConfig;
+// tc->backbone_prec, or when -1 the mode's default: bf16 online (the pass is
+// the teacher), fp32 from shards (the q/k rebuild of the CPU twin).
+int train_backbone_prec(const struct TrainConfig *tc);
 
 // A token stream by its paths, read and windowed as `spindle teacher` does
 // (teacher_stream_load): text files/folders, or one ids file; neither: none.
@@ -24,7 +28,7 @@ typedef struct {
     char store[TRAIN_MAX_TEXT][4096];  // the paths read from a run's config.json
 } TrainStream;
 
-typedef struct {
+typedef struct TrainConfig {
     const char *model_dir, *shards_dir, *run_dir;  // paths (train_config_load points them into path_store)
     // Online mode (shards_dir NULL): the token stream `spindle teacher` reads
     // (text files/folders tokenized and concatenated, or an ids file), cut into
@@ -51,8 +55,10 @@ typedef struct {
     // AdamW; online, inside the pass of the backbone uploaded once in bf16
     // (train_gpu.h); from shards, q/k rebuilt from x by an fp32 upload.
     int use_cuda;
-    // Online with use_cuda: the backbone's precision, TRAIN_PREC_BF16 by default
-    // ("backbone_precision" in the run's config; the values of model/forward_cuda.h's FwdPrecision).
+    // With use_cuda: the precision of the backbone's upload ("backbone_precision"
+    // in the run's config; the values of model/forward_cuda.h's FwdPrecision).
+    // Online its pass gives the teacher; from shards it rebuilds q/k from x.
+    // -1: the mode's default (train_backbone_prec).
     int backbone_prec;
     int bf16_teacher;   // with use_cuda: the teacher's P on bf16 tensor cores ("teacher_precision")
     long stop_after;    // testing aid: exit (as if killed) after this many steps of this process (0: off)
