@@ -756,9 +756,9 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
     TrainSource hsrc = {held_online ? NULL : &held, &hstream, &htap, &bb, -1, x, lse, T, D, Hq};
     // On the CPU a tap keeps each trained layer's x, lse, q and k of the window
     // on the host. On the GPU the step runs inside the pass on the device
-    // arrays (train_gpu.h): online training taps the bf16 backbone; a shard
-    // run's held-out recall online taps the fp32 upload that also rebuilds
-    // the shards' q/k.
+    // arrays (train_gpu.h): online training taps the backbone (bf16 by
+    // default); a shard run's held-out recall online taps the upload that
+    // also rebuilds the shards' q/k (fp32 by default).
     if (online && !tc->use_cuda) teacher_tap_init(&tap, c, tc->layers, L, T, 1);
     if (held_online && !tc->use_cuda) teacher_tap_init(&htap, c, tc->layers, L, T, 1);
     if ((online || held_online) &&
