@@ -28,8 +28,10 @@
 #      text file) is reported for every layer.
 # Exit 0 all pass, 1 a failure, 77 (CTest: skipped) without a usable GPU, a CUDA
 # build or the model; with SPINDLE_REQUIRE_GPU=1 no GPU is a failure.
+# SPINDLE_SMOLLM2=DIR takes the model from DIR instead of MODEL (device-check.sh
+# points it at the checkpoint scripts/device-smollm2.sh converted).
 set -u
-bin=$1 goldens=$2 model=$3 corpus=$4 work=$5
+bin=$1 goldens=$2 model=${SPINDLE_SMOLLM2:-$3} corpus=$4 work=$5   # SPINDLE_SMOLLM2: the model elsewhere
 rm -rf "$work" && mkdir -p "$work"
 g=$goldens/llama_f32_default
 if ! "$bin" logits --model "$g" --ids "$g/ids.txt" --out "$work/probe.npy" --device cuda >/dev/null 2>"$work/probe.err"; then
