@@ -41,7 +41,7 @@
         {"--bsel", 1, "queries per shared support for the block-shared runs (default 64)", NULL}, \
         {"--device", 1, "cuda (the only device bench runs on)", NULL}, \
         {"--json", 1, "results as JSON", NULL}, \
-        {"--layers", 1, "run only the first N layers of the model in the TTFT runs", NULL}, \
+        {"--layers", 1, "run only the first N layers of the model in the TTFT and --train-online runs", NULL}, \
         {"--no-ttft", 0, "kernels only", NULL}, \
         {"--no-kernels", 0, "TTFT only", NULL}, \
         {"--ttft", 1, "which TTFT runs, comma-separated: dense, indexer, indexer_block, oracle (default all)", NULL}, \
