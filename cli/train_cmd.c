@@ -11,6 +11,7 @@
 #include "cli_layers.h"
 #include "cli_util.h"
 #include "commands.h"
+#include "dist.h"
 #include "export.h"
 #include "fileio.h"
 #include "indexer_ops.h"
@@ -495,8 +496,17 @@ int cmd_train(int argc, char **argv) {
         if (d) closedir(d);
         if (only_tmp && any) train_remove_stale_tmp(out, CMD);
     }
-    if (train_run(&tc, !fresh, &st)) return cli_fail(CMD, &st);
-    return 0;
+    // On the GPU, data parallel when launched by mpirun (a build with
+    // -DSPINDLE_NCCL=ON; otherwise, and without mpirun, one rank).
+    static Dist dist;
+    if (tc.use_cuda) {
+        if (dist_init(&dist, &st)) return cli_fail(CMD, &st);
+        tc.dist = &dist;
+    }
+    rc = train_run(&tc, !fresh, &st) ? cli_fail(CMD, &st) : 0;
+    if (rc) dist_abort(&dist, rc);  // the other ranks may wait in a collective
+    if (tc.use_cuda) dist_finalize(&dist);
+    return rc;
 }
 
 int cmd_export(int argc, char **argv) {

@@ -77,6 +77,10 @@ double gpu_layer_step(GpuIndexers *g, int i, const float *x, const float *tq, co
     const double kl = indexer_kl_loss_cuda(g->grads, &g->cfg, g->params[i], x, tq, tk, lse, T, te->Hq, te->Hkv,
                                            te->dh, te->scale, g->queries, n_queries, te->bf16_teacher);
     if (tm) tm->loss += lap(&t0);
+    if (g->dist) {  // every rank, even after a non-finite loss: the others wait in the collective
+        dist_allreduce_mean(g->dist, g->grads, np);
+        if (tm) tm->comm += lap(&t0);
+    }
     *grad_norm = NAN;
     if (!isfinite(kl)) return kl;
     *grad_norm = grad_clip_cuda(g->grads, np, clip);

@@ -24,6 +24,7 @@
 
 #include "adamw.h"
 #include "config.h"
+#include "dist.h"
 #include "forward_cuda.h"
 #include "indexer.h"
 #include "run_state.h"
@@ -36,6 +37,7 @@ typedef struct {
     float *grads;              // device [np]
     int32_t *queries;          // device [max_T]: the positions of the current step
     unsigned char *decay;      // device [np]: 1 where weight decay applies
+    const Dist *dist;          // data parallel: gradients averaged over the ranks before the clip (NULL: one process)
 } GpuIndexers;
 
 // Uploads rs->params/m/v (rs->n_layers layers of rs->n_params) and decay
@@ -61,12 +63,13 @@ typedef struct {
 // synchronised around each part then; NULL: no synchronisation of our own).
 typedef struct {
     double loss;  // the fused KL loss and gradients
+    double comm;  // data parallel: the gradients' all-reduce
     double opt;   // clip + AdamW
 } GpuStepTimes;
 
 // Layer i's step on the n_queries positions set last (gpu_indexers_set_queries):
-// grads = ∂KL/∂params, clipped to clip (≤ 0: no clipping), AdamW at step t
-// (from 1). Returns the KL; *grad_norm gets the norm before clipping. A
+// grads = ∂KL/∂params (with g->dist: averaged over the ranks, each on its own
+// sequence), clipped to clip (≤ 0: no clipping), AdamW at step t (from 1). Returns the KL; *grad_norm gets the norm before clipping. A
 // non-finite KL leaves the parameters and moments untouched (the caller fails).
 double gpu_layer_step(GpuIndexers *g, int i, const float *x, const float *tq, const float *tk, const float *lse,
                       int T, const GpuTeacher *te, int n_queries, const AdamW *opt, long t, double clip,

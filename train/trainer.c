@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "adamw.h"
+#include "dist.h"
 #include "progress.h"
 #include "fileio.h"
 #include "fingerprint.h"
@@ -242,6 +243,8 @@ static cJSON *config_json(const TrainConfig *tc, const char *fingerprint, int ct
     const int bprec = train_backbone_prec(tc);
     if (tc->use_cuda && (stream || bprec != TRAIN_PREC_FP32))
         cJSON_AddStringToObject(o, "backbone_precision", train_prec_name(bprec));
+    // Data parallel: the ranks (each step trains on that many sequences).
+    if (tc->dist && tc->dist->world > 1) cJSON_AddNumberToObject(o, "world_size", tc->dist->world);
     return o;
 }
 
@@ -249,8 +252,9 @@ static cJSON *config_json(const TrainConfig *tc, const char *fingerprint, int ct
 // against tc, except steps (a resume may extend the run: *old_steps gets the
 // stored value) and the paths (train_config_load read them from the file, or
 // the command line replaced one that no longer exists); then writes tc back.
+// write = 0 (a data-parallel rank other than 0): the checks only.
 static int run_config(const TrainConfig *tc, const char *fingerprint, int ctx, const TeacherStream *stream,
-                      const TeacherStream *held_stream, int resume, long *old_steps, Status *st) {
+                      const TeacherStream *held_stream, int resume, int write, long *old_steps, Status *st) {
     char path[4200];
     snprintf(path, sizeof path, "%s/config.json", tc->run_dir);
     cJSON *want = config_json(tc, fingerprint, ctx, stream, held_stream);
@@ -286,9 +290,11 @@ static int run_config(const TrainConfig *tc, const char *fingerprint, int ctx, c
         cJSON_Delete(have);
         if (rc) goto done;
     }
-    char *text = cJSON_Print(want);
-    rc = atomic_write_file(path, text, strlen(text), st);
-    free(text);
+    if (write) {
+        char *text = cJSON_Print(want);
+        rc = atomic_write_file(path, text, strlen(text), st);
+        free(text);
+    }
 done:
     cJSON_Delete(want);
     return rc;
@@ -587,6 +593,8 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
     const int held_online = tc->heldout_stream.ids_path || tc->heldout_stream.n_text;
     Backbone bb = {&m, NULL};
     const int online = !tc->shards_dir;
+    // Data parallel: rank `rank` of `world` trains on the sequence at cursor + rank; rank 0 writes.
+    const int world = tc->dist ? tc->dist->world : 1, rank = tc->dist ? tc->dist->rank : 0, writer = rank == 0;
     RunState rs = {0};
     FILE *log = NULL, *csv = NULL;
     float *x = NULL, *lse = NULL, *tq = NULL, *tk = NULL, *grads = NULL, *cos_t = NULL, *sin_t = NULL;
@@ -601,6 +609,10 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
         goto done;
     }
 #endif
+    if (world > 1 && !tc->use_cuda) {
+        status_fail(st, "%d ranks: data-parallel training runs on the GPU only (--device cuda)", world);
+        goto done;
+    }
     if (model_fingerprint(tc->model_dir, &m.st, fp, st)) goto done;
     if (indexer_config_check(&tc->icfg, st)) goto done;
     if (tc->schedule_steps < 1 || tc->steps < 1) {
@@ -676,44 +688,48 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
     int64_t resumed_at = 0;
     if (resume) {
         int64_t step;
-        const int lrc = run_state_load_newest(tc->run_dir, "train", tc->steps, 1, &rs, &step, st);
+        // Only rank 0 renames refused checkpoints aside; every rank then takes the same newest valid one.
+        const int lrc = run_state_load_newest(tc->run_dir, "train", tc->steps, writer, &rs, &step, st);
         if (lrc < 0) goto done;
         if (lrc == 0) {
-            if (rs.cursor != rs.step || rs.tokens != rs.step * (int64_t)T) {
-                status_fail(st, "%s: step %lld with data cursor %lld and %lld tokens does not fit this run (ctx %d)",
-                            tc->run_dir, (long long)rs.step, (long long)rs.cursor, (long long)rs.tokens, T);
+            if (rs.cursor != rs.step * world || rs.tokens != rs.cursor * (int64_t)T) {
+                status_fail(st, "%s: step %lld with data cursor %lld and %lld tokens does not fit this run (ctx %d, "
+                            "%d rank(s): %d sequence(s) per step)", tc->run_dir, (long long)rs.step,
+                            (long long)rs.cursor, (long long)rs.tokens, T, world, world);
                 goto done;
             }
             resumed_at = rs.step;
         }
-    } else if (!dir_is_empty_or_missing(tc->run_dir)) {
+    } else if (writer && !dir_is_empty_or_missing(tc->run_dir)) {
         status_fail(st, "%s: run folder is not empty (use --resume to continue it)", tc->run_dir);
         goto done;
     }
-    if (!resume && mkdir(tc->run_dir, 0755) != 0 && errno != EEXIST) {
+    if (writer && !resume && mkdir(tc->run_dir, 0755) != 0 && errno != EEXIST) {
         status_fail(st, "%s: cannot create (%s)", tc->run_dir, strerror(errno));
         goto done;
     }
     long old_steps;
-    if (run_config(tc, fp, T, online ? &stream : NULL, held_online ? &hstream : NULL, resume, &old_steps, st)) {
-        if (!resume) rmdir(tc->run_dir);  // only when still empty
+    if (run_config(tc, fp, T, online ? &stream : NULL, held_online ? &hstream : NULL, resume, writer, &old_steps,
+                   st)) {
+        if (writer && !resume) rmdir(tc->run_dir);  // only when still empty
         goto done;
     }
-    if (resume) {
+    if (resume && writer) {
         if (resumed_at > 0)
             fprintf(stderr, "spindle train: resuming %s at step %lld\n", tc->run_dir, (long long)resumed_at);
         else
             fprintf(stderr, "spindle train: %s has no checkpoint yet; starting at step 0\n", tc->run_dir);
         if (truncate_log(log_path, (long)rs.step, 0, st) || truncate_log(csv_path, (long)rs.step, 1, st)) goto done;
     }
-    log = fopen(log_path, "a");
-    csv = fopen(csv_path, "a");
+    // Rank 0 writes the logs; the other ranks write to nowhere (/dev/null).
+    log = fopen(writer ? log_path : "/dev/null", "a");
+    csv = fopen(writer ? csv_path : "/dev/null", "a");
     if (!log || !csv) {
         status_fail(st, "%s: cannot append to its logs (%s)", tc->run_dir, strerror(errno));
         goto done;
     }
-    if (ftell(csv) == 0) fprintf(csv, "step,layer,kl,lr,grad_norm,tokens_per_s,recall_at_k\n");
-    if (resume && tc->steps != old_steps) {
+    if (writer && ftell(csv) == 0) fprintf(csv, "step,layer,kl,lr,grad_norm,tokens_per_s,recall_at_k\n");
+    if (writer && resume && tc->steps != old_steps) {
         fprintf(stderr,
                 "spindle train: %s: extending the run from %ld to %ld steps at step %lld; the cosine keeps its "
                 "horizon of %ld steps, so steps past it run at the floor lr %.3g\n",
@@ -764,10 +780,10 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
     if ((online || held_online) &&
         backbone_open(&bb, &m, tc->use_cuda, tc->use_cuda ? train_backbone_prec(tc) : TRAIN_PREC_FP32, st))
         goto done;
-    if (held_online)
+    if (held_online && writer)
         fprintf(stderr, "spindle train: held-out recall on window 0 of %s (%d tokens; %s)\n", hstream.source, T,
                 tc->use_cuda ? "one tapped forward per measurement" : "one forward, kept");
-    if (online) {
+    if (online && writer) {
         fprintf(stderr, "spindle train: online: %zu window(s) of %d tokens from %s (%zu tokens); the backbone (%s) "
                         "runs once per step, tapped at %d layer(s), stopping after layer %d\n",
                 stream.n_win, T, stream.source, stream.n_ids, backbone_describe(&bb), L, tc->layers[L - 1]);
@@ -775,14 +791,21 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
 
     // A fresh run checkpoints its initialisation as step 0: the untrained
     // indexer can be exported and evaluated as the floor.
-    if (rs.step == 0 && run_state_save(tc->run_dir, &rs, tc->keep_ckpts + 1, st)) goto done;
+    if (writer && rs.step == 0 && run_state_save(tc->run_dir, &rs, tc->keep_ckpts + 1, st)) goto done;
 #ifdef SPINDLE_HAVE_CUDA
     if (tc->use_cuda) {
         if (gpu_open(&gpu, &m, tc, &rs, decay, T, bb.gpu, reads_shards, st)) goto done;
-        fprintf(stderr, "spindle train: GPU: backbone weights %.2f GB (%s), %d indexer(s) of %lld parameters "
-                        "with their AdamW moments in fp32\n",
-                (gpu.on.f ? fwd_cuda_weight_bytes(gpu.on.f) : 0) / 1e9 + (gpu.own_f ? fwd_cuda_weight_bytes(gpu.f) : 0) / 1e9,
-                gpu.on.f ? fwd_cuda_describe(gpu.on.f) : fwd_cuda_describe(gpu.f), L, (long long)np);
+        if (tc->dist && tc->dist->nccl) gpu.ix.dist = tc->dist;  // an NCCL build all-reduces even for one rank
+        if (writer)
+            fprintf(stderr, "spindle train: GPU: backbone weights %.2f GB (%s), %d indexer(s) of %lld parameters "
+                            "with their AdamW moments in fp32\n",
+                    (gpu.on.f ? fwd_cuda_weight_bytes(gpu.on.f) : 0) / 1e9 +
+                        (gpu.own_f ? fwd_cuda_weight_bytes(gpu.f) : 0) / 1e9,
+                    gpu.on.f ? fwd_cuda_describe(gpu.on.f) : fwd_cuda_describe(gpu.f), L, (long long)np);
+        if (writer && gpu.ix.dist)
+            fprintf(stderr, "spindle train: data parallel: %d rank(s) over NCCL, %d sequence(s) per step (rank r: the "
+                            "one at cursor + r); gradients all-reduced: %lld bytes per rank per step (%d layer(s) x "
+                            "%lld fp32)\n", world, world, (long long)(4 * np * L), L, (long long)np);
     }
 #endif
     Progress pr;
@@ -804,7 +827,8 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
 #ifdef SPINDLE_HAVE_CUDA
         if (tc->use_cuda) gpu_indexers_set_queries(&gpu.ix, queries, nq);
         if (tc->use_cuda && online) {  // every trained layer's step inside one pass of the backbone
-            gpu_online_train(&gpu.on, stream.starts[rs.cursor % (int64_t)stream.n_win], T, nq, &opt, step, tc->clip);
+            gpu_online_train(&gpu.on, stream.starts[(rs.cursor + rank) % (int64_t)stream.n_win], T, nq, &opt, step,
+                             tc->clip);
             for (int i = 0; i < L; i++) {
                 kl[i] = gpu.on.kl[i], gn[i] = gpu.on.gn[i];
                 if (!isfinite(kl[i])) {
@@ -817,7 +841,7 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
 #endif
         for (int i = 0; i < L && !(tc->use_cuda && online); i++) {
             const float *xl, *ll, *ql, *kq;
-            if (source_layer(&src, rs.cursor, i, tc->layers[i], &xl, &ll, &ql, &kq, st)) goto done;
+            if (source_layer(&src, rs.cursor + rank, i, tc->layers[i], &xl, &ll, &ql, &kq, st)) goto done;
 #ifdef SPINDLE_HAVE_CUDA
             if (tc->use_cuda) {
                 gpu_load_layer(&gpu, &m, tc->layers[i], xl, ll, T);
@@ -848,14 +872,15 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
             kl_mean += kl[i] / L;
             kl_tail[i][steps_here % KL_TAIL] = kl[i];
         }
-        rs.cursor++;
+        rs.cursor += world;
         rs.step = step;
-        rs.tokens += T;
-        const double tps = (double)T / (omp_get_wtime() - t0);
+        rs.tokens += (int64_t)T * world;
+        const double tps = (double)T * world / (omp_get_wtime() - t0);
 
         // Held-out recall@k of every layer's indexer.
         double rec[TRAIN_MAX_LAYERS];
-        const int do_eval = (held.n || held_online) && tc->eval_every > 0 && (step % tc->eval_every == 0 || step == tc->steps);
+        const int do_eval = writer && (held.n || held_online) && tc->eval_every > 0 &&
+                            (step % tc->eval_every == 0 || step == tc->steps);
         if (do_eval) {
             // Evenly spaced queries from min_pos to T−1 (fixed, so curves compare).
             int ne = 0;
@@ -907,7 +932,7 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
             fprintf(csv, "\n");
         }
         fflush(log), fflush(csv);
-        if (step % tc->ckpt_every == 0 || step == tc->steps) {
+        if (writer && (step % tc->ckpt_every == 0 || step == tc->steps)) {
 #ifdef SPINDLE_HAVE_CUDA
             if (tc->use_cuda) gpu_indexers_download(&gpu.ix, &rs);
 #endif
@@ -919,38 +944,41 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
             have_rec = 1;
         }
         steps_here++;
-        progress_update(&pr, step, "loss %.4f, lr %.3g, %.0f tokens/s%s", kl_mean, lr, tps, mem_note);
+        if (writer) progress_update(&pr, step, "loss %.4f, lr %.3g, %.0f tokens/s%s", kl_mean, lr, tps, mem_note);
         if (tc->stop_after && steps_here >= tc->stop_after) break;
     }
     // The summary: where the run stands, each layer's final KL and held-out
     // recall, the checkpoint to export.
-    if (steps_here == 0)
-        fprintf(stderr, "spindle train: %s: already complete at step %lld (a larger --steps extends it)\n",
-                tc->run_dir, (long long)rs.step);
-    else
-        fprintf(stderr, "spindle train: %s: %s at step %lld/%ld (%ld steps in %.1f s)\n", tc->run_dir,
-                rs.step == tc->steps ? "done" : "stopped", (long long)rs.step, tc->steps, steps_here,
-                progress_elapsed(&pr));
-    const int tail = steps_here < KL_TAIL ? (int)steps_here : KL_TAIL;
-    for (int i = 0; i < L && steps_here > 0; i++) {
-        double kl_sum = 0;
-        for (int j = 0; j < tail; j++) kl_sum += kl_tail[i][j];
-        char recs[96];
-        if (have_rec) snprintf(recs, sizeof recs, "held-out recall@%d %.4f", tc->recall_k, last_rec[i]);
-        else snprintf(recs, sizeof recs, "held-out recall: %s", held.n || held_online ? "not measured in this run" : "no --heldout");
-        fprintf(stderr, "spindle train: layer %d: final KL %.4f (mean of the last %d steps), %s\n", tc->layers[i],
-                kl_sum / tail, tail, recs);
-    }
-    if (!last_ckpt[0]) {
-        int64_t newest;
-        if (run_state_latest(tc->run_dir, &newest, st) == 0) run_state_path(last_ckpt, sizeof last_ckpt, tc->run_dir, newest);
-    }
-    if (last_ckpt[0]) fprintf(stderr, "spindle train: checkpoint %s\n", last_ckpt);
+    // (rank 0 only: the ranks hold the same parameters)
+    if (writer) {
+        if (steps_here == 0)
+            fprintf(stderr, "spindle train: %s: already complete at step %lld (a larger --steps extends it)\n",
+                    tc->run_dir, (long long)rs.step);
+        else
+            fprintf(stderr, "spindle train: %s: %s at step %lld/%ld (%ld steps in %.1f s)\n", tc->run_dir,
+                    rs.step == tc->steps ? "done" : "stopped", (long long)rs.step, tc->steps, steps_here,
+                    progress_elapsed(&pr));
+        const int tail = steps_here < KL_TAIL ? (int)steps_here : KL_TAIL;
+        for (int i = 0; i < L && steps_here > 0; i++) {
+            double kl_sum = 0;
+            for (int j = 0; j < tail; j++) kl_sum += kl_tail[i][j];
+            char recs[96];
+            if (have_rec) snprintf(recs, sizeof recs, "held-out recall@%d %.4f", tc->recall_k, last_rec[i]);
+            else snprintf(recs, sizeof recs, "held-out recall: %s", held.n || held_online ? "not measured in this run" : "no --heldout");
+            fprintf(stderr, "spindle train: layer %d: final KL %.4f (mean of the last %d steps), %s\n", tc->layers[i],
+                    kl_sum / tail, tail, recs);
+        }
+        if (!last_ckpt[0]) {
+            int64_t newest;
+            if (run_state_latest(tc->run_dir, &newest, st) == 0) run_state_path(last_ckpt, sizeof last_ckpt, tc->run_dir, newest);
+        }
+        if (last_ckpt[0]) fprintf(stderr, "spindle train: checkpoint %s\n", last_ckpt);
 #ifdef SPINDLE_HAVE_CUDA
-    if (tc->use_cuda && steps_here > 0)
-        fprintf(stderr, "spindle train: GPU memory: peak %.2f GB of spindle's allocations, %.2f GB in use on the device\n",
-                cuda_mem_peak() / 1e9, cuda_mem_device_used() / 1e9);
+        if (tc->use_cuda && steps_here > 0)
+            fprintf(stderr, "spindle train: GPU memory: peak %.2f GB of spindle's allocations, %.2f GB in use on the device\n",
+                    cuda_mem_peak() / 1e9, cuda_mem_device_used() / 1e9);
 #endif
+    }
     rc = 0;
 done:
 #ifdef SPINDLE_HAVE_CUDA

@@ -62,6 +62,11 @@ typedef struct TrainConfig {
     int backbone_prec;
     int bf16_teacher;   // with use_cuda: the teacher's P on bf16 tensor cores ("teacher_precision")
     long stop_after;    // testing aid: exit (as if killed) after this many steps of this process (0: off)
+    // Data parallel (train/dist.h; NULL: one process). With world N each step
+    // trains on N sequences, rank r on the one at cursor + r, the gradients
+    // averaged over the ranks before the clip; rank 0 alone writes the run
+    // folder. GPU only.
+    const struct Dist *dist;
     char path_store[3][4096];  // model, shards, held-out paths read from a run's config.json
 } TrainConfig;
 
