@@ -41,7 +41,7 @@
         {"--bsel", 1, "queries per shared support for the block-shared runs (default 64)", NULL}, \
         {"--device", 1, "cuda (the only device bench runs on)", NULL}, \
         {"--json", 1, "results as JSON", NULL}, \
-        {"--layers", 1, "run only the first N layers of the model in the TTFT runs", NULL}, \
+        {"--layers", 1, "run only the first N layers of the model in the TTFT and --train-online runs", NULL}, \
         {"--no-ttft", 0, "kernels only", NULL}, \
         {"--no-kernels", 0, "TTFT only", NULL}, \
         {"--ttft", 1, "which TTFT runs, comma-separated: dense, indexer, indexer_block, oracle (default all)", NULL}, \
@@ -54,6 +54,14 @@
         {"--ttft-warmup-ctx", 1, "warm up a TTFT run on at most this many tokens (default: the run's own ctx)", NULL}, \
         {"--indexer-scores", 1, "how the TTFT runs' indexer scores keys: fp32, tf32 or bf16 (default: bf16's, i.e. " \
                                 "tf32 per query and fused bf16 block sums block-shared)", NULL}, \
+        {"--train-online", 0, "online training throughput instead of kernels and TTFT: the bf16 backbone pass with " \
+                              "every full-attention layer's indexer step inside it, split into backbone forward, " \
+                              "teacher statistics, loss + gradients and optimizer", NULL}, \
+        {"--query-frac", 1, "with --train-online: fraction of positions >= 16 sampled per step (default 0.25, as " \
+                            "spindle train)", NULL}, \
+        {"--teacher-precision", 1, "with --train-online: fp32 (default) or bf16, as spindle train", NULL}, \
+        {"--train-tokens", 1, "with --train-online: tokens of the training run whose GPU-hours are reported " \
+                              "(default 2.1e9, DeepSeek-V3.2's indexer warm-up)", NULL}, \
     }
 static const char *const BENCH_REQUIRED[] = {"--ctx", "--json", NULL};
 #define BENCH_NO_CUDA "spindle " CMD ": built without CUDA; bench needs a build configured with -DSPINDLE_CUDA=ON"
@@ -72,6 +80,8 @@ typedef struct {
     int warmup_ctx;  // 0: warm each TTFT run up at its own ctx
     int ix_scores;  // FwdIndexerScores of the TTFT runs (model/forward.h)
     int want_ttft[N_TTFT_RUNS];
+    int train_online, bf16_teacher;  // --train-online and its teacher precision
+    double query_frac, train_tokens;
 } BenchArgs;
 
 // Checks every flag value (the same on CPU and CUDA builds). Returns -1 after
@@ -108,6 +118,22 @@ static int bench_args(const Flag *flags, int nf, BenchArgs *a) {
         ((v = args_get(flags, nf, "--ttft-warmup-ctx")) && cli_positive(CMD, "--ttft-warmup-ctx", v, &a->warmup_ctx)))
         return -1;
     if (cli_indexer_scores(CMD, args_get(flags, nf, "--indexer-scores"), &a->ix_scores)) return -1;
+    a->train_online = args_get(flags, nf, "--train-online") != NULL;
+    a->query_frac = 0.25, a->train_tokens = 2.1e9, a->bf16_teacher = 0;
+    const char *qf = args_get(flags, nf, "--query-frac"), *tp = args_get(flags, nf, "--teacher-precision");
+    const char *tt = args_get(flags, nf, "--train-tokens");
+    if ((qf || tp || tt) && !a->train_online) {
+        fprintf(stderr, "spindle " CMD ": --query-frac, --teacher-precision and --train-tokens go with --train-online\n");
+        return -1;
+    }
+    if ((qf && cli_double(CMD, "--query-frac", qf, 1e-6, 1, &a->query_frac)) ||
+        (tt && cli_double(CMD, "--train-tokens", tt, 1, 1e15, &a->train_tokens)))
+        return -1;
+    if (tp && strcmp(tp, "fp32") && strcmp(tp, "bf16")) {
+        fprintf(stderr, "spindle " CMD ": --teacher-precision must be fp32 or bf16 (got \"%s\")\n", tp);
+        return -1;
+    }
+    a->bf16_teacher = tp && !strcmp(tp, "bf16");
     a->max_reps = (int)reps_max, a->ttft_reps = (int)reps_ttft;
     int max_ctx = 0;
     for (int i = 0; i < a->n_ctx; i++) max_ctx = a->ctxs[i] > max_ctx ? a->ctxs[i] : max_ctx;
@@ -143,6 +169,8 @@ int cmd_bench(int argc, char **argv) {
 #include "ops_cuda.h"
 #include "oracle_cuda.h"
 #include "sdpa_cuda.h"
+#include "rng.h"
+#include "train_gpu.h"
 
 // ---- synthetic models ----------------------------------------------------------------
 
@@ -570,6 +598,126 @@ static void bench_ttft(Bench *b, FwdCuda *f, const ModelConfig *c, const Indexer
     free(logits);
 }
 
+// ---- online training ------------------------------------------------------------------------
+
+// Adds key = v to the last measurement (and rewrites the JSON).
+static void annotate(Bench *b, const char *key, double v) {
+    cJSON *last = cJSON_GetArrayItem(b->results, cJSON_GetArraySize(b->results) - 1);
+    if (last) cJSON_AddNumberToObject(last, key, v);
+    save(b);
+}
+
+typedef struct {
+    GpuOnline *on;
+    const int32_t *ids;
+    int T, nq;
+    const AdamW *opt;
+    long t;
+} TrainPass;
+
+static void k_online_forward(void *p) {
+    TrainPass *tp = p;
+    gpu_online_forward(tp->on, tp->ids, tp->T);
+}
+static void k_online_teacher(void *p) {
+    TrainPass *tp = p;
+    gpu_online_teacher(tp->on, tp->ids, tp->T);
+}
+static void k_online_train(void *p) {
+    TrainPass *tp = p;
+    gpu_online_train(tp->on, tp->ids, tp->T, tp->nq, tp->opt, tp->t++, 1.0);
+}
+
+// One online training step of spindle train --device cuda (train_gpu.h) at ctx
+// T with an indexer at every full-attention layer: the plain bf16 forward to
+// the deepest one (no tap), the same pass tapped (the teacher's statistics:
+// lse from the attention, fp32 xn kept), and the training pass, once as it runs
+// and once with the device synchronised around each layer's loss and
+// optimizer to split them out. Recorded: each part's milliseconds per step,
+// tokens/s, GPU-hours for train_tokens, the peak memory (weights included).
+static void bench_train_online(Bench *b, FwdCuda *f, const ModelConfig *c, int T, const BenchArgs *a) {
+    int layers[1024];
+    const int L = config_full_layers(c->layer_kinds, c->n_layers, NULL);
+    SPINDLE_CHECK(L > 0 && L <= 1024);
+    config_full_layers(c->layer_kinds, c->n_layers, layers);
+    const IndexerConfig icfg = indexer_config_default(c->hidden);
+    const int64_t np = indexer_n_params(&icfg);
+    RunState rs = {.n_layers = L, .n_params = np};
+    rs.params = xcalloc((size_t)L, sizeof(float *)), rs.m = xcalloc((size_t)L, sizeof(float *));
+    rs.v = xcalloc((size_t)L, sizeof(float *));
+    for (int i = 0; i < L; i++) {
+        rs.params[i] = xmalloc(sizeof(float) * (size_t)np);
+        rs.m[i] = xcalloc((size_t)np, sizeof(float)), rs.v[i] = xcalloc((size_t)np, sizeof(float));
+        indexer_init(&icfg, rs.params[i], 1000003ull + (uint64_t)layers[i]);
+    }
+    cuda_mem_peak_reset();
+    GpuIndexers gi;
+    gpu_indexers_open(&gi, &icfg, &rs, NULL, T);
+    GpuOnline on;
+    const GpuTeacher te = {c->n_heads, c->n_kv_heads, c->head_dim, (float)c->attn_scale, a->bf16_teacher};
+    gpu_online_init(&on, &gi, f, c, layers, L, &te);
+    // The step's data: random ids, the positions ≥ 16 sampled as spindle train does.
+    int32_t *ids = xmalloc(sizeof(int32_t) * (size_t)T);
+    int *queries = xmalloc(sizeof(int) * (size_t)T);
+    uint64_t z = 12345, rng = 1;
+    for (int t = 0; t < T; t++) z = z * 6364136223846793005ull + 1442695040888963407ull, ids[t] = (int32_t)((z >> 33) % (uint64_t)c->vocab);
+    int nq = 0;
+    for (int t = 16 < T ? 16 : 0; t < T; t++)
+        if (rng_uniform(&rng) < a->query_frac) queries[nq++] = t;
+    if (nq == 0) queries[nq++] = T - 1;
+    gpu_indexers_set_queries(&gi, queries, nq);
+    const AdamW opt = {1e-3, 0.9, 0.95, 1e-8, 0.01};
+    TrainPass tp = {&on, ids, T, nq, &opt, 1};
+    const int reps = T > 65536 ? 1 : a->ttft_reps;
+    double all[16], allf[16], allt[16];
+
+    // Warm-up (plans for this shape, the pool's buffers): a training step, or
+    // past 64K, where one step takes a minute or more, the forward alone.
+    if (T > 65536) k_online_forward(&tp);
+    else k_online_train(&tp);
+    const double ms_fwd = cuda_time_ms(k_online_forward, &tp, 0, reps, allf);
+    const double ms_teach = cuda_time_ms(k_online_teacher, &tp, 0, reps, allt);
+    const double ms_step = cuda_time_ms(k_online_train, &tp, 0, reps, all);
+    GpuStepTimes tm = {0};
+    on.times = &tm;
+    for (int r = 0; r < reps; r++) k_online_train(&tp);
+    on.times = NULL;
+    const double ms_loss = 1e3 * tm.loss / reps, ms_opt = 1e3 * tm.opt / reps;
+    double kl = 0;
+    int finite = 1;
+    for (int i = 0; i < L; i++) kl += on.kl[i] / L, finite &= isfinite(on.kl[i]) && isfinite(on.gn[i]);
+    const double tps = ms_step > 0 ? T / (ms_step * 1e-3) : 0, hours = tps > 0 ? a->train_tokens / tps / 3600 : 0;
+    const double ms_ix = (ms_teach - ms_fwd) + ms_loss + ms_opt;
+    char note[400];
+    snprintf(note, sizeof note, "bf16 backbone forward to layer %d (no tap), %d layers", on.deepest, on.deepest + 1);
+    record(b, "train_online_forward", T, ms_fwd, allf, reps, 0, 0, 0, note);
+    snprintf(note, sizeof note, "teacher statistics: the same pass tapped at %d layers (lse, fp32 xn), minus the "
+             "forward (%.1f ms tapped)", L, ms_teach);
+    double d = ms_teach - ms_fwd;
+    record(b, "train_online_teacher", T, d, &d, 1, 0, 0, 0, note);
+    snprintf(note, sizeof note, "fused KL loss + gradients, %d layers x %d queries (query_frac %g), teacher P %s", L,
+             nq, a->query_frac, a->bf16_teacher ? "bf16 tensor cores" : "fp32");
+    record(b, "train_online_loss", T, ms_loss, &ms_loss, 1, 0, 0, 0, note);
+    snprintf(note, sizeof note, "gradient clip + AdamW, %d layers x %lld parameters", L, (long long)np);
+    record(b, "train_online_optimizer", T, ms_opt, &ms_opt, 1, 0, 0, 0, note);
+    snprintf(note, sizeof note, "one step: %.0f tokens/s, %.0f GPU-hours for %.3g tokens; indexer side %.0f ms = %.2fx "
+             "the forward; mean KL %.4f%s", tps, hours, a->train_tokens, ms_ix, ms_fwd > 0 ? ms_ix / ms_fwd : 0, kl,
+             finite ? "" : "; NON-FINITE LOSS");
+    record(b, "train_online_step", T, ms_step, all, reps, 0, 0, 0, note);
+    annotate(b, "tokens_per_s", tps);
+    annotate(b, "gpu_hours", hours);
+    annotate(b, "train_tokens", a->train_tokens);
+    annotate(b, "indexer_over_forward", ms_fwd > 0 ? ms_ix / ms_fwd : 0);
+    annotate(b, "layers", L);
+    annotate(b, "queries", nq);
+    annotate(b, "weight_bytes", (double)fwd_cuda_weight_bytes(f));
+    annotate(b, "device_used_bytes", (double)cuda_mem_device_used());
+    gpu_online_free(&on);
+    gpu_indexers_close(&gi);
+    for (int i = 0; i < L; i++) free(rs.params[i]), free(rs.m[i]), free(rs.v[i]);
+    free(rs.params), free(rs.m), free(rs.v), free(ids), free(queries);
+}
+
 // ---- the command ---------------------------------------------------------------------------
 
 int cmd_bench(int argc, char **argv) {
@@ -629,9 +777,15 @@ int cmd_bench(int argc, char **argv) {
     IndexerSet ix = {0};
     rc = 1;
     printf("%-24s %7s %13s %9s %8s  %s\n", "measurement", "ctx", "median", "", "peak", "notes");
-    if (!flags[9].value)
+    if (a.train_online) {  // online training only
+        if ((model_dir ? fwd_cuda_upload(&m, FWD_BF16, &f, &st) : fwd_cuda_synthetic(&m, FWD_BF16, 1, &f, &st)))
+            goto done;
+        cJSON_AddStringToObject(env, "train_online", fwd_cuda_describe(f));
+        for (int i = 0; i < n_ctx; i++) bench_train_online(&b, f, c, ctxs[i], &a);
+    }
+    if (!flags[9].value && !a.train_online)
         for (int i = 0; i < n_ctx; i++) bench_layer(&b, c, ctxs[i], k, bsel, max_fp32, max_oracle, max_train);
-    if (!flags[8].value) {
+    if (!flags[8].value && !a.train_online) {
         if ((model_dir ? fwd_cuda_upload(&m, FWD_BF16, &f, &st) : fwd_cuda_synthetic(&m, FWD_BF16, 1, &f, &st)))
             goto done;
         // Random indexers for every full-attention layer (the timing does not depend on

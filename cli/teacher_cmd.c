@@ -26,7 +26,7 @@ int cmd_teacher(int argc, char **argv) {
         {"--threads", 1, "OpenMP threads (default: all cores)", NULL},
         {"--device", 1, "cpu (default) or cuda: where the backbone runs (the shards are the same)", NULL},
         {"--precision", 1, "with --device cuda: fp32 (default: the teacher of the CPU twin), mixed or bf16", NULL},
-        {"--x-dtype", 1, "storage of x: bf16 (default, half the disk) or fp32 (lse is always fp32)", NULL},
+        {"--x-dtype", 1, "storage of x: bf16 (default, half the disk) or fp32 (also f32; lse is always fp32)", NULL},
     };
     const int nf = N_FLAGS(flags);
     int rc = cli_parse(argc, argv, flags, nf, CMD, (const char *const[]){"--model", "--ctx", "--out", NULL});
@@ -45,7 +45,7 @@ int cmd_teacher(int argc, char **argv) {
         ((v = flags[7].value) && cli_positive(CMD, "--max-seq", v, &o.max_seq)))
         return 2;
     if ((v = flags[12].value)) {
-        if (!strcmp(v, "fp32") || !strcmp(v, "float32")) o.x_dtype = SHARD_X_F32;
+        if (!strcmp(v, "fp32") || !strcmp(v, "f32") || !strcmp(v, "float32")) o.x_dtype = SHARD_X_F32;
         else if (strcmp(v, "bf16") && strcmp(v, "bfloat16")) {
             fprintf(stderr, "spindle " CMD ": --x-dtype must be bf16 or fp32 (got \"%s\")\n", v);
             return 2;

@@ -11,6 +11,7 @@
 #include "cli_layers.h"
 #include "cli_util.h"
 #include "commands.h"
+#include "dist.h"
 #include "export.h"
 #include "fileio.h"
 #include "indexer_ops.h"
@@ -113,6 +114,10 @@ static int apply_flags(TrainConfig *tc, const Flag *flags, int nf) {
             return 2;
         }
         tc->bf16_teacher = !strcmp(v, "bf16");
+    }
+    if ((v = args_get(flags, nf, "--backbone-precision")) && (tc->backbone_prec = train_prec_parse(v)) < 0) {
+        fprintf(stderr, "spindle " CMD ": --backbone-precision must be bf16, mixed or fp32 (got \"%s\")\n", v);
+        return 2;
     }
     return 0;
 }
@@ -242,6 +247,9 @@ static int check_against_run(TrainConfig *tc, const TrainConfig *run, const Flag
     if (args_get(flags, nf, "--teacher-precision") && tc->bf16_teacher != run->bf16_teacher)
         return refuse(tc->run_dir, "--teacher-precision", run->bf16_teacher ? "bf16" : "fp32",
                       tc->bf16_teacher ? "bf16" : "fp32");
+    if (args_get(flags, nf, "--backbone-precision") && train_backbone_prec(tc) != train_backbone_prec(run))
+        return refuse(tc->run_dir, "--backbone-precision", train_prec_name(train_backbone_prec(run)),
+                      train_prec_name(train_backbone_prec(tc)));
     if (tc->steps < run->steps) {
         snprintf(a, sizeof a, "%ld", run->steps), snprintf(b, sizeof b, "%ld (a run cannot be shortened)", tc->steps);
         return refuse(tc->run_dir, "--steps", a, b);
@@ -287,6 +295,9 @@ int cmd_train(int argc, char **argv) {
         {"--device", 1, "cpu (default) or cuda: where the loss, gradients and AdamW run", NULL},
         {"--teacher-precision", 1, "fp32 (default) or bf16: with --device cuda, the teacher's P from bf16 q, k on "
                                    "tensor cores", NULL},
+        {"--backbone-precision", 1, "with --device cuda: the backbone upload's precision, bf16, mixed or fp32; "
+                                    "online its pass gives the teacher (default bf16), from shards it rebuilds "
+                                    "q/k from x (default fp32)", NULL},
         {"--stop-after", 1, "testing aid: stop (as if killed) after N steps of this process", NULL},
     };
     const int nf = N_FLAGS(flags);
@@ -417,6 +428,10 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "spindle " CMD ": --d-index / --d-rope / --heads: %s\n", st.msg);
         return 2;
     }
+    if (args_get(flags, nf, "--backbone-precision") && !tc.use_cuda) {
+        fprintf(stderr, "spindle " CMD ": --backbone-precision needs --device cuda (the CPU twin is fp32)\n");
+        return 2;
+    }
     if (tc.bf16_teacher && !tc.use_cuda) {
         fprintf(stderr, "spindle " CMD ": --teacher-precision bf16 needs --device cuda\n");
         return 2;
@@ -481,8 +496,17 @@ int cmd_train(int argc, char **argv) {
         if (d) closedir(d);
         if (only_tmp && any) train_remove_stale_tmp(out, CMD);
     }
-    if (train_run(&tc, !fresh, &st)) return cli_fail(CMD, &st);
-    return 0;
+    // On the GPU, data parallel when launched by mpirun (a build with
+    // -DSPINDLE_NCCL=ON; otherwise, and without mpirun, one rank).
+    static Dist dist;
+    if (tc.use_cuda) {
+        if (dist_init(&dist, &st)) return cli_fail(CMD, &st);
+        tc.dist = &dist;
+    }
+    rc = train_run(&tc, !fresh, &st) ? cli_fail(CMD, &st) : 0;
+    if (rc) dist_abort(&dist, rc);  // the other ranks may wait in a collective
+    if (tc.use_cuda) dist_finalize(&dist);
+    return rc;
 }
 
 int cmd_export(int argc, char **argv) {

@@ -40,6 +40,10 @@ void cuda_sync(void);
 size_t cuda_mem_live(void);
 size_t cuda_mem_peak(void);
 void cuda_mem_peak_reset(void);
+// Bytes of device memory in use on the current device (cudaMemGetInfo: total −
+// free): everything, spindle's allocations, what the stream-ordered pool keeps
+// after a free, library workspaces and the CUDA context alike.
+size_t cuda_mem_device_used(void);
 // Median milliseconds of reps calls of fn(ctx) after warmup calls, CUDA events
 // around each call; all[reps] (may be NULL) receives every sample.
 double cuda_time_ms(void (*fn)(void *), void *ctx, int warmup, int reps, double *all);

@@ -294,7 +294,10 @@ fi
 
 # Serially, as scripts/test.sh runs it.
 [ "${SKIP_CTEST:-0}" = 1 ] || step "CPU ctest suite (all but cuda_twins and goldens_cuda, serial; gpu_cli runs on the GPU)"
-[ "${SKIP_CTEST:-0}" = 1 ] || (cd "$B" && SPINDLE_REQUIRE_GPU=1 timeout 300 ctest --timeout 240 -E '^(cuda_twins|goldens_cuda|goldens_cuda_rows37)$' --output-on-failure) >"$OUT/ctest.txt" 2>&1
+# gpu_train_online takes SmolLM2 from where device-smollm2.sh converted it, when it did.
+smol=/root/spindle-smollm2/model
+[ -s "$smol/model.safetensors" ] && export SPINDLE_SMOLLM2=$smol
+[ "${SKIP_CTEST:-0}" = 1 ] || (cd "$B" && SPINDLE_REQUIRE_GPU=1 timeout 420 ctest --timeout 360 -E '^(cuda_twins|goldens_cuda|goldens_cuda_rows37)$' --output-on-failure) >"$OUT/ctest.txt" 2>&1
 rc=$?
 [ "${SKIP_CTEST:-0}" = 1 ] || grep -E "tests passed|Not Run|\*\*\*|Skipped|Failed|Passed" "$OUT/ctest.txt" | tail -40
 [ "${SKIP_CTEST:-0}" = 1 ] || [ $rc -eq 0 ] || fail "ctest exit $rc"

@@ -8,6 +8,9 @@ pkgs=(build-essential cmake pkg-config libhdf5-dev libcjson-dev libopenblas-dev 
       libutf8proc-dev libssl-dev python3 python3-pip)
 # --fuzz: also clang with its sanitizer and libFuzzer runtimes (scripts/fuzz.sh).
 [ "${1:-}" = --fuzz ] && pkgs+=(clang libclang-rt-dev)
+# --mpi: Open MPI, for data-parallel training (cmake -DSPINDLE_CUDA=ON -DSPINDLE_NCCL=ON; NCCL comes
+# with the CUDA toolkit or NVIDIA's libnccl-dev).
+[ "${1:-}" = --mpi ] && pkgs+=(libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

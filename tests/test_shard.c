@@ -922,7 +922,11 @@ int main(int argc, char **argv) {
     if (argc == 3 && !strcmp(argv[1], "seeds")) return run_seeds(argv[2]);
     if (argc == 5 && !strcmp(argv[1], "verify")) return run_verify(argv[2], argv[3], argv[4]);
     if (argc == 5 && !strcmp(argv[1], "compare")) return run_compare(argv[2], argv[3], atof(argv[4]));
+    if (argc == 4 && !strcmp(argv[1], "to-v1")) {  // an old-format copy of a float32 shard, for the readers' tests
+        make_version1(argv[2], argv[3]);
+        return 0;
+    }
     fprintf(stderr, "usage: test_shard unit TMP_DIR | test_shard seeds DIR | test_shard verify MODEL_DIR SHARD_DIR "
-                    "IDS_FILE | test_shard compare SHARD_DIR_A SHARD_DIR_B TOL\n");
+                    "IDS_FILE | test_shard compare SHARD_DIR_A SHARD_DIR_B TOL | test_shard to-v1 SHARD OUT\n");
     return 2;
 }

@@ -13,8 +13,11 @@
 #    the next start, with a message;
 #  - the layer set and bytes per token are printed before the work, progress
 #    lines and a summary line also when stderr is a file;
-#  - --x-dtype fp32 stores x bit-exact; the forward stops after the deepest
-#    stored layer (--layers 0: x and lse still equal the full forward's);
+#  - --x-dtype fp32 (or f32) stores x bit-exact; the forward stops after the
+#    deepest stored layer (--layers 0: x and lse still equal the full forward's);
+#  - compact and old shards train: --layers 0 shards give the same checkpoint
+#    bytes as layer 0 of full shards, format_version 1 float32 copies the same
+#    as the version 2 float32 shards, and bf16 x / one layer take fewer bytes;
 #  - damaged or mismatched shards (a flipped byte, a layer the model lacks)
 #    make teacher --resume and train exit 1 naming the shard;
 #  - usage errors exit 2, bad input files 1.
@@ -167,6 +170,28 @@ run --out "$work/l0" --layers 0 2>"$work/err"
 check "--layers 0: says where the forward stops" "[ $? = 0 ] && grep -q 'the forward stops after layer 0 of 1' '$work/err'"
 "$check_bin" verify "$case" "$work/l0" "$work/ids.txt" >/dev/null
 check "  ... x and lse equal the full forward's" "[ $? = 0 ]"
+
+# Compact shards train, and so do old ones: training on bf16-x shards (the
+# default), on shards of the trained layer only, and on format_version 1
+# copies of float32 shards (test_shard to-v1: no checksum block).
+run --out "$work/f32b" --x-dtype f32 2>"$work/err"
+check "--x-dtype f32 (alias of fp32): exit 0, float32 x" "[ $? = 0 ] && grep -q 'x 256 B (float32)' '$work/err' && cmp -s '$work/f32/shard-00000.h5' '$work/f32b/shard-00000.h5'"
+mkdir -p "$work/v1"
+for f in "$work/f32"/shard-*.h5; do "$check_bin" to-v1 "$f" "$work/v1/$(basename "$f")"; done
+check "  ... four version 1 copies without a checksum block" "[ \$(ls '$work/v1' | wc -l) = 4 ] && ! head -c 20 '$work/v1/shard-00000.h5' | grep -q spindle-shard-sha256"
+targs=(train --model "$case" --steps 6 --d-index 16 --d-rope 8 --recall-k 4 --ckpt-every 3 --min-pos 4 --threads 1)
+"$bin" "${targs[@]}" --shards "$work/f32" --out "$work/run-f32" 2>/dev/null
+"$bin" "${targs[@]}" --shards "$work/v1" --out "$work/run-v1" 2>"$work/err"
+check "train on version 1 float32 shards == on version 2 float32 shards (checkpoint bytes)" \
+  "[ -s '$work/run-v1/checkpoints/ckpt-00000006.bin' ] && cmp -s '$work/run-f32/checkpoints/ckpt-00000006.bin' '$work/run-v1/checkpoints/ckpt-00000006.bin'"
+"$bin" "${targs[@]}" --shards "$work/a" --layers 0 --out "$work/run-a0" 2>/dev/null
+"$bin" "${targs[@]}" --shards "$work/l0" --out "$work/run-l0" 2>"$work/err"
+check "train on --layers 0 shards (the default: every stored layer) == layer 0 of the full bf16 shards" \
+  "[ -s '$work/run-l0/checkpoints/ckpt-00000006.bin' ] && cmp -s '$work/run-a0/checkpoints/ckpt-00000006.bin' '$work/run-l0/checkpoints/ckpt-00000006.bin' &&
+   tr -d ' \t\n' <'$work/run-l0/config.json' | grep -q '\"layers\":\[0\]'"
+sz() { du -cb "$1"/shard-*.h5 | tail -1 | cut -f1; }
+check "bytes on disk: bf16 x below float32 x, one layer below two ($(sz "$work/l0") < $(sz "$work/a") < $(sz "$work/f32"))" \
+  "[ $(sz "$work/l0") -lt $(sz "$work/a") ] && [ $(sz "$work/a") -lt $(sz "$work/f32") ]"
 
 # Damaged or mismatched shards: exit 1, the message names the shard and the problem.
 cp -r "$work/a" "$work/flip"

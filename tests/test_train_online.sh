@@ -18,7 +18,8 @@
 #   of that stream, one tapped forward) equals the recall on fp32-x held-out
 #   shards of the same ids.
 # - bad usage: --shards with --text/--ids, --ctx with --shards, online without
-#   --ctx, --text with --ids: exit 2 with a message; a missing text / ids file:
+#   --ctx, --text with --ids, --backbone-precision off the GPU: exit 2 with a
+#   message; a missing text / ids file:
 #   exit 1 naming it, and no run folder is left.
 # - hybrid: on qwen3_next_moe_f32 (Gated DeltaNet, full, Gated DeltaNet, full)
 #   online training trains layers 1 and 3 only, lowers their KL, equals shard
@@ -126,6 +127,10 @@ check "--ctx with --shards: exit 2" "[ $rc = 2 ] && grep -q -- '--ctx is for onl
 check "online without --ctx: exit 2" "[ $rc = 2 ] && grep -q -- 'needs --ctx' '$w/err'"
 "$bin" train --model "$g" --ids "$w/ids.txt" --text "$w/ids.txt" --ctx 48 --out "$w/bad" 2>"$w/err"; rc=$?
 check "--text with --ids: exit 2" "[ $rc = 2 ] && grep -q -- 'one of --text or --ids' '$w/err'"
+"$bin" train --model "$g" --ids "$w/ids.txt" --ctx 48 --backbone-precision bf16 --out "$w/bad" 2>"$w/err"; rc=$?
+check "--backbone-precision without --device cuda: exit 2" "[ $rc = 2 ] && grep -q -- '--backbone-precision needs --device cuda' '$w/err' && [ ! -e '$w/bad' ]"
+"$bin" train --model "$g" --shards "$w/sh32" --backbone-precision fp32 --out "$w/bad" 2>"$w/err"; rc=$?
+check "  ... also with --shards" "[ $rc = 2 ] && grep -q -- '--backbone-precision needs --device cuda' '$w/err' && [ ! -e '$w/bad' ]"
 "$bin" train --model "$g" --ids "$w/ids.txt" --ctx 0 --out "$w/bad" 2>"$w/err"; rc=$?
 check "--ctx 0: exit 2" "[ $rc = 2 ] && grep -q -- '--ctx' '$w/err'"
 "$bin" train --model "$g" --ids "$w/ids.txt" --ctx 4096 --out "$w/bad" 2>"$w/err"; rc=$?

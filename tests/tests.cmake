@@ -109,6 +109,18 @@ if(SPINDLE_CUDA)
   add_test(NAME gpu_cli COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_gpu_cli.sh $<TARGET_FILE:spindle>
            $<TARGET_FILE:test_shard> ${GOLDENS} ${TEST_TMP}/gpu_cli)
   set_tests_properties(gpu_cli PROPERTIES SKIP_RETURN_CODE 77)
+  # Online training on the GPU on SmolLM2: against shard training (fp32 and bf16
+  # backbones), resume after a stop and after SIGKILL to the same checkpoint bytes.
+  add_test(NAME gpu_train_online COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_gpu_train_online.sh
+           $<TARGET_FILE:spindle> ${GOLDENS} ${CMAKE_SOURCE_DIR}/models/smollm2 ${CMAKE_SOURCE_DIR}/corpus/train
+           ${TEST_TMP}/gpu_train_online)
+  set_tests_properties(gpu_train_online PROPERTIES SKIP_RETURN_CODE 77)
+endif()
+if(SPINDLE_NCCL)
+  # mpirun -np 1 (the NCCL path on one GPU) against the plain run, online and from shards.
+  add_test(NAME nccl_train COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_nccl_train.sh $<TARGET_FILE:spindle>
+           ${GOLDENS} ${TEST_TMP}/nccl_train)
+  set_tests_properties(nccl_train PROPERTIES SKIP_RETURN_CODE 77)
 endif()
 
 # The command-line grammar of every command (cli/args.h): --help, unknown
@@ -126,8 +138,8 @@ set(layering_cases
   "spindle_data|shard.h,corpus.h,ids.h,npy.h,model.h|export.h,run_state.h,trainer.h,eval.h,cli_util.h"
   "spindle_checkpoints|export.h,run_state.h,shard.h|teacher.h,trainer.h,adamw.h,eval.h,cli_util.h"
   "spindle_teacher|teacher.h,shard.h,corpus.h,backbone.h|export.h,run_state.h,trainer.h,eval.h,cli_util.h,cli_layers.h"
-  "spindle_train|trainer.h,adamw.h,export.h,teacher.h,backbone.h|eval.h,retrieval.h,cli_util.h,commands.h,cli_layers.h"
-  "spindle_eval|eval.h,retrieval.h,export.h|teacher.h,trainer.h,schedule.h,cli_util.h,commands.h"
+  "spindle_train|trainer.h,train_gpu.h,dist.h,adamw.h,export.h,teacher.h,backbone.h|eval.h,retrieval.h,cli_util.h,commands.h,cli_layers.h"
+  "spindle_eval|eval.h,retrieval.h,export.h|teacher.h,trainer.h,train_gpu.h,dist.h,schedule.h,cli_util.h,commands.h"
   "spindle_cli|commands.h,cli_util.h,cli_layers.h,teacher.h,trainer.h,eval.h|")
 set(layering_args)
 foreach(c ${layering_cases})

@@ -1,12 +1,12 @@
-// trainer.c: see trainer.h. One step = one teacher sequence: for every trained
-// layer, take x and lse from the data source (a shard, or the tap of an online
-// forward over the sequence), the teacher q/k from the tap or rebuilt from x
-// (forward_layer_qk), sample
-// the query positions, take the fused KL loss and gradients
-// (indexer_kl_loss_cpu, or its CUDA twin with --device cuda), clip, and
-// apply AdamW. Everything that decides the
-// next step — parameters, moments, step, PRNG state, data cursor — goes into
-// the run checkpoint, so a killed run resumes to the same bits.
+// trainer.c: see trainer.h. One step = one teacher sequence: sample the query
+// positions; then for every trained layer take x and lse from the data source
+// (a shard, or the tap of an online forward over the sequence), the teacher
+// q/k from the tap or rebuilt from x (forward_layer_qk), the fused KL loss and
+// gradients (indexer_kl_loss_cpu, or its CUDA twin with --device cuda), clip,
+// and apply AdamW. Online on the GPU the layers' steps run inside the one bf16
+// pass of the backbone, on its device arrays (train_gpu.h). Everything that
+// decides the next step — parameters, moments, step, PRNG state, data cursor —
+// goes into the run checkpoint, so a killed run resumes to the same bits.
 #include "trainer.h"
 
 #include <cjson/cJSON.h>
@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "adamw.h"
+#include "dist.h"
 #include "progress.h"
 #include "fileio.h"
 #include "fingerprint.h"
@@ -36,6 +37,7 @@
 #include "forward_cuda.h"
 #include "indexer_cuda.h"
 #include "ops_cuda.h"
+#include "train_gpu.h"
 #endif
 
 TrainConfig train_config_default(void) {
@@ -46,7 +48,23 @@ TrainConfig train_config_default(void) {
     tc.seed = 1, tc.query_frac = 0.25, tc.min_pos = 16;
     tc.eval_every = 50, tc.recall_k = 256, tc.eval_queries = 256;
     tc.ckpt_every = 25, tc.keep_ckpts = 2;
+    tc.backbone_prec = -1;
     return tc;
+}
+
+static const char *const PREC_NAMES[3] = {"fp32", "mixed", "bf16"};
+
+int train_prec_parse(const char *s) {
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(s, PREC_NAMES[i])) return i;
+    return -1;
+}
+
+const char *train_prec_name(int p) { return p >= 0 && p < 3 ? PREC_NAMES[p] : "?"; }
+
+int train_backbone_prec(const TrainConfig *tc) {
+    if (tc->backbone_prec >= 0) return tc->backbone_prec;
+    return tc->shards_dir ? TRAIN_PREC_FP32 : TRAIN_PREC_BF16;
 }
 
 // The shards a run reads: paths, their sequence counts and the header they share.
@@ -220,6 +238,13 @@ static cJSON *config_json(const TrainConfig *tc, const char *fingerprint, int ct
 #undef NUM
     cJSON_AddStringToObject(o, "device", tc->use_cuda ? "cuda" : "cpu");
     cJSON_AddStringToObject(o, "teacher_precision", tc->bf16_teacher ? "bf16" : "fp32");
+    // On the GPU: the upload whose pass gives the teacher online, or that
+    // rebuilds q/k from shards (written there only when not the fp32 of old runs).
+    const int bprec = train_backbone_prec(tc);
+    if (tc->use_cuda && (stream || bprec != TRAIN_PREC_FP32))
+        cJSON_AddStringToObject(o, "backbone_precision", train_prec_name(bprec));
+    // Data parallel: the ranks (each step trains on that many sequences).
+    if (tc->dist && tc->dist->world > 1) cJSON_AddNumberToObject(o, "world_size", tc->dist->world);
     return o;
 }
 
@@ -227,8 +252,9 @@ static cJSON *config_json(const TrainConfig *tc, const char *fingerprint, int ct
 // against tc, except steps (a resume may extend the run: *old_steps gets the
 // stored value) and the paths (train_config_load read them from the file, or
 // the command line replaced one that no longer exists); then writes tc back.
+// write = 0 (a data-parallel rank other than 0): the checks only.
 static int run_config(const TrainConfig *tc, const char *fingerprint, int ctx, const TeacherStream *stream,
-                      const TeacherStream *held_stream, int resume, long *old_steps, Status *st) {
+                      const TeacherStream *held_stream, int resume, int write, long *old_steps, Status *st) {
     char path[4200];
     snprintf(path, sizeof path, "%s/config.json", tc->run_dir);
     cJSON *want = config_json(tc, fingerprint, ctx, stream, held_stream);
@@ -264,9 +290,11 @@ static int run_config(const TrainConfig *tc, const char *fingerprint, int ctx, c
         cJSON_Delete(have);
         if (rc) goto done;
     }
-    char *text = cJSON_Print(want);
-    rc = atomic_write_file(path, text, strlen(text), st);
-    free(text);
+    if (write) {
+        char *text = cJSON_Print(want);
+        rc = atomic_write_file(path, text, strlen(text), st);
+        free(text);
+    }
 done:
     cJSON_Delete(want);
     return rc;
@@ -314,6 +342,12 @@ int train_config_load(TrainConfig *tc, const char *run_dir, Status *st) {
         goto done;
     }
     tc->use_cuda = !strcmp(sv[3], "cuda"), tc->bf16_teacher = !strcmp(sv[4], "bf16");
+    const cJSON *bp = cJSON_GetObjectItemCaseSensitive(o, "backbone_precision");
+    tc->backbone_prec = -1;  // absent: the mode's default (config_json writes it for every online GPU run)
+    if (bp && (!cJSON_IsString(bp) || (tc->backbone_prec = train_prec_parse(bp->valuestring)) < 0)) {
+        status_fail(st, "%s: \"backbone_precision\" is not fp32, mixed or bf16", path);
+        goto done;
+    }
     // Online mode: "online" {source, paths, ctx, ...}, and then no shards; held-out recall
     // online: "heldout_online" {source, paths, ...}, and then no held-out shards.
     const cJSON *on = cJSON_GetObjectItemCaseSensitive(o, "online");
@@ -484,64 +518,46 @@ static int sample_queries(int *q, int T, int min_pos, double frac, uint64_t *rng
 }
 
 #ifdef SPINDLE_HAVE_CUDA
-// --device cuda: the same step on the GPU. Parameters and AdamW moments live
-// on the device between checkpoints (rs holds them only when saved); the
-// teacher q/k come from the uploaded backbone (fwd_cuda_layer_qk).
+// --device cuda: the same step on the GPU (train_gpu.h). Parameters and AdamW
+// moments live on the device between checkpoints (rs holds them only when
+// saved). Online, the step runs inside the bf16 backbone's pass (GpuOnline);
+// from shards (and for held-out shards), x and lse go up per layer and the
+// teacher q/k are rebuilt there from x (fwd_cuda_layer_qk).
 typedef struct {
-    FwdCuda *f;
-    int own_f;  // f was uploaded here (else it is the online backbone's, freed by backbone_close)
-    float *x, *lse, *tq, *tk, *grads;
-    int32_t *queries;
-    unsigned char *decay;
-    float **params, **m, **v;  // per trained layer
-    int n_layers;
-    int64_t np;
+    GpuIndexers ix;
+    GpuOnline on;  // online training / held-out recall through the device tap (on.f: the tapped backbone)
+    FwdCuda *f;    // the upload that rebuilds q/k from stored x (NULL: no shards read)
+    int own_f;     // f was uploaded here (else it is the backbone's, freed by backbone_close)
+    float *x, *lse, *tq, *tk;  // one stored layer on the device (with f)
 } GpuTrain;
 
-// backbone: an fp32 upload of m to borrow (online training's forward), or NULL: upload one.
-static int gpu_open(GpuTrain *g, const Model *m, const RunState *rs, const unsigned char *decay, int T,
-                    FwdCuda *backbone, Status *st) {
+// backbone: the tapped forward's upload (online training or held-out recall
+// online), or NULL. shards: x/lse are read from shards (training or held-out),
+// so q/k are rebuilt on the device: the backbone's upload when there is one,
+// else an upload of m made here (--backbone-precision; fp32 by default).
+static int gpu_open(GpuTrain *g, const Model *m, const TrainConfig *tc, const RunState *rs,
+                    const unsigned char *decay, int T, FwdCuda *backbone, int shards, Status *st) {
     memset(g, 0, sizeof *g);
-    if (backbone) g->f = backbone;
-    else if (fwd_cuda_upload(m, FWD_FP32, &g->f, st)) return -1;
-    else g->own_f = 1;
     const ModelConfig *c = &m->cfg;
-    const size_t TT = (size_t)T, np = (size_t)rs->n_params;
-    g->x = cuda_malloc(sizeof(float) * TT * c->hidden);
-    g->lse = cuda_malloc(sizeof(float) * TT * c->n_heads);
-    g->tq = cuda_malloc(sizeof(float) * TT * c->n_heads * c->head_dim);
-    g->tk = cuda_malloc(sizeof(float) * TT * c->n_kv_heads * c->head_dim);
-    g->grads = cuda_malloc(sizeof(float) * np);
-    g->queries = cuda_malloc(sizeof(int32_t) * TT);
-    g->decay = cuda_malloc(np);
-    cuda_to_device(g->decay, decay, np);
-    g->n_layers = rs->n_layers, g->np = rs->n_params;
-    g->params = xcalloc((size_t)g->n_layers, sizeof(float *));
-    g->m = xcalloc((size_t)g->n_layers, sizeof(float *));
-    g->v = xcalloc((size_t)g->n_layers, sizeof(float *));
-    for (int i = 0; i < g->n_layers; i++) {
-        float **dst[3] = {&g->params[i], &g->m[i], &g->v[i]};
-        const float *src[3] = {rs->params[i], rs->m[i], rs->v[i]};
-        for (int a = 0; a < 3; a++) {
-            *dst[a] = cuda_malloc(sizeof(float) * np);
-            cuda_to_device(*dst[a], src[a], sizeof(float) * np);
-        }
+    if (shards) {
+        if (backbone) g->f = backbone;
+        else if (fwd_cuda_upload(m, (FwdPrecision)train_backbone_prec(tc), &g->f, st)) return -1;
+        else g->own_f = 1;
+        const size_t TT = (size_t)T;
+        g->x = cuda_malloc(sizeof(float) * TT * c->hidden);
+        g->lse = cuda_malloc(sizeof(float) * TT * c->n_heads);
+        g->tq = cuda_malloc(sizeof(float) * TT * c->n_heads * c->head_dim);
+        g->tk = cuda_malloc(sizeof(float) * TT * c->n_kv_heads * c->head_dim);
+    }
+    gpu_indexers_open(&g->ix, &tc->icfg, rs, decay, T);
+    if (backbone) {
+        const GpuTeacher te = {c->n_heads, c->n_kv_heads, c->head_dim, (float)c->attn_scale, tc->bf16_teacher};
+        gpu_online_init(&g->on, &g->ix, backbone, c, tc->layers, tc->n_layers, &te);
     }
     return 0;
 }
 
-// Copies the device's parameters and moments into rs (before a checkpoint).
-static void gpu_download(const GpuTrain *g, RunState *rs) {
-    const size_t bytes = sizeof(float) * (size_t)g->np;
-    cuda_sync();
-    for (int i = 0; i < g->n_layers; i++) {
-        cuda_to_host(rs->params[i], g->params[i], bytes);
-        cuda_to_host(rs->m[i], g->m[i], bytes);
-        cuda_to_host(rs->v[i], g->v[i], bytes);
-    }
-}
-
-// One layer's x, lse (host) onto the device and its teacher q/k rebuilt there.
+// One stored layer's x, lse (host) onto the device and its teacher q/k rebuilt there.
 static void gpu_load_layer(GpuTrain *g, const Model *m, int layer, const float *x, const float *lse, int T) {
     const ModelConfig *c = &m->cfg;
     cuda_to_device(g->x, x, sizeof(float) * (size_t)T * c->hidden);
@@ -550,13 +566,20 @@ static void gpu_load_layer(GpuTrain *g, const Model *m, int layer, const float *
 }
 
 static void gpu_close(GpuTrain *g) {
-    if (!g->f) return;
-    for (int i = 0; i < g->n_layers; i++) cuda_free(g->params[i]), cuda_free(g->m[i]), cuda_free(g->v[i]);
-    free(g->params), free(g->m), free(g->v);
-    void *ps[] = {g->x, g->lse, g->tq, g->tk, g->grads, g->queries, g->decay};
+    if (g->on.slot) gpu_online_free(&g->on);
+    gpu_indexers_close(&g->ix);
+    void *ps[] = {g->x, g->lse, g->tq, g->tk};
     for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) cuda_free(ps[i]);
     if (g->own_f) fwd_cuda_free(g->f);
     memset(g, 0, sizeof *g);
+}
+
+// Device memory: the peak of spindle's own allocations since the run began
+// (weights, indexers, the pass's activations, the loss's scratch) and what
+// the device has in use now (cudaMemGetInfo: also the libraries' workspaces
+// and what the stream-ordered pool keeps).
+static void gpu_mem_note(char *buf, size_t len) {
+    snprintf(buf, len, ", GPU peak %.2f GB (in use %.2f GB)", cuda_mem_peak() / 1e9, cuda_mem_device_used() / 1e9);
 }
 #endif
 
@@ -570,6 +593,8 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
     const int held_online = tc->heldout_stream.ids_path || tc->heldout_stream.n_text;
     Backbone bb = {&m, NULL};
     const int online = !tc->shards_dir;
+    // Data parallel: rank `rank` of `world` trains on the sequence at cursor + rank; rank 0 writes.
+    const int world = tc->dist ? tc->dist->world : 1, rank = tc->dist ? tc->dist->rank : 0, writer = rank == 0;
     RunState rs = {0};
     FILE *log = NULL, *csv = NULL;
     float *x = NULL, *lse = NULL, *tq = NULL, *tk = NULL, *grads = NULL, *cos_t = NULL, *sin_t = NULL;
@@ -584,6 +609,10 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
         goto done;
     }
 #endif
+    if (world > 1 && !tc->use_cuda) {
+        status_fail(st, "%d ranks: data-parallel training runs on the GPU only (--device cuda)", world);
+        goto done;
+    }
     if (model_fingerprint(tc->model_dir, &m.st, fp, st)) goto done;
     if (indexer_config_check(&tc->icfg, st)) goto done;
     if (tc->schedule_steps < 1 || tc->steps < 1) {
@@ -659,44 +688,48 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
     int64_t resumed_at = 0;
     if (resume) {
         int64_t step;
-        const int lrc = run_state_load_newest(tc->run_dir, "train", tc->steps, 1, &rs, &step, st);
+        // Only rank 0 renames refused checkpoints aside; every rank then takes the same newest valid one.
+        const int lrc = run_state_load_newest(tc->run_dir, "train", tc->steps, writer, &rs, &step, st);
         if (lrc < 0) goto done;
         if (lrc == 0) {
-            if (rs.cursor != rs.step || rs.tokens != rs.step * (int64_t)T) {
-                status_fail(st, "%s: step %lld with data cursor %lld and %lld tokens does not fit this run (ctx %d)",
-                            tc->run_dir, (long long)rs.step, (long long)rs.cursor, (long long)rs.tokens, T);
+            if (rs.cursor != rs.step * world || rs.tokens != rs.cursor * (int64_t)T) {
+                status_fail(st, "%s: step %lld with data cursor %lld and %lld tokens does not fit this run (ctx %d, "
+                            "%d rank(s): %d sequence(s) per step)", tc->run_dir, (long long)rs.step,
+                            (long long)rs.cursor, (long long)rs.tokens, T, world, world);
                 goto done;
             }
             resumed_at = rs.step;
         }
-    } else if (!dir_is_empty_or_missing(tc->run_dir)) {
+    } else if (writer && !dir_is_empty_or_missing(tc->run_dir)) {
         status_fail(st, "%s: run folder is not empty (use --resume to continue it)", tc->run_dir);
         goto done;
     }
-    if (!resume && mkdir(tc->run_dir, 0755) != 0 && errno != EEXIST) {
+    if (writer && !resume && mkdir(tc->run_dir, 0755) != 0 && errno != EEXIST) {
         status_fail(st, "%s: cannot create (%s)", tc->run_dir, strerror(errno));
         goto done;
     }
     long old_steps;
-    if (run_config(tc, fp, T, online ? &stream : NULL, held_online ? &hstream : NULL, resume, &old_steps, st)) {
-        if (!resume) rmdir(tc->run_dir);  // only when still empty
+    if (run_config(tc, fp, T, online ? &stream : NULL, held_online ? &hstream : NULL, resume, writer, &old_steps,
+                   st)) {
+        if (writer && !resume) rmdir(tc->run_dir);  // only when still empty
         goto done;
     }
-    if (resume) {
+    if (resume && writer) {
         if (resumed_at > 0)
             fprintf(stderr, "spindle train: resuming %s at step %lld\n", tc->run_dir, (long long)resumed_at);
         else
             fprintf(stderr, "spindle train: %s has no checkpoint yet; starting at step 0\n", tc->run_dir);
         if (truncate_log(log_path, (long)rs.step, 0, st) || truncate_log(csv_path, (long)rs.step, 1, st)) goto done;
     }
-    log = fopen(log_path, "a");
-    csv = fopen(csv_path, "a");
+    // Rank 0 writes the logs; the other ranks write to nowhere (/dev/null).
+    log = fopen(writer ? log_path : "/dev/null", "a");
+    csv = fopen(writer ? csv_path : "/dev/null", "a");
     if (!log || !csv) {
         status_fail(st, "%s: cannot append to its logs (%s)", tc->run_dir, strerror(errno));
         goto done;
     }
-    if (ftell(csv) == 0) fprintf(csv, "step,layer,kl,lr,grad_norm,tokens_per_s,recall_at_k\n");
-    if (resume && tc->steps != old_steps) {
+    if (writer && ftell(csv) == 0) fprintf(csv, "step,layer,kl,lr,grad_norm,tokens_per_s,recall_at_k\n");
+    if (writer && resume && tc->steps != old_steps) {
         fprintf(stderr,
                 "spindle train: %s: extending the run from %ld to %ld steps at step %lld; the cosine keeps its "
                 "horizon of %ld steps, so steps past it run at the floor lr %.3g\n",
@@ -719,10 +752,16 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
     }
     const ModelConfig *c = &m.cfg;
     const int D = c->hidden, Hq = c->n_heads, Hkv = c->n_kv_heads, dh = c->head_dim, half = rope_rot_dims(c) / 2;
-    x = xmalloc(sizeof(float) * (size_t)T * D);
-    lse = xmalloc(sizeof(float) * (size_t)T * Hq);
-    tq = xmalloc(sizeof(float) * (size_t)T * Hq * dh);
-    tk = xmalloc(sizeof(float) * (size_t)T * Hkv * dh);
+    // Host buffers: a stored layer's x and lse (shards), the rebuilt teacher q/k (CPU step).
+    const int reads_shards = !online || held.n;
+    if (reads_shards) {
+        x = xmalloc(sizeof(float) * (size_t)T * D);
+        lse = xmalloc(sizeof(float) * (size_t)T * Hq);
+    }
+    if (!tc->use_cuda) {
+        tq = xmalloc(sizeof(float) * (size_t)T * Hq * dh);
+        tk = xmalloc(sizeof(float) * (size_t)T * Hkv * dh);
+    }
     grads = xmalloc(sizeof(float) * (size_t)np);
     cos_t = xmalloc(sizeof(float) * (size_t)T * half);
     sin_t = xmalloc(sizeof(float) * (size_t)T * half);
@@ -731,14 +770,20 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
     const float scale = (float)c->attn_scale;
     TrainSource src = {online ? NULL : &train, &stream, &tap, &bb, -1, x, lse, T, D, Hq};
     TrainSource hsrc = {held_online ? NULL : &held, &hstream, &htap, &bb, -1, x, lse, T, D, Hq};
-    // The GPU step rebuilds q/k from x on the device (gpu_load_layer): a tap keeps x and lse only there.
-    if (online) teacher_tap_init(&tap, c, tc->layers, L, T, !tc->use_cuda);
-    if (held_online) teacher_tap_init(&htap, c, tc->layers, L, T, !tc->use_cuda);
-    if ((online || held_online) && backbone_open(&bb, &m, tc->use_cuda, 0 /* FWD_FP32 */, st)) goto done;
-    if (held_online)
-        fprintf(stderr, "spindle train: held-out recall on window 0 of %s (%d tokens; one forward, kept)\n",
-                hstream.source, T);
-    if (online) {
+    // On the CPU a tap keeps each trained layer's x, lse, q and k of the window
+    // on the host. On the GPU the step runs inside the pass on the device
+    // arrays (train_gpu.h): online training taps the backbone (bf16 by
+    // default); a shard run's held-out recall online taps the upload that
+    // also rebuilds the shards' q/k (fp32 by default).
+    if (online && !tc->use_cuda) teacher_tap_init(&tap, c, tc->layers, L, T, 1);
+    if (held_online && !tc->use_cuda) teacher_tap_init(&htap, c, tc->layers, L, T, 1);
+    if ((online || held_online) &&
+        backbone_open(&bb, &m, tc->use_cuda, tc->use_cuda ? train_backbone_prec(tc) : TRAIN_PREC_FP32, st))
+        goto done;
+    if (held_online && writer)
+        fprintf(stderr, "spindle train: held-out recall on window 0 of %s (%d tokens; %s)\n", hstream.source, T,
+                tc->use_cuda ? "one tapped forward per measurement" : "one forward, kept");
+    if (online && writer) {
         fprintf(stderr, "spindle train: online: %zu window(s) of %d tokens from %s (%zu tokens); the backbone (%s) "
                         "runs once per step, tapped at %d layer(s), stopping after layer %d\n",
                 stream.n_win, T, stream.source, stream.n_ids, backbone_describe(&bb), L, tc->layers[L - 1]);
@@ -746,9 +791,22 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
 
     // A fresh run checkpoints its initialisation as step 0: the untrained
     // indexer can be exported and evaluated as the floor.
-    if (rs.step == 0 && run_state_save(tc->run_dir, &rs, tc->keep_ckpts + 1, st)) goto done;
+    if (writer && rs.step == 0 && run_state_save(tc->run_dir, &rs, tc->keep_ckpts + 1, st)) goto done;
 #ifdef SPINDLE_HAVE_CUDA
-    if (tc->use_cuda && gpu_open(&gpu, &m, &rs, decay, T, online ? bb.gpu : NULL, st)) goto done;
+    if (tc->use_cuda) {
+        if (gpu_open(&gpu, &m, tc, &rs, decay, T, bb.gpu, reads_shards, st)) goto done;
+        if (tc->dist && tc->dist->nccl) gpu.ix.dist = tc->dist;  // an NCCL build all-reduces even for one rank
+        if (writer)
+            fprintf(stderr, "spindle train: GPU: backbone weights %.2f GB (%s), %d indexer(s) of %lld parameters "
+                            "with their AdamW moments in fp32\n",
+                    (gpu.on.f ? fwd_cuda_weight_bytes(gpu.on.f) : 0) / 1e9 +
+                        (gpu.own_f ? fwd_cuda_weight_bytes(gpu.f) : 0) / 1e9,
+                    gpu.on.f ? fwd_cuda_describe(gpu.on.f) : fwd_cuda_describe(gpu.f), L, (long long)np);
+        if (writer && gpu.ix.dist)
+            fprintf(stderr, "spindle train: data parallel: %d rank(s) over NCCL, %d sequence(s) per step (rank r: the "
+                            "one at cursor + r); gradients all-reduced: %lld bytes per rank per step (%d layer(s) x "
+                            "%lld fp32)\n", world, world, (long long)(4 * np * L), L, (long long)np);
+    }
 #endif
     Progress pr;
     progress_start(&pr, "train", "step", tc->steps);
@@ -766,16 +824,30 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
         const AdamW opt = {lr, tc->beta1, tc->beta2, tc->eps, tc->weight_decay};
         const int nq = sample_queries(queries, T, tc->min_pos, tc->query_frac, &rs.rng);
         double kl[TRAIN_MAX_LAYERS], gn[TRAIN_MAX_LAYERS], kl_mean = 0;
-        for (int i = 0; i < L; i++) {
-            const float *xl, *ll, *ql, *kq;
-            if (source_layer(&src, rs.cursor, i, tc->layers[i], &xl, &ll, &ql, &kq, st)) goto done;
 #ifdef SPINDLE_HAVE_CUDA
-            if (gpu.f) {
+        if (tc->use_cuda) gpu_indexers_set_queries(&gpu.ix, queries, nq);
+        if (tc->use_cuda && online) {  // every trained layer's step inside one pass of the backbone
+            gpu_online_train(&gpu.on, stream.starts[(rs.cursor + rank) % (int64_t)stream.n_win], T, nq, &opt, step,
+                             tc->clip);
+            for (int i = 0; i < L; i++) {
+                kl[i] = gpu.on.kl[i], gn[i] = gpu.on.gn[i];
+                if (!isfinite(kl[i])) {
+                    status_fail(st, "step %ld, layer %d: the loss is not finite (%g); lower --lr", step, tc->layers[i],
+                                kl[i]);
+                    goto done;
+                }
+            }
+        }
+#endif
+        for (int i = 0; i < L && !(tc->use_cuda && online); i++) {
+            const float *xl, *ll, *ql, *kq;
+            if (source_layer(&src, rs.cursor + rank, i, tc->layers[i], &xl, &ll, &ql, &kq, st)) goto done;
+#ifdef SPINDLE_HAVE_CUDA
+            if (tc->use_cuda) {
                 gpu_load_layer(&gpu, &m, tc->layers[i], xl, ll, T);
-                if (i == 0) cuda_to_device(gpu.queries, queries, sizeof(int32_t) * (size_t)nq);
-                cuda_memset(gpu.grads, 0, sizeof(float) * (size_t)np);
-                kl[i] = indexer_kl_loss_cuda(gpu.grads, &tc->icfg, gpu.params[i], gpu.x, gpu.tq, gpu.tk, gpu.lse, T,
-                                             Hq, Hkv, dh, scale, gpu.queries, nq, tc->bf16_teacher);
+                const GpuTeacher te = {Hq, Hkv, dh, scale, tc->bf16_teacher};
+                kl[i] = gpu_layer_step(&gpu.ix, i, gpu.x, gpu.tq, gpu.tk, gpu.lse, T, &te, nq, &opt, step, tc->clip,
+                                       &gn[i], NULL);
             } else
 #endif
             {
@@ -791,28 +863,24 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
                 status_fail(st, "step %ld, layer %d: the loss is not finite (%g); lower --lr", step, tc->layers[i], kl[i]);
                 goto done;
             }
-#ifdef SPINDLE_HAVE_CUDA
-            if (gpu.f) {
-                gn[i] = grad_clip_cuda(gpu.grads, (size_t)np, tc->clip);
-                adamw_step_cuda(opt.lr, opt.beta1, opt.beta2, opt.eps, opt.weight_decay, step, gpu.params[i],
-                                gpu.grads, gpu.m[i], gpu.v[i], (size_t)np, gpu.decay);
-            } else
-#endif
-            {
+            if (!tc->use_cuda) {
                 gn[i] = grad_clip(grads, (size_t)np, tc->clip);
                 adamw_step(&opt, step, rs.params[i], grads, rs.m[i], rs.v[i], (size_t)np, decay);
             }
+        }
+        for (int i = 0; i < L; i++) {
             kl_mean += kl[i] / L;
             kl_tail[i][steps_here % KL_TAIL] = kl[i];
         }
-        rs.cursor++;
+        rs.cursor += world;
         rs.step = step;
-        rs.tokens += T;
-        const double tps = (double)T / (omp_get_wtime() - t0);
+        rs.tokens += (int64_t)T * world;
+        const double tps = (double)T * world / (omp_get_wtime() - t0);
 
         // Held-out recall@k of every layer's indexer.
         double rec[TRAIN_MAX_LAYERS];
-        const int do_eval = (held.n || held_online) && tc->eval_every > 0 && (step % tc->eval_every == 0 || step == tc->steps);
+        const int do_eval = writer && (held.n || held_online) && tc->eval_every > 0 &&
+                            (step % tc->eval_every == 0 || step == tc->steps);
         if (do_eval) {
             // Evenly spaced queries from min_pos to T−1 (fixed, so curves compare).
             int ne = 0;
@@ -820,15 +888,21 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
                 int t = tc->min_pos + (int)((int64_t)(T - 1 - tc->min_pos) * e / (tc->eval_queries > 1 ? tc->eval_queries - 1 : 1));
                 if (t >= 0 && t < T && (ne == 0 || t > queries[ne - 1])) queries[ne++] = t;
             }
-            for (int i = 0; i < L; i++) {
+#ifdef SPINDLE_HAVE_CUDA
+            if (tc->use_cuda) gpu_indexers_set_queries(&gpu.ix, queries, ne);
+            if (tc->use_cuda && held_online) {  // one tapped pass over the held-out window
+                gpu_online_recall(&gpu.on, hstream.starts[0], T, ne, tc->recall_k);
+                memcpy(rec, gpu.on.rec, sizeof(double) * (size_t)L);
+            }
+#endif
+            for (int i = 0; i < L && !(tc->use_cuda && held_online); i++) {
                 const float *xl, *ll, *ql, *kq;
                 if (source_layer(&hsrc, 0, i, tc->layers[i], &xl, &ll, &ql, &kq, st)) goto done;
 #ifdef SPINDLE_HAVE_CUDA
-                if (gpu.f) {
+                if (tc->use_cuda) {
                     gpu_load_layer(&gpu, &m, tc->layers[i], xl, ll, T);
-                    if (i == 0) cuda_to_device(gpu.queries, queries, sizeof(int32_t) * (size_t)ne);
-                    rec[i] = indexer_mass_recall_cuda(NULL, &tc->icfg, gpu.params[i], gpu.x, gpu.tq, gpu.tk, gpu.lse,
-                                                      T, Hq, Hkv, dh, scale, gpu.queries, ne, tc->recall_k);
+                    rec[i] = indexer_mass_recall_cuda(NULL, &tc->icfg, gpu.ix.params[i], gpu.x, gpu.tq, gpu.tk,
+                                                      gpu.lse, T, Hq, Hkv, dh, scale, gpu.ix.queries, ne, tc->recall_k);
                     continue;
                 }
 #endif
@@ -840,9 +914,17 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
                                                  queries, ne, tc->recall_k);
             }
         }
+        char mem_note[96] = "", mem_json[96] = "";
+#ifdef SPINDLE_HAVE_CUDA
+        if (tc->use_cuda) {
+            gpu_mem_note(mem_note, sizeof mem_note);
+            snprintf(mem_json, sizeof mem_json, ",\"gpu_mem_peak_bytes\":%zu,\"gpu_mem_used_bytes\":%zu", cuda_mem_peak(),
+                     cuda_mem_device_used());
+        }
+#endif
         for (int i = 0; i < L; i++) {
-            fprintf(log, "{\"step\":%ld,\"layer\":%d,\"kl\":%.6g,\"lr\":%.6g,\"grad_norm\":%.6g,\"tokens_per_s\":%.1f,\"queries\":%d",
-                    step, tc->layers[i], kl[i], lr, gn[i], tps, nq);
+            fprintf(log, "{\"step\":%ld,\"layer\":%d,\"kl\":%.6g,\"lr\":%.6g,\"grad_norm\":%.6g,\"tokens_per_s\":%.1f,\"queries\":%d%s",
+                    step, tc->layers[i], kl[i], lr, gn[i], tps, nq, mem_json);
             if (do_eval) fprintf(log, ",\"recall_at_k\":%.6g,\"k\":%d", rec[i], tc->recall_k);
             fprintf(log, "}\n");
             fprintf(csv, "%ld,%d,%.6g,%.6g,%.6g,%.1f,", step, tc->layers[i], kl[i], lr, gn[i], tps);
@@ -850,9 +932,9 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
             fprintf(csv, "\n");
         }
         fflush(log), fflush(csv);
-        if (step % tc->ckpt_every == 0 || step == tc->steps) {
+        if (writer && (step % tc->ckpt_every == 0 || step == tc->steps)) {
 #ifdef SPINDLE_HAVE_CUDA
-            if (gpu.f) gpu_download(&gpu, &rs);
+            if (tc->use_cuda) gpu_indexers_download(&gpu.ix, &rs);
 #endif
             if (run_state_save(tc->run_dir, &rs, tc->keep_ckpts, st)) goto done;
             run_state_path(last_ckpt, sizeof last_ckpt, tc->run_dir, rs.step);
@@ -862,33 +944,41 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
             have_rec = 1;
         }
         steps_here++;
-        progress_update(&pr, step, "loss %.4f, lr %.3g, %.0f tokens/s", kl_mean, lr, tps);
+        if (writer) progress_update(&pr, step, "loss %.4f, lr %.3g, %.0f tokens/s%s", kl_mean, lr, tps, mem_note);
         if (tc->stop_after && steps_here >= tc->stop_after) break;
     }
     // The summary: where the run stands, each layer's final KL and held-out
     // recall, the checkpoint to export.
-    if (steps_here == 0)
-        fprintf(stderr, "spindle train: %s: already complete at step %lld (a larger --steps extends it)\n",
-                tc->run_dir, (long long)rs.step);
-    else
-        fprintf(stderr, "spindle train: %s: %s at step %lld/%ld (%ld steps in %.1f s)\n", tc->run_dir,
-                rs.step == tc->steps ? "done" : "stopped", (long long)rs.step, tc->steps, steps_here,
-                progress_elapsed(&pr));
-    const int tail = steps_here < KL_TAIL ? (int)steps_here : KL_TAIL;
-    for (int i = 0; i < L && steps_here > 0; i++) {
-        double kl_sum = 0;
-        for (int j = 0; j < tail; j++) kl_sum += kl_tail[i][j];
-        char recs[96];
-        if (have_rec) snprintf(recs, sizeof recs, "held-out recall@%d %.4f", tc->recall_k, last_rec[i]);
-        else snprintf(recs, sizeof recs, "held-out recall: %s", held.n || held_online ? "not measured in this run" : "no --heldout");
-        fprintf(stderr, "spindle train: layer %d: final KL %.4f (mean of the last %d steps), %s\n", tc->layers[i],
-                kl_sum / tail, tail, recs);
+    // (rank 0 only: the ranks hold the same parameters)
+    if (writer) {
+        if (steps_here == 0)
+            fprintf(stderr, "spindle train: %s: already complete at step %lld (a larger --steps extends it)\n",
+                    tc->run_dir, (long long)rs.step);
+        else
+            fprintf(stderr, "spindle train: %s: %s at step %lld/%ld (%ld steps in %.1f s)\n", tc->run_dir,
+                    rs.step == tc->steps ? "done" : "stopped", (long long)rs.step, tc->steps, steps_here,
+                    progress_elapsed(&pr));
+        const int tail = steps_here < KL_TAIL ? (int)steps_here : KL_TAIL;
+        for (int i = 0; i < L && steps_here > 0; i++) {
+            double kl_sum = 0;
+            for (int j = 0; j < tail; j++) kl_sum += kl_tail[i][j];
+            char recs[96];
+            if (have_rec) snprintf(recs, sizeof recs, "held-out recall@%d %.4f", tc->recall_k, last_rec[i]);
+            else snprintf(recs, sizeof recs, "held-out recall: %s", held.n || held_online ? "not measured in this run" : "no --heldout");
+            fprintf(stderr, "spindle train: layer %d: final KL %.4f (mean of the last %d steps), %s\n", tc->layers[i],
+                    kl_sum / tail, tail, recs);
+        }
+        if (!last_ckpt[0]) {
+            int64_t newest;
+            if (run_state_latest(tc->run_dir, &newest, st) == 0) run_state_path(last_ckpt, sizeof last_ckpt, tc->run_dir, newest);
+        }
+        if (last_ckpt[0]) fprintf(stderr, "spindle train: checkpoint %s\n", last_ckpt);
+#ifdef SPINDLE_HAVE_CUDA
+        if (tc->use_cuda && steps_here > 0)
+            fprintf(stderr, "spindle train: GPU memory: peak %.2f GB of spindle's allocations, %.2f GB in use on the device\n",
+                    cuda_mem_peak() / 1e9, cuda_mem_device_used() / 1e9);
+#endif
     }
-    if (!last_ckpt[0]) {
-        int64_t newest;
-        if (run_state_latest(tc->run_dir, &newest, st) == 0) run_state_path(last_ckpt, sizeof last_ckpt, tc->run_dir, newest);
-    }
-    if (last_ckpt[0]) fprintf(stderr, "spindle train: checkpoint %s\n", last_ckpt);
     rc = 0;
 done:
 #ifdef SPINDLE_HAVE_CUDA

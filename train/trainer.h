@@ -1,8 +1,8 @@
 // trainer.h: `spindle train` — distil each chosen layer's head-averaged
 // attention mass into its indexer (docs/design.md, "Loss"), from teacher
 // shards or online: the frozen backbone runs over each step's sequence and a
-// tap hands the step the trained layers' x and lse (and, on the CPU, the
-// teacher q and k) from that pass.
+// tap hands the step the trained layers' x, lse and teacher q and k from that
+// pass (on the GPU, the pass's own device arrays: the step runs in the tap).
 #pragma once
 #include <stdint.h>
 
@@ -10,6 +10,14 @@
 #include "status.h"
 
 enum { TRAIN_MAX_LAYERS = 256, TRAIN_MAX_TEXT = 16 };
+enum { TRAIN_PREC_FP32 = 0, TRAIN_PREC_MIXED = 1, TRAIN_PREC_BF16 = 2 };
+// "fp32" | "mixed" | "bf16" -> 0 | 1 | 2; -1 for anything else.
+int train_prec_parse(const char *s);
+const char *train_prec_name(int p);
+struct TrainConfig;
+// tc->backbone_prec, or when -1 the mode's default: bf16 online (the pass is
+// the teacher), fp32 from shards (the q/k rebuild of the CPU twin).
+int train_backbone_prec(const struct TrainConfig *tc);
 
 // A token stream by its paths, read and windowed as `spindle teacher` does
 // (teacher_stream_load): text files/folders, or one ids file; neither: none.
@@ -20,7 +28,7 @@ typedef struct {
     char store[TRAIN_MAX_TEXT][4096];  // the paths read from a run's config.json
 } TrainStream;
 
-typedef struct {
+typedef struct TrainConfig {
     const char *model_dir, *shards_dir, *run_dir;  // paths (train_config_load points them into path_store)
     // Online mode (shards_dir NULL): the token stream `spindle teacher` reads
     // (text files/folders tokenized and concatenated, or an ids file), cut into
@@ -43,9 +51,22 @@ typedef struct {
     int min_pos;
     int eval_every, recall_k, eval_queries;  // held-out recall@k every N steps, on this many queries
     int ckpt_every, keep_ckpts;
-    int use_cuda;       // the step on GPU 0 (fp32; "device" in the run's config)
+    // The step on GPU 0 ("device" in the run's config): fp32 loss, gradients and
+    // AdamW; online, inside the pass of the backbone uploaded once in bf16
+    // (train_gpu.h); from shards, q/k rebuilt from x by an fp32 upload.
+    int use_cuda;
+    // With use_cuda: the precision of the backbone's upload ("backbone_precision"
+    // in the run's config; the values of model/forward_cuda.h's FwdPrecision).
+    // Online its pass gives the teacher; from shards it rebuilds q/k from x.
+    // -1: the mode's default (train_backbone_prec).
+    int backbone_prec;
     int bf16_teacher;   // with use_cuda: the teacher's P on bf16 tensor cores ("teacher_precision")
     long stop_after;    // testing aid: exit (as if killed) after this many steps of this process (0: off)
+    // Data parallel (train/dist.h; NULL: one process). With world N each step
+    // trains on N sequences, rank r on the one at cursor + r, the gradients
+    // averaged over the ranks before the clip; rank 0 alone writes the run
+    // folder. GPU only.
+    const struct Dist *dist;
     char path_store[3][4096];  // model, shards, held-out paths read from a run's config.json
 } TrainConfig;
 

@@ -138,6 +138,12 @@ extern "C" size_t cuda_mem_live(void) { return g_live; }
 extern "C" size_t cuda_mem_peak(void) { return g_peak; }
 extern "C" void cuda_mem_peak_reset(void) { g_peak = g_live; }
 
+extern "C" size_t cuda_mem_device_used(void) {
+    size_t free_b = 0, total_b = 0;
+    CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    return total_b - free_b;
+}
+
 // Median milliseconds of reps calls of fn(ctx) after warmup calls, each timed
 // with a pair of CUDA events on the default stream; all[reps] (may be NULL)
 // gets every sample in call order.
