@@ -150,3 +150,16 @@ set_tests_properties(deltanet_cuda_emulated PROPERTIES SKIP_RETURN_CODE 77
 add_executable(test_hybrid_supports tests/test_hybrid_supports.c)
 target_link_libraries(test_hybrid_supports PRIVATE spindle_data)
 add_test(NAME hybrid_supports COMMAND test_hybrid_supports ${GOLDENS}/llama_f32_default ${GOLDENS}/qwen3_qknorm)
+
+# Greedy decoding with the KV cache (forward_generate) against a full recompute:
+# dense-only, sliding-window + soft-capped, RoPE-scaled goldens and SmolLM2-135M;
+# a Gated DeltaNet hybrid is refused.
+add_executable(test_decode tests/test_decode.c)
+target_link_libraries(test_decode PRIVATE spindle_data)
+add_test(NAME decode_llama COMMAND test_decode ${GOLDENS}/llama_f32_default ${GOLDENS}/llama_f32_default/ids.txt 24 20)
+add_test(NAME decode_gemma3_sliding COMMAND test_decode ${GOLDENS}/gemma3_hd256_w16_softcap
+         ${GOLDENS}/gemma3_hd256_w16_softcap/ids.txt 40 30)
+add_test(NAME decode_qwen2_yarn COMMAND test_decode ${GOLDENS}/qwen2_bf16_yarn ${GOLDENS}/qwen2_bf16_yarn/ids.txt 50 20)
+add_test(NAME decode_smollm2 COMMAND test_decode ${CMAKE_SOURCE_DIR}/models/smollm2 ${GOLDENS}/smollm2/ids.txt 160 12)
+set_tests_properties(decode_smollm2 PROPERTIES SKIP_RETURN_CODE 77)
+add_test(NAME decode_refuses_deltanet COMMAND test_decode --refuses ${GOLDENS}/qwen3_5_types_f32)
