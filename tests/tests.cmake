@@ -163,3 +163,11 @@ add_test(NAME decode_qwen2_yarn COMMAND test_decode ${GOLDENS}/qwen2_bf16_yarn $
 add_test(NAME decode_smollm2 COMMAND test_decode ${CMAKE_SOURCE_DIR}/models/smollm2 ${GOLDENS}/smollm2/ids.txt 160 12)
 set_tests_properties(decode_smollm2 PROPERTIES SKIP_RETURN_CODE 77)
 add_test(NAME decode_refuses_deltanet COMMAND test_decode --refuses ${GOLDENS}/qwen3_5_types_f32)
+
+# RULER scoring and the tasks-file reader; spindle eval --tasks-file on SmolLM2-135M.
+add_executable(test_ruler tests/test_ruler.c)
+target_link_libraries(test_ruler PRIVATE spindle_eval)
+add_test(NAME ruler COMMAND test_ruler ${TEST_TMP})
+add_test(NAME ruler_cli COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_ruler_cli.sh $<TARGET_FILE:spindle>
+         ${CMAKE_SOURCE_DIR}/models/smollm2 ${TEST_TMP}/ruler_cli)
+set_tests_properties(ruler_cli PROPERTIES SKIP_RETURN_CODE 77)
