@@ -614,7 +614,12 @@ static int eval_tasks(int argc, char **argv) {
         status_fail(&st, "%s: cannot compute SHA-256 (libcrypto)", tasks_path);
         goto done;
     }
-    if (ruler_load(tasks_path, m.cfg.vocab, m.cfg.max_pos, &tasks, &n_loaded, &st)) goto done;
+    // YaRN configs as Qwen documents them keep max_position_embeddings at the
+    // original length: the scaled context is factor × original.
+    int max_ctx = m.cfg.max_pos;
+    if (m.cfg.rope.type == ROPE_YARN && m.cfg.rope.factor * m.cfg.rope.original_max_pos > max_ctx)
+        max_ctx = (int)(m.cfg.rope.factor * m.cfg.rope.original_max_pos);
+    if (ruler_load(tasks_path, m.cfg.vocab, max_ctx, &tasks, &n_loaded, &st)) goto done;
     n_tasks = n_max && n_max < n_loaded ? n_max : n_loaded;
     if (ix_dir && load_indexer(&set, ix_dir, &m, flags[0].value, &st)) goto done;
     const RulerOpts o = {ks, bsels, n_k, n_k ? n_b : 0, ix_dir ? &set : NULL, tok, 1};
@@ -622,7 +627,15 @@ static int eval_tasks(int argc, char **argv) {
     char date[32];
     const time_t now = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
-    const RulerProvenance prov = {flags[0].value, fp, tasks_path, sum, ix_dir, ks, bsels, n_k, n_k ? n_b : 0,
+    char rope[256];
+    const RopeConfig *rp = &m.cfg.rope;
+    if (rp->type == ROPE_YARN || rp->type == ROPE_LLAMA3)
+        snprintf(rope, sizeof rope, "%s (factor %g, original %g, theta %g)", config_rope_name(rp->type), rp->factor,
+                 rp->original_max_pos, rp->theta);
+    else if (rp->type == ROPE_LINEAR)
+        snprintf(rope, sizeof rope, "linear (factor %g, theta %g)", rp->factor, rp->theta);
+    else snprintf(rope, sizeof rope, "default (theta %g)", rp->theta);
+    const RulerProvenance prov = {flags[0].value, fp, rope, tasks_path, sum, ix_dir, ks, bsels, n_k, n_k ? n_b : 0,
                                   cmdline, spindle_version(), date};
     if (ruler_write(res, n_res, tasks, n_tasks, preds, &prov, json, md, preds_path, &st)) goto done;
     for (int i = 0; i < n_res; i++)

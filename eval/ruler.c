@@ -341,6 +341,7 @@ static cJSON *provenance(const RulerTask *t, int n, const RulerProvenance *p) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "model", p->model);
     cJSON_AddStringToObject(o, "model_fingerprint", p->model_fingerprint);
+    cJSON_AddStringToObject(o, "rope", p->rope);
     cJSON_AddStringToObject(o, "tasks_file", p->tasks_file);
     cJSON_AddStringToObject(o, "tasks_sha256", p->tasks_sha256);
     distinct(o, "generator", t, n, gen_of);
@@ -397,8 +398,11 @@ int ruler_write(const RulerResult *r, int n, const RulerTask *tasks, int n_tasks
             len += (size_t)snprintf(b + len, cap - len, "| %s | %d | %d | %d | %s | %d | %.1f | %.1f | %.2f | %.1f |\n",
                                     ruler_mode_name(r[i].mode), r[i].k, r[i].bsel, r[i].ctx, r[i].task, r[i].n,
                                     r[i].score, r[i].ci95, r[i].seconds, r[i].new_tokens);
-        len += (size_t)snprintf(b + len, cap - len, "\nTasks: %s (sha256 %s), generator %s; %s\n", p->tasks_file,
-                                p->tasks_sha256, tasks[0].generator, p->command);
+        len += (size_t)snprintf(b + len, cap - len,
+                                "\nModel %s, RoPE %s. Tasks: %s (sha256 %s), generator %s, seed %d, template %s. "
+                                "Greedy answers, dense decoding after each row's prefill (CPU, fp32).\n\n`%s`\n",
+                                p->model, p->rope, p->tasks_file, p->tasks_sha256, tasks[0].generator, tasks[0].seed,
+                                tasks[0].tmpl, p->command);
         rc = atomic_write_file(md, b, len, st);
         free(b);
         if (rc) return -1;

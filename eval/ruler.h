@@ -83,6 +83,7 @@ int ruler_run(const Model *m, const RulerTask *tasks, int n_tasks, const RulerOp
 // Where RULER results came from, recorded in every row.
 typedef struct {
     const char *model, *model_fingerprint;
+    const char *rope;        // the full-attention layers' RoPE, e.g. "yarn (factor 4, original 32768)"
     const char *tasks_file, *tasks_sha256;
     const char *indexer;     // or NULL
     const int *ks, *bsels;

@@ -53,6 +53,7 @@ ALL_TASKS = ["niah_single_1", "niah_single_2", "niah_single_3", "niah_multikey_1
 METRIC = {"niah": "string_match_all", "variable_tracking": "string_match_all",
           "common_words_extraction": "string_match_all", "freq_words_extraction": "string_match_all",
           "qa": "string_match_part"}  # RULER's eval/synthetic/constants.py TASKS
+QA_MIN_LENGTH = 2048  # measured with SmolLM2's tokenizer: 1024 never completes, 2048 does
 SPLITTER = "regex: split after [.!?] (+ optional closing quote/bracket) before whitespace (replaces nltk sent_tokenize)"
 
 
@@ -189,6 +190,10 @@ def main():
     for t in tasks:
         if t not in table:
             ap.error(f"unknown task {t} (synthetic.yaml has {', '.join(table)})")
+        # qa.py's sampling loop never goes below 10 documents and retries forever when they do not fit.
+        if table[t]["task"] == "qa" and min(lengths) < QA_MIN_LENGTH:
+            ap.error(f"{t}: RULER's qa generator needs --lengths >= {QA_MIN_LENGTH} (below, its sampling loop "
+                     f"retries forever: 10 documents + question do not fit)")
     model_tpl, tpl_name = chat_template(model_dir, not a.no_chat_template)
     tok = AutoTokenizer.from_pretrained(model_dir)
     stops = stop_ids(model_dir, tok)

@@ -160,6 +160,9 @@ add_test(NAME decode_llama COMMAND test_decode ${GOLDENS}/llama_f32_default ${GO
 add_test(NAME decode_gemma3_sliding COMMAND test_decode ${GOLDENS}/gemma3_hd256_w16_softcap
          ${GOLDENS}/gemma3_hd256_w16_softcap/ids.txt 40 30)
 add_test(NAME decode_qwen2_yarn COMMAND test_decode ${GOLDENS}/qwen2_bf16_yarn ${GOLDENS}/qwen2_bf16_yarn/ids.txt 50 20)
+# Decoding past original_max_position_embeddings (64) under YaRN, Qwen2.5's documented config form.
+add_test(NAME decode_qwen2_yarn_qwen_doc COMMAND test_decode ${GOLDENS}/qwen2_yarn_qwen_doc
+         ${GOLDENS}/qwen2_yarn_qwen_doc/ids.txt 100 90)
 add_test(NAME decode_smollm2 COMMAND test_decode ${CMAKE_SOURCE_DIR}/models/smollm2 ${GOLDENS}/smollm2/ids.txt 160 12)
 set_tests_properties(decode_smollm2 PROPERTIES SKIP_RETURN_CODE 77)
 add_test(NAME decode_refuses_deltanet COMMAND test_decode --refuses ${GOLDENS}/qwen3_5_types_f32)
