@@ -15,6 +15,9 @@ runs unchanged, in this process, with the arguments RULER's data/prepare.py woul
   * the prompt template is the model's own chat template (tokenizer_config.json's chat_template, one user
     turn with the task's template, then the generation prompt) followed by the task's answer prefix, as
     prepare.py appends it after its own model templates; --no-chat-template uses RULER's 'base' template.
+    The generators get the task template and answer prefix with a marker between them and a length budget
+    reduced by the chat text's tokens; the chat text goes in afterwards, at the marker and in front (they
+    rewrite the template text they get: niah.py's 'are' -> 'is' would otherwise reach the system prompt).
 
 Token counts (and the ids written) come from the model's tokenizer through transformers.AutoTokenizer, which
 is what RULER's 'hf' tokenizer type uses. Every line of the output carries the package version, the seed,
@@ -110,10 +113,17 @@ def prepare_site(whl_dir):
     return os.path.join(site, "long_context_eval")
 
 
+# Stands where the chat template's end of the user turn goes, between the task template and the answer prefix,
+# while a generator runs: the generators rewrite the template text they are given (niah.py turns 'are' into 'is'
+# for single needles; vt.py cuts the template around its task text for the few-shot example), so the chat text
+# itself is added only afterwards. A word of its own, so vt.py's cut drops it from the few-shot example.
+MARK = " @@SPINDLE_ANSWER_PREFIX@@"
+
+
 def chat_template(model_dir, use_chat):
-    """RULER's template prefix/suffix around {task_template}, braces of the chat text escaped for str.format."""
+    """The chat text before and after the user turn's content ("", "" with use_chat false: RULER's 'base')."""
     if not use_chat:
-        return "{task_template}", "base"
+        return "", "", "base"
     from transformers import AutoTokenizer
     tok = AutoTokenizer.from_pretrained(model_dir)
     if not tok.chat_template:
@@ -121,9 +131,7 @@ def chat_template(model_dir, use_chat):
     mark = "\x00TASK\x00"
     text = tok.apply_chat_template([{"role": "user", "content": mark}], tokenize=False, add_generation_prompt=True)
     pre, post = text.split(mark)
-    esc = lambda s: s.replace("{", "{{").replace("}", "}}")
-    return esc(pre) + "{task_template}" + esc(post), "chat_template of " + os.path.join(model_dir,
-                                                                                            "tokenizer_config.json")
+    return pre, post, "chat_template of " + os.path.join(model_dir, "tokenizer_config.json")
 
 
 def stop_ids(model_dir, tok):
@@ -194,22 +202,34 @@ def main():
         if table[t]["task"] == "qa" and min(lengths) < QA_MIN_LENGTH:
             ap.error(f"{t}: RULER's qa generator needs --lengths >= {QA_MIN_LENGTH} (below, its sampling loop "
                      f"retries forever: 10 documents + question do not fit)")
-    model_tpl, tpl_name = chat_template(model_dir, not a.no_chat_template)
+    chat_pre, chat_post, tpl_name = chat_template(model_dir, not a.no_chat_template)
     tok = AutoTokenizer.from_pretrained(model_dir)
     stops = stop_ids(model_dir, tok)
+    # The generators budget their haystacks without the chat text: they get that much less room.
+    n_chat = len(tok(chat_pre + chat_post, add_special_tokens=False)["input_ids"]) if chat_pre + chat_post else 0
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for L in lengths:
             for t in tasks:
                 cfg = dict(table[t])
                 cfg.update(base[cfg["task"]])
-                template = model_tpl.format(task_template=cfg["template"]) + cfg.get("answer_prefix", "")
+                template = cfg["template"] + (MARK if chat_pre + chat_post else "") + cfg.get("answer_prefix", "")
                 out_dir = os.path.join(tmp, f"{L}")
-                for r in run_generator(lce, t, cfg, model_dir, L, a.n, a.seed, template, out_dir):
-                    ids = tok(r["input"], add_special_tokens=False)["input_ids"]
+                for r in run_generator(lce, t, cfg, model_dir, L - n_chat, a.n, a.seed, template, out_dir):
+                    text = r["input"]
+                    if chat_pre + chat_post:
+                        if text.count(MARK) != 1:
+                            sys.exit(f"ruler-tasks: {t}: the generator's prompt lost its answer-prefix marker")
+                        user, prefix = text.split(MARK)
+                        text = chat_pre + user + chat_post + prefix
+                    ids = tok(text, add_special_tokens=False)["input_ids"]
+                    if len(ids) + cfg["tokens_to_generate"] > L:
+                        print(f"ruler-tasks: note: {t} #{r['index']}: {len(ids)} prompt tokens + "
+                              f"{cfg['tokens_to_generate']} exceed {L}", file=sys.stderr)
                     rows.append(dict(task=t, family=cfg["task"], metric=METRIC[cfg["task"]], ctx=L,
-                                     index=r["index"], input=r["input"], input_ids=ids, outputs=r["outputs"],
-                                     length=r["length"], max_new_tokens=cfg["tokens_to_generate"], stop_ids=stops,
+                                     index=r["index"], input=text, input_ids=ids, outputs=r["outputs"],
+                                     length=len(ids) + cfg["tokens_to_generate"],
+                                     max_new_tokens=cfg["tokens_to_generate"], stop_ids=stops,
                                      seed=a.seed, generator=f"{PACKAGE} {VERSION}", sentence_splitter=SPLITTER,
                                      template=tpl_name))
                 print(f"ruler-tasks: {t} at {L}: {a.n} instances, prompt {len(rows[-1]['input_ids'])} tokens",
