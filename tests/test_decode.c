@@ -8,9 +8,10 @@
 //      of a full oracle forward over the prefix and differ from dense's (the
 //      prefill is the sparse pass); with k ≥ P + N the tokens are dense's; a
 //      stop token ends the answer right after it;
-//   3. a model with linear-attention layers is refused with a message.
-// Usage: test_decode MODEL_DIR IDS_FILE P N [TOL]      (cases 1, 2)
-//        test_decode --refuses MODEL_DIR                (case 3)
+//   3. a random indexer's prefill: the first token's logits are its forward's;
+//   4. a model with linear-attention layers is refused with a message.
+// Usage: test_decode MODEL_DIR IDS_FILE P N [TOL]      (cases 1–3)
+//        test_decode --refuses MODEL_DIR                (case 4)
 // Exits 77 when MODEL_DIR is absent (a real model not fetched here).
 #include <math.h>
 #include <stdio.h>
@@ -21,6 +22,7 @@
 #include "expect.h"
 #include "forward.h"
 #include "ids.h"
+#include "indexer.h"
 #include "model.h"
 #include "ops.h"
 
@@ -115,6 +117,42 @@ static void check_oracle(const Model *m, const int32_t *ids, int P, int N, doubl
     free(gen), free(glog), free(ref), free(dense), free(gen2), free(gen3);
 }
 
+// A random indexer at every full-attention layer: its prefill is the pass that
+// decoding continues from (first logits = the indexer forward's last row).
+static void check_indexer(const Model *m, const int32_t *ids, int P, double tol) {
+    const int V = m->cfg.vocab, L = m->cfg.n_layers;
+    IndexerSet set = {.cfg = {.variant = INDEXER_COLLAPSED, .d_model = m->cfg.hidden, .d_index = 16, .d_rope = 8,
+                              .n_heads = 1, .key_norm = INDEXER_NORM_RMS, .norm_eps = 1e-6f, .rope_theta = 1e4f},
+                      .n_model_layers = L};
+    set.params = calloc((size_t)L, sizeof *set.params);
+    const int64_t np = indexer_n_params(&set.cfg);
+    for (int l = 0; l < L; l++) {
+        if (m->cfg.layer_kinds[l] != LAYER_FULL_ATTENTION) continue;
+        set.params[l] = malloc(sizeof(float) * (size_t)np);
+        indexer_init(&set.cfg, set.params[l], 7 + (uint64_t)l);
+    }
+    const Sparsity sp = {.topk = P / 4 > 1 ? P / 4 : 1, .bsel = 1};
+    const ForwardOpts o = {.sparse = &sp, .indexer = &set};
+    int32_t gen[2];
+    float *glog = malloc(sizeof(float) * 2 * (size_t)V);
+    Status st;
+    EXPECT(forward_generate(m, ids, P, &o, 2, NULL, 0, gen, glog, &st) == 2, "indexer: generate failed");
+    float *ref = full_logits(m, ids, P, &o), *dense = full_logits(m, ids, P, NULL);
+    double worst = 0.0, from_dense = 0.0;
+    const float *r = ref + (size_t)(P - 1) * V, *d = dense + (size_t)(P - 1) * V;
+    for (int j = 0; j < V; j++) {
+        worst = fmax(worst, fabs((double)r[j] - glog[j]));
+        from_dense = fmax(from_dense, fabs((double)d[j] - glog[j]));
+    }
+    const float scale = max_abs(r, (size_t)V);
+    printf("indexer k %d: first token's logits vs the indexer forward %.3g, vs dense %.3g\n", sp.topk, worst,
+           from_dense);
+    EXPECT(worst <= tol * fmax(1.0, scale), "indexer: first logits differ from the indexer forward by %.3g", worst);
+    EXPECT(from_dense > 10 * tol * fmax(1.0, scale), "indexer: first logits equal dense's: prefill not sparse");
+    for (int l = 0; l < L; l++) free(set.params[l]);
+    free(set.params), free(glog), free(ref), free(dense);
+}
+
 int main(int argc, char **argv) {
     blas_ensure_core(argv);  // the BLAS kernels and OpenMP wait policy of the spindle binary
     Status st;
@@ -158,6 +196,7 @@ int main(int argc, char **argv) {
     if (!failures) {
         check_dense(&m, ids, P, N, tol);
         check_oracle(&m, ids, P, N, tol);
+        check_indexer(&m, ids, P, tol);
     }
     free(ids);
     model_free(&m);
