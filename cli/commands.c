@@ -689,6 +689,7 @@ int cmd_eval(int argc, char **argv) {
         {"--indexer-scores", 1, "with --device cuda and --indexer: how the indexer scores keys, fp32, tf32 or bf16 (default: the precision's: fp32 in fp32 and mixed; in bf16, tf32 per query and fused bf16 block sums block-shared)", NULL},
         {"--recent", 1, "hybrid supports: each query also keeps its W most recent keys, comma-separated W >= 0 (default 0; CPU only)", NULL},
         {"--sinks", 1, "hybrid supports: each query also keeps the first S keys, comma-separated S >= 0 (default 0; CPU only)", NULL},
+        {"--tasks-file", 1, "RULER tasks (scripts/ruler-tasks.py) instead of text: greedy answers scored by string match; its own flags: spindle eval --tasks-file F --help", NULL},
     };
     const int nf = N_FLAGS(flags);
     char *cmdline = command_line(argc, argv);  // before parsing rewrites --flag=value entries
