@@ -18,6 +18,8 @@ runs unchanged, in this process, with the arguments RULER's data/prepare.py woul
     The generators get the task template and answer prefix with a marker between them and a length budget
     reduced by the chat text's tokens; the chat text goes in afterwards, at the marker and in front (they
     rewrite the template text they get: niah.py's 'are' -> 'is' would otherwise reach the system prompt).
+    cwe.py formats the template twice (an in-context example, then the task): the example stays in the
+    user turn, so the chat text appears once (RULER's own model templates would appear twice).
 
 Token counts (and the ids written) come from the model's tokenizer through transformers.AutoTokenizer, which
 is what RULER's 'hf' tokenizer type uses. Every line of the output carries the package version, the seed,
@@ -218,10 +220,12 @@ def main():
                 for r in run_generator(lce, t, cfg, model_dir, L - n_chat, a.n, a.seed, template, out_dir):
                     text = r["input"]
                     if chat_pre + chat_post:
-                        if text.count(MARK) != 1:
+                        # cwe.py formats the whole template twice (its in-context example, then the task): the
+                        # example, with its answer prefix and answer, stays inside the user turn.
+                        if MARK not in text:
                             sys.exit(f"ruler-tasks: {t}: the generator's prompt lost its answer-prefix marker")
-                        user, prefix = text.split(MARK)
-                        text = chat_pre + user + chat_post + prefix
+                        user, prefix = text.rsplit(MARK, 1)
+                        text = chat_pre + user.replace(MARK, "") + chat_post + prefix
                     ids = tok(text, add_special_tokens=False)["input_ids"]
                     if len(ids) + cfg["tokens_to_generate"] > L:
                         print(f"ruler-tasks: note: {t} #{r['index']}: {len(ids)} prompt tokens + "
