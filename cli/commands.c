@@ -27,6 +27,7 @@
 #include "model.h"
 #include "npy.h"
 #include "rope.h"
+#include "ruler.h"
 #include "tokenizer.h"
 #ifdef SPINDLE_HAVE_CUDA
 #include "cuda_device.h"
@@ -523,7 +524,149 @@ static int same_file(const char *a, const char *b) {
     return !stat(a, &sa) && !stat(b, &sb) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
+// spindle eval --tasks-file: RULER tasks (scripts/ruler-tasks.py) answered by
+// greedy decoding after each configuration's prefill (eval/ruler.h).
+static int eval_tasks(int argc, char **argv) {
+    Flag flags[] = {
+        {"--model", 1, "model folder", NULL},
+        {"--tasks-file", 1, "RULER tasks as JSON lines (scripts/ruler-tasks.py)", NULL},
+        {"--k", 1, "keys kept per support, comma-separated (default: dense rows only)", NULL},
+        {"--bsel", 1, "queries sharing one support, comma-separated (with --k; default 1)", NULL},
+        {"--indexer", 1, "trained indexer folder (spindle export): adds indexer rows at every (k, b_sel)", NULL},
+        {"--json", 1, "results as JSON (one object per configuration and task, with its provenance)", NULL},
+        {"--md", 1, "results as a Markdown table (default: the --json path with .md)", NULL},
+        {"--predictions", 1, "each greedy answer as JSON lines (configuration, task, pred, outputs, score)", NULL},
+        {"--n-tasks", 1, "score only the first N tasks of the file", NULL},
+        {"--threads", 1, "OpenMP threads (default: all cores)", NULL},
+        {"--device", 1, "cpu (the default and, for decoding, the only one)", NULL},
+    };
+    const int nf = N_FLAGS(flags);
+    char *cmdline = command_line(argc, argv);
+    int rc = cli_parse(argc, argv, flags, nf, "eval", (const char *const[]){"--model", "--tasks-file", "--json", NULL});
+    if (rc) {
+        free(cmdline);
+        return rc;
+    }
+    rc = 2;
+    int ks[64], bsels[64] = {1}, n_k = 0, n_b = 1, n_max = 0;
+    const char *v, *dev = args_get(flags, nf, "--device");
+    if (dev && strcmp(dev, "cpu")) {
+        fprintf(stderr, "spindle eval: --tasks-file decodes greedily on the CPU twin only (the CUDA twin has no KV "
+                        "cache yet: it needs the kv_store / kv_attend ops of model/layer.h); give --device cpu\n");
+        goto usage;
+    }
+    if (cli_threads("eval", args_get(flags, nf, "--threads")) ||
+        ((v = args_get(flags, nf, "--k")) && cli_list("eval", "--k", v, 1, ks, &n_k)) ||
+        ((v = args_get(flags, nf, "--bsel")) && cli_list("eval", "--bsel", v, 1, bsels, &n_b)) ||
+        ((v = args_get(flags, nf, "--n-tasks")) && cli_positive("eval", "--n-tasks", v, &n_max)))
+        goto usage;
+    if (args_get(flags, nf, "--bsel") && !n_k) {
+        fprintf(stderr, "spindle eval: --bsel needs --k\n");
+        goto usage;
+    }
+    if (args_get(flags, nf, "--indexer") && !n_k) {
+        fprintf(stderr, "spindle eval: --indexer needs --k (the indexer rows' supports)\n");
+        goto usage;
+    }
+    const char *json = args_get(flags, nf, "--json"), *tasks_path = args_get(flags, nf, "--tasks-file");
+    const char *preds_path = args_get(flags, nf, "--predictions");
+    char md[4096];
+    const char *dot = strrchr(json, '.');
+    const int stem = dot && !strchr(dot, '/') ? (int)(dot - json) : (int)strlen(json);
+    if (args_get(flags, nf, "--md")) snprintf(md, sizeof md, "%s", args_get(flags, nf, "--md"));
+    else snprintf(md, sizeof md, "%.*s.md", stem, json);
+    {
+        const char *outs[3] = {json, md, preds_path}, *names[3] = {"--json", "--md", "--predictions"};
+        for (int a = 0; a < 3; a++) {
+            if (outs[a] && same_file(outs[a], tasks_path)) {
+                fprintf(stderr, "spindle eval: %s %s is the --tasks-file input\n", names[a], outs[a]);
+                goto usage;
+            }
+            for (int b = a + 1; b < 3; b++)
+                if (outs[a] && outs[b] && same_file(outs[a], outs[b])) {
+                    fprintf(stderr, "spindle eval: %s and %s would both write %s; give them different paths\n",
+                            names[a], names[b], outs[a]);
+                    goto usage;
+                }
+        }
+    }
+    Status st;
+    Model m;
+    memset(&m, 0, sizeof m);
+    RulerTask *tasks = NULL;
+    RulerResult *res = NULL;
+    char **preds = NULL, fp[65], sum[65], *data = NULL;
+    Tokenizer *tok = NULL;
+    IndexerSet set = {0};
+    int n_tasks = 0, n_loaded = 0, n_res = 0, loaded = 0;
+    size_t len = 0;
+    const char *ix_dir = args_get(flags, nf, "--indexer");
+    const int n_cfg = 1 + n_k * (n_k ? n_b : 0) * (ix_dir ? 2 : 1);
+    rc = 1;
+    if (model_load(&m, flags[0].value, &st)) goto done;
+    loaded = 1;
+    if (model_fingerprint(flags[0].value, &m.st, fp, &st)) goto done;
+    char tok_path[4096];
+    snprintf(tok_path, sizeof tok_path, "%s/tokenizer.json", flags[0].value);
+    if (tok_load_model(&tok, tok_path, m.cfg.vocab, &st)) goto done;
+    if (file_read_all(tasks_path, &data, &len, &st)) goto done;
+    if (sha256_hex(data, len, sum)) {
+        status_fail(&st, "%s: cannot compute SHA-256 (libcrypto)", tasks_path);
+        goto done;
+    }
+    // YaRN configs as Qwen documents them keep max_position_embeddings at the
+    // original length: the scaled context is factor × original.
+    int max_ctx = m.cfg.max_pos;
+    if (m.cfg.rope.type == ROPE_YARN && m.cfg.rope.factor * m.cfg.rope.original_max_pos > max_ctx)
+        max_ctx = (int)(m.cfg.rope.factor * m.cfg.rope.original_max_pos);
+    if (ruler_load(tasks_path, m.cfg.vocab, max_ctx, &tasks, &n_loaded, &st)) goto done;
+    n_tasks = n_max && n_max < n_loaded ? n_max : n_loaded;
+    if (ix_dir && load_indexer(&set, ix_dir, &m, flags[0].value, &st)) goto done;
+    const RulerOpts o = {ks, bsels, n_k, n_k ? n_b : 0, ix_dir ? &set : NULL, tok, 1};
+    if (ruler_run(&m, tasks, n_tasks, &o, &res, &n_res, &preds, &st)) goto done;
+    char date[32];
+    const time_t now = time(NULL);
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
+    char rope[256];
+    const RopeConfig *rp = &m.cfg.rope;
+    if (rp->type == ROPE_YARN || rp->type == ROPE_LLAMA3)
+        snprintf(rope, sizeof rope, "%s (factor %g, original %g, theta %g)", config_rope_name(rp->type), rp->factor,
+                 rp->original_max_pos, rp->theta);
+    else if (rp->type == ROPE_LINEAR)
+        snprintf(rope, sizeof rope, "linear (factor %g, theta %g)", rp->factor, rp->theta);
+    else snprintf(rope, sizeof rope, "default (theta %g)", rp->theta);
+    const RulerProvenance prov = {flags[0].value, fp, rope, tasks_path, sum, ix_dir, ks, bsels, n_k, n_k ? n_b : 0,
+                                  cmdline, spindle_version(), date};
+    if (ruler_write(res, n_res, tasks, n_tasks, preds, &prov, json, md, preds_path, &st)) goto done;
+    for (int i = 0; i < n_res; i++)
+        if (!strcmp(res[i].task, "average"))
+            fprintf(stderr, "spindle eval: %s k %d bsel %d at %d: RULER average %.1f ± %.1f over %d instances\n",
+                    ruler_mode_name(res[i].mode), res[i].k, res[i].bsel, res[i].ctx, res[i].score, res[i].ci95,
+                    res[i].n);
+    fprintf(stderr, "spindle eval: %d task instances, %d rows -> %s, %s\n", n_tasks, n_res, json, md);
+    rc = 0;
+done:
+    if (rc) cli_fail("eval", &st);
+    if (preds) {
+        for (size_t i = 0; i < (size_t)n_cfg * n_tasks; i++) free(preds[i]);
+        free(preds);
+    }
+    free(res);
+    ruler_free(tasks, n_loaded);
+    indexer_set_free(&set);
+    tok_free(tok);
+    free(data);
+    if (loaded) model_free(&m);
+    free(cmdline);
+    return rc;
+usage:
+    free(cmdline);
+    return rc;
+}
+
 int cmd_eval(int argc, char **argv) {
+    for (int i = 1; i < argc; i++)
+        if (!strcmp(argv[i], "--tasks-file") || !strncmp(argv[i], "--tasks-file=", 13)) return eval_tasks(argc, argv);
     Flag flags[] = {
         {"--model", 1, "model folder", NULL},
         {"--text", 2, "held-out text file(s) or folder(s), tokenized and concatenated (or --ids)", NULL},
@@ -546,6 +689,7 @@ int cmd_eval(int argc, char **argv) {
         {"--indexer-scores", 1, "with --device cuda and --indexer: how the indexer scores keys, fp32, tf32 or bf16 (default: the precision's: fp32 in fp32 and mixed; in bf16, tf32 per query and fused bf16 block sums block-shared)", NULL},
         {"--recent", 1, "hybrid supports: each query also keeps its W most recent keys, comma-separated W >= 0 (default 0; CPU only)", NULL},
         {"--sinks", 1, "hybrid supports: each query also keeps the first S keys, comma-separated S >= 0 (default 0; CPU only)", NULL},
+        {"--tasks-file", 1, "RULER tasks (scripts/ruler-tasks.py) instead of text: greedy answers scored by string match; its own flags: spindle eval --tasks-file F --help", NULL},
     };
     const int nf = N_FLAGS(flags);
     char *cmdline = command_line(argc, argv);  // before parsing rewrites --flag=value entries

@@ -46,6 +46,14 @@ void softcap_forward_cpu(float *x, int64_t n, float cap);
 void attention_forward_cpu(float *out, float *lse, const float *q, const float *k, const float *v,
                            int T, int Hq, int Hkv, int dh, float scale, int window);
 
+// Attention of n new queries at positions p0..p0+n−1 over a decoding cache:
+// k_cache/v_cache [p0+n, Hkv·dh] hold every position up to the last query (the
+// new rows included), q and out [n, Hq·dh]. Query p0+i sees keys j ≤ p0+i
+// (window W > 0: p0+i − W < j ≤ p0+i), as attention_forward_cpu over the whole
+// sequence would.
+void attention_cached_cpu(float *out, const float *q, const float *k_cache, const float *v_cache, int p0, int n,
+                          int Hq, int Hkv, int dh, float scale, int window);
+
 // Gated DeltaNet (linear attention) ops, kernels/cpu/deltanet_cpu.c; HF transformers'
 // modeling_qwen3_next.py is the reference.
 //

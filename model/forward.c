@@ -47,6 +47,8 @@ typedef struct {
                                                   // routed output [T, H], shared-expert gate [T]
     int *moe_idx;                // top-k experts [T, k]
     float *cos_t[2], *sin_t[2];  // RoPE tables of full (0) and sliding (1) layers
+    int own_tables;              // 0: the tables are rows of a decoding cache's
+    int pos0;                    // the pass's first position (a decoding cache's len, else 0)
     int *sel, *n_sel;            // indexer supports [rows, topk] and their sizes
     SparseStats stats;           // the pass's recall / support sums (o->stats or none)
 } CpuPass;
@@ -100,7 +102,14 @@ static void *cpu_begin(void *twin, const int32_t *ids, int T, const ForwardOpts 
     }
     if (o->tap && !o->sparse) p->lse = xmalloc(sizeof(float) * TT * c->n_heads);
     const size_t half = (size_t)(rope_rot_dims(c) / 2);
+    p->own_tables = !o->kv;
+    p->pos0 = o->kv ? o->kv->len : 0;
     for (int kind = 0; kind < (c->sliding_window ? 2 : 1); kind++) {  // sliding tables only where layers slide
+        if (o->kv) {  // positions pos0.. of the cache's tables
+            p->cos_t[kind] = o->kv->cos_t[kind] + (size_t)p->pos0 * half;
+            p->sin_t[kind] = o->kv->sin_t[kind] + (size_t)p->pos0 * half;
+            continue;
+        }
         p->cos_t[kind] = xmalloc(sizeof(float) * (TT * half + 1));
         p->sin_t[kind] = xmalloc(sizeof(float) * (TT * half + 1));
         rope_tables_kind(c, kind ? LAYER_SLIDING_ATTENTION : LAYER_FULL_ATTENTION, T, p->cos_t[kind],
@@ -154,6 +163,20 @@ static void cpu_attend(void *tw, int l, const AttendPlan *a) {
     } else {
         attention_forward_cpu(p->att, a->lse ? p->lse : NULL, p->q, p->k, p->v, T, Hq, Hkv, dh, s, a->window);
     }
+}
+
+static void cpu_kv_store(void *tw, int l, KvCache *kv) {
+    CpuPass *p = tw;
+    const size_t row = (size_t)kv->nkv, at = (size_t)kv->len * row, n = (size_t)p->T * row;
+    memcpy(kv->k[l] + at, p->k, sizeof(float) * n);
+    memcpy(kv->v[l] + at, p->v, sizeof(float) * n);
+}
+
+static void cpu_kv_attend(void *tw, int l, const AttendPlan *a, const KvCache *kv) {
+    CpuPass *p = tw;
+    const ModelConfig *c = &p->m->cfg;
+    attention_cached_cpu(p->att, p->q, kv->k[l], kv->v[l], kv->len, p->T, c->n_heads, c->n_kv_heads, c->head_dim,
+                         (float)c->attn_scale, a->window);
 }
 
 static void cpu_tap(void *tw, int l, const ForwardTap *tap) {
@@ -255,7 +278,7 @@ static void cpu_finish(void *tw, int stopped, const ForwardOpts *o) {
     free(p->lin_x), free(p->lin_c), free(p->lin_q), free(p->lin_k), free(p->lin_v), free(p->lin_z), free(p->lin_a);
     free(p->lin_b), free(p->lin_o);
     free(p->moe_logits), free(p->moe_wt), free(p->moe_y), free(p->moe_sg), free(p->moe_idx);
-    for (int kind = 0; kind < 2; kind++) free(p->cos_t[kind]), free(p->sin_t[kind]);
+    for (int kind = 0; kind < 2 && p->own_tables; kind++) free(p->cos_t[kind]), free(p->sin_t[kind]);
     free(p->sel), free(p->n_sel);
     free(p);
 }
@@ -270,6 +293,8 @@ static const LayerOps cpu_ops = {
     .linear_attn = cpu_linear_attn,
     .mlp = cpu_mlp,
     .moe = cpu_moe,
+    .kv_store = cpu_kv_store,
+    .kv_attend = cpu_kv_attend,
     .sync = NULL,
     .finish = cpu_finish,
 };
@@ -283,4 +308,83 @@ void forward_lm_head(const Model *m, const float *hidden, int rows, float *logit
     matmul_forward_cpu(logits, hidden, m->lm_head, NULL, rows, m->cfg.hidden, m->cfg.vocab);
     if (m->cfg.final_softcap > 0)
         softcap_forward_cpu(logits, (int64_t)rows * m->cfg.vocab, (float)m->cfg.final_softcap);
+}
+
+int kvcache_new(KvCache **out, const Model *m, int max_len, Status *st) {
+    const ModelConfig *c = &m->cfg;
+    *out = NULL;
+    for (int l = 0; l < c->n_layers; l++)
+        if (c->layer_kinds[l] == LAYER_LINEAR_ATTENTION)
+            return status_fail(st, "greedy decoding: layer %d is a linear-attention (Gated DeltaNet) layer, whose "
+                                   "recurrent state the decoding cache does not carry; hybrid DeltaNet models "
+                                   "cannot be decoded yet", l);
+    SPINDLE_CHECK(max_len > 0);
+    KvCache *kv = xcalloc(1, sizeof *kv);
+    kv->max_len = max_len;
+    kv->n_layers = c->n_layers;
+    kv->nkv = c->n_kv_heads * c->head_dim;
+    kv->k = xcalloc((size_t)c->n_layers, sizeof *kv->k);
+    kv->v = xcalloc((size_t)c->n_layers, sizeof *kv->v);
+    for (int l = 0; l < c->n_layers; l++) {
+        kv->k[l] = xmalloc(sizeof(float) * (size_t)max_len * kv->nkv);
+        kv->v[l] = xmalloc(sizeof(float) * (size_t)max_len * kv->nkv);
+    }
+    const size_t half = (size_t)(rope_rot_dims(c) / 2);
+    for (int kind = 0; kind < (c->sliding_window ? 2 : 1); kind++) {
+        kv->cos_t[kind] = xmalloc(sizeof(float) * ((size_t)max_len * half + 1));
+        kv->sin_t[kind] = xmalloc(sizeof(float) * ((size_t)max_len * half + 1));
+        rope_tables_kind(c, kind ? LAYER_SLIDING_ATTENTION : LAYER_FULL_ATTENTION, max_len, kv->cos_t[kind],
+                         kv->sin_t[kind]);
+    }
+    *out = kv;
+    return 0;
+}
+
+void kvcache_free(KvCache *kv) {
+    if (!kv) return;
+    for (int l = 0; l < kv->n_layers; l++) free(kv->k[l]), free(kv->v[l]);
+    free(kv->k), free(kv->v);
+    for (int kind = 0; kind < 2; kind++) free(kv->cos_t[kind]), free(kv->sin_t[kind]);
+    free(kv);
+}
+
+// The lowest id of the largest logit.
+static int32_t argmax_row(const float *x, int n) {
+    int32_t best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
+int forward_generate(const Model *m, const int32_t *ids, int T, const ForwardOpts *o, int max_new,
+                     const int32_t *stop, int n_stop, int32_t *out, float *logits, Status *st) {
+    const ModelConfig *c = &m->cfg;
+    const int H = c->hidden, V = c->vocab;
+    if (max_new <= 0 || T <= 0) return 0;
+    KvCache *kv;
+    if (kvcache_new(&kv, m, T + max_new, st)) return -1;
+    ForwardOpts pre = o ? *o : (ForwardOpts){0};
+    pre.kv = kv;
+    pre.tap = NULL;
+    pre.stop_after_tap = 0;
+    float *hidden = xmalloc(sizeof(float) * (size_t)T * H);
+    float *row = xmalloc(sizeof(float) * (size_t)V);
+    forward_hidden(m, ids, T, hidden, &pre);
+    const ForwardOpts step = {.kv = kv, .prof = NULL};
+    int n = 0;
+    const float *last = hidden + (size_t)(T - 1) * H;
+    for (;;) {
+        forward_lm_head(m, last, 1, row);
+        if (logits) memcpy(logits + (size_t)n * V, row, sizeof(float) * (size_t)V);
+        const int32_t next = argmax_row(row, V);
+        out[n++] = next;
+        int stopped = 0;
+        for (int i = 0; i < n_stop; i++) stopped |= next == stop[i];
+        if (stopped || n == max_new) break;
+        forward_hidden(m, &next, 1, hidden, &step);  // one dense cached step; hidden's first row
+        last = hidden;
+    }
+    free(hidden), free(row);
+    kvcache_free(kv);
+    return n;
 }

@@ -3,6 +3,7 @@
 #include <stdint.h>
 
 #include "model.h"
+#include "status.h"
 
 // Seconds spent per part of the last forward (for `--profile` and docs).
 // attention: the attend op of full / sliding layers; linear: the whole mixer of
@@ -67,6 +68,24 @@ typedef enum {
     FWD_IX_SCORES_BF16 = 3,  // 1 + IX_SCORES_BF16
 } FwdIndexerScores;
 
+// A decoding cache (ForwardOpts.kv): each attention layer's k and v, exactly as
+// its attention used them (after bias, q/k norm and RoPE), for positions
+// 0..len−1, and the RoPE tables of both layer kinds for max_len positions.
+// Sliding-window layers keep every position too (their attention reads only
+// the window). Linear-attention (Gated DeltaNet) layers have no cache here:
+// kvcache_new refuses such models.
+typedef struct KvCache {
+    int max_len, len;
+    int n_layers, nkv;           // nkv = Hkv·dh, a row of k or v
+    float **k, **v;              // [n_layers] → [max_len, nkv]
+    float *cos_t[2], *sin_t[2];  // [max_len, rot/2]: full (0) and sliding (1) layers' tables
+} KvCache;
+
+// A cache for up to max_len positions of m. Returns 0, or -1 with st saying why
+// (a model with linear-attention layers). Caller frees with kvcache_free.
+int kvcache_new(KvCache **out, const Model *m, int max_len, Status *st);
+void kvcache_free(KvCache *kv);
+
 typedef struct {
     const Sparsity *sparse;  // NULL: dense attention everywhere
     // With sparse: trained indexers choose the supports of the layers they
@@ -83,6 +102,14 @@ typedef struct {
     // How the GPU scores an indexer's keys: 0 the precision's default, else
     // 1 + an IndexerScores value (kernels/indexer_cuda.h). The CPU twin scores in fp32.
     int indexer_scores;
+    // A decoding cache (NULL: none): the pass covers positions kv->len ..
+    // kv->len + T − 1, appends their k and v and advances kv->len by T.
+    // kv->len = 0 is a prefill, attending as the options say (dense, oracle or
+    // indexer supports); kv->len > 0 is a decoding step: dense attention over
+    // the cache at every layer, whatever sparse says (the sparse prefill is
+    // what is measured; decoding is dense). No tap, no stop_after_tap with kv.
+    // The CPU twin only: a twin without the cache ops refuses the pass.
+    KvCache *kv;
 } ForwardOpts;
 
 // Runs the backbone over ids[0..T) and writes the final normed hidden states
@@ -99,3 +126,13 @@ void forward_layer_qk(const Model *m, int layer, const float *xn, int T, const f
 // logits[rows, vocab] = hidden[rows, hidden_size] · lm_headᵀ, then soft-capped
 // (cap·tanh(logits/cap)) when cfg.final_softcap > 0.
 void forward_lm_head(const Model *m, const float *hidden, int rows, float *logits);
+
+// Greedy decoding on the CPU twin: prefill of ids[0..T) under o (its sparse /
+// indexer settings; o may be NULL: dense), then up to max_new tokens, each the
+// argmax of the last logits (ties: the lowest id), fed back through a dense
+// cached step. Stops after emitting a token of stop[0..n_stop). out[max_new]
+// gets the tokens (the stop token included); logits (NULL or [max_new, vocab])
+// the logits each token was picked from. Returns the count, or -1 with st
+// saying why (a model kvcache_new refuses).
+int forward_generate(const Model *m, const int32_t *ids, int T, const ForwardOpts *o, int max_new,
+                     const int32_t *stop, int n_stop, int32_t *out, float *logits, Status *st);

@@ -2,6 +2,8 @@
 #include "layer.h"
 
 #include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "indexer.h"
@@ -15,6 +17,7 @@ static AttendPlan plan_layer(const ModelConfig *c, int l, int T, const ForwardOp
         p.window = c->sliding_window;
         return p;
     }
+    if (o->kv && o->kv->len > 0) return p;  // a decoding step: dense over the cache
     const Sparsity *sp = o->sparse;
     const IndexerSet *ix = sp ? o->indexer : NULL;
     const float *ip = ix && l < ix->n_model_layers ? ix->params[l] : NULL;
@@ -51,6 +54,13 @@ void layer_loop(const LayerOps *ops, void *twin, const ModelConfig *c, const int
     static const ForwardOpts none = {0};
     if (!o) o = &none;
     if (T <= 0) return;
+    KvCache *kv = o->kv;
+    if (kv && (!ops->kv_store || !ops->kv_attend)) {
+        fprintf(stderr, "spindle: this forward has no decoding cache (greedy decoding runs on the CPU twin)\n");
+        abort();
+    }
+    if (kv) SPINDLE_CHECK(!o->tap && !o->stop_after_tap && kv->len + T <= kv->max_len);
+    const int decoding = kv && kv->len > 0;
     ForwardProfile *prof = o->prof;
     if (prof) memset(prof, 0, sizeof *prof);
     double t0 = omp_get_wtime();
@@ -71,8 +81,10 @@ void layer_loop(const LayerOps *ops, void *twin, const ModelConfig *c, const int
             const int tap = o->tap && full;  // the tap sees the layers the method acts on
             ops->attn_in(tw, l, p.mode == ATTEND_INDEXER || tap);
             ops->qkv(tw, l);
+            if (kv) ops->kv_store(tw, l, kv);
             if (prof) prof->gemm += lap(ops, &t0);
-            ops->attend(tw, l, &p);
+            if (decoding) ops->kv_attend(tw, l, &p, kv);
+            else ops->attend(tw, l, &p);
             if (prof) prof->attention += lap(ops, &t0);
             if (tap) {
                 ops->tap(tw, l, o->tap);
@@ -89,7 +101,8 @@ void layer_loop(const LayerOps *ops, void *twin, const ModelConfig *c, const int
         if (prof) prof->gemm += lap(ops, &t0);
     }
     ops->finish(tw, stopped, o);
-    SparseStats *st = o->sparse ? o->stats : NULL;
+    if (kv) kv->len += T;
+    SparseStats *st = o->sparse && !decoding ? o->stats : NULL;
     for (int t = 0; st && n_dense_full && t < T; t++) {
         if (st->recall) st->recall[t] += (float)n_dense_full;
         if (st->support) st->support[t] += (float)n_dense_full * (float)(t + 1);

@@ -65,6 +65,13 @@ typedef struct {
     void (*mlp)(void *tw, int l);
     // x += routed experts(xn) + sigmoid(xn·w_sgᵀ) · shared expert(xn), xn = RMSNorm(x)·mlp_norm.
     void (*moe)(void *tw, int l);
+    // Decoding cache (ForwardOpts.kv; NULL in a twin without one, which then
+    // refuses a pass with kv). kv_store: appends layer l's k and v of this
+    // pass at rows kv->len.. of its cache. kv_attend: the pass's queries attend
+    // densely over the cache's rows 0..kv->len + T − 1 (p->window for sliding
+    // layers).
+    void (*kv_store)(void *tw, int l, KvCache *kv);
+    void (*kv_attend)(void *tw, int l, const AttendPlan *p, const KvCache *kv);
     // Waits until the twin's queued work is done (profiling; NULL: nothing to wait for).
     void (*sync)(void);
     // stopped = 0: final norm, then the pass's output (hidden states, or the

@@ -156,6 +156,25 @@ CASES = [
                   "config style: transformers-5 rope_parameters (with layer_types)", "rms_norm_eps 1e-5"],
     ),
     dict(
+        # Qwen2.5's documented long-context form (as Qwen2.5-Coder-1.5B-Instruct for 64K/128K): the 4.x config with
+        # "rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768} added and
+        # max_position_embeddings left at the original length; here 32768 -> 64 so that T = 200 runs past it.
+        name="qwen2_yarn_qwen_doc", family="qwen2", dtype="F32", T=200, seed=1018,
+        config=dict(vocab_size=192, hidden_size=64, intermediate_size=160, num_hidden_layers=2,
+                    num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-6,
+                    max_position_embeddings=64, tie_word_embeddings=False,
+                    use_sliding_window=False, sliding_window=64, max_window_layers=2,
+                    rope_parameters={"rope_type": "yarn", "rope_theta": 1000000.0, "factor": 4.0,
+                                     "original_max_position_embeddings": 64}),
+        legacy=dict(scaling_type_key="type", sliding_window=64),
+        features=["qwen2", "F32", "q/k/v biases", "GQA 4q/2kv (G=2)", "head_dim 16", "RoPE yarn as Qwen2.5 documents "
+                  "it: rope_scaling {\"type\": \"yarn\", \"factor\": 4.0, \"original_max_position_embeddings\": 64} "
+                  "(beta_fast/beta_slow defaults 32/1, truncate default true, attention_factor 0.1*ln(4)+1), "
+                  "theta 1e6", "max_position_embeddings 64 = original; T=200 > 64 (3.1x)",
+                  "config style: LEGACY rope_theta + rope_scaling with the old 'type' key, torch_dtype, no layer_types",
+                  "rms_norm_eps 1e-6"],
+    ),
+    dict(
         name="qwen3_qknorm", family="qwen3", dtype="F32", T=60, seed=1007,
         config=dict(vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
                     num_attention_heads=4, num_key_value_heads=2, head_dim=32, rms_norm_eps=1e-6,

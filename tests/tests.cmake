@@ -167,3 +167,27 @@ set_tests_properties(deltanet_cuda_emulated PROPERTIES SKIP_RETURN_CODE 77
 add_executable(test_hybrid_supports tests/test_hybrid_supports.c)
 target_link_libraries(test_hybrid_supports PRIVATE spindle_data)
 add_test(NAME hybrid_supports COMMAND test_hybrid_supports ${GOLDENS}/llama_f32_default ${GOLDENS}/qwen3_qknorm)
+
+# Greedy decoding with the KV cache (forward_generate) against a full recompute:
+# dense-only, sliding-window + soft-capped, RoPE-scaled goldens and SmolLM2-135M;
+# a Gated DeltaNet hybrid is refused.
+add_executable(test_decode tests/test_decode.c)
+target_link_libraries(test_decode PRIVATE spindle_data)
+add_test(NAME decode_llama COMMAND test_decode ${GOLDENS}/llama_f32_default ${GOLDENS}/llama_f32_default/ids.txt 24 20)
+add_test(NAME decode_gemma3_sliding COMMAND test_decode ${GOLDENS}/gemma3_hd256_w16_softcap
+         ${GOLDENS}/gemma3_hd256_w16_softcap/ids.txt 40 30)
+add_test(NAME decode_qwen2_yarn COMMAND test_decode ${GOLDENS}/qwen2_bf16_yarn ${GOLDENS}/qwen2_bf16_yarn/ids.txt 50 20)
+# Decoding past original_max_position_embeddings (64) under YaRN, Qwen2.5's documented config form.
+add_test(NAME decode_qwen2_yarn_qwen_doc COMMAND test_decode ${GOLDENS}/qwen2_yarn_qwen_doc
+         ${GOLDENS}/qwen2_yarn_qwen_doc/ids.txt 100 90)
+add_test(NAME decode_smollm2 COMMAND test_decode ${CMAKE_SOURCE_DIR}/models/smollm2 ${GOLDENS}/smollm2/ids.txt 160 12)
+set_tests_properties(decode_smollm2 PROPERTIES SKIP_RETURN_CODE 77)
+add_test(NAME decode_refuses_deltanet COMMAND test_decode --refuses ${GOLDENS}/qwen3_5_types_f32)
+
+# RULER scoring and the tasks-file reader; spindle eval --tasks-file on SmolLM2-135M.
+add_executable(test_ruler tests/test_ruler.c)
+target_link_libraries(test_ruler PRIVATE spindle_eval)
+add_test(NAME ruler COMMAND test_ruler ${TEST_TMP})
+add_test(NAME ruler_cli COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_ruler_cli.sh $<TARGET_FILE:spindle>
+         ${CMAKE_SOURCE_DIR}/models/smollm2 ${TEST_TMP}/ruler_cli)
+set_tests_properties(ruler_cli PROPERTIES SKIP_RETURN_CODE 77)

@@ -83,3 +83,41 @@ void attention_forward_cpu(float *out, float *lse, const float *q, const float *
     }
     openblas_set_num_threads(blas_threads);
 }
+
+// Decoding attention over a cache: n new queries at positions p0..p0+n−1, keys
+// and values of positions 0..p0+n−1 in the cache (the new ones already
+// appended). Plain loops with a two-pass softmax per (query, head): n is small
+// (1 per generated token), the cost is the O(p0·dh) read of the cache.
+void attention_cached_cpu(float *out, const float *q, const float *k_cache, const float *v_cache, int p0, int n,
+                          int Hq, int Hkv, int dh, float scale, int window) {
+    const int G = Hq / Hkv;
+    const int64_t nq = (int64_t)Hq * dh, nkv = (int64_t)Hkv * dh;
+    const int L = p0 + n;
+    float *S = xmalloc(sizeof(float) * (size_t)L * n * Hq);
+#pragma omp parallel for collapse(2) schedule(static)
+    for (int i = 0; i < n; i++) {
+        for (int h = 0; h < Hq; h++) {
+            const int t = p0 + i, kh = h / G;
+            const int lo = window > 0 && t - window + 1 > 0 ? t - window + 1 : 0;  // keys lo..t are visible
+            const float *qv = q + i * nq + (int64_t)h * dh;
+            float *s = S + ((int64_t)i * Hq + h) * L;
+            float mx = -INFINITY;
+            for (int j = lo; j <= t; j++) {  // s_j = scale · q·k_j
+                const float *kv = k_cache + j * nkv + (int64_t)kh * dh;
+                float dot = 0.0f;
+                for (int d = 0; d < dh; d++) dot += qv[d] * kv[d];
+                s[j] = scale * dot;
+                mx = s[j] > mx ? s[j] : mx;
+            }
+            float sum = 0.0f;
+            for (int j = lo; j <= t; j++) sum += (s[j] = fast_expf(s[j] - mx));
+            float *o = out + i * nq + (int64_t)h * dh;
+            for (int d = 0; d < dh; d++) o[d] = 0.0f;
+            for (int j = lo; j <= t; j++) {  // o = Σ_j softmax_j · v_j
+                const float *vv = v_cache + j * nkv + (int64_t)kh * dh, w = s[j] / sum;
+                for (int d = 0; d < dh; d++) o[d] += w * vv[d];
+            }
+        }
+    }
+    free(S);
+}

@@ -6,8 +6,11 @@
 
 void matmul_forward_cpu(float *out, const float *in, const float *w, const float *bias, int T,
                         int C_in, int C_out) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, C_out, C_in, 1.0f, in, C_in, w, C_in,
-                0.0f, out, C_out);
+    if (T == 1)  // one row (a decoding step): GEMV streams w once, where GEMM would first pack all of it
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, C_out, C_in, 1.0f, w, C_in, in, 1, 0.0f, out, 1);
+    else
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, C_out, C_in, 1.0f, in, C_in, w, C_in,
+                    0.0f, out, C_out);
     if (!bias) return;
 #pragma omp parallel for
     for (int t = 0; t < T; t++)

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# spindle eval --tasks-file on SmolLM2-135M: a tiny tasks file, the greedy
+# answers (--predictions), then the same prompts with references chosen from
+# those answers, so each row's RULER score is known: a reference the answer
+# holds scores 100, one it does not 0, string_match_all half of two. Plus the
+# usage refusals. Exits 77 when the model is absent.
+# Usage: test_ruler_cli.sh SPINDLE MODEL_DIR WORK
+set -u
+spindle=$1 model=$2 work=$3
+[ -d "$model" ] || { echo "skipped: $model is absent"; exit 77; }
+rm -rf "$work" && mkdir -p "$work"
+fails=0 passes=0
+check() { if eval "$2"; then echo "ok: $1"; passes=$((passes + 1)); else echo "FAIL: $1"; fails=$((fails + 1)); fi; }
+
+printf '<|im_start|>user\nRepeat after me: the secret code is 4417.<|im_end|>\n<|im_start|>assistant\n' >"$work/p.txt"
+"$spindle" tokenize --model "$model" --text "$work/p.txt" --out "$work/p.ids" 2>/dev/null
+ids=$(tr -s ' \n,' ',' <"$work/p.ids" | sed 's/^,//; s/,$//')
+line() {  # task metric outputs-json
+    printf '{"task": "%s", "metric": "%s", "ctx": 64, "index": 0, "input_ids": [%s], "outputs": %s, "max_new_tokens": 12, "stop_ids": [2], "seed": 1, "generator": "test", "sentence_splitter": "none", "template": "chat"}\n' "$1" "$2" "$ids" "$3"
+}
+line probe string_match_all '["x"]' >"$work/t1.jsonl"
+"$spindle" eval --model "$model" --tasks-file "$work/t1.jsonl" --json "$work/r1.json" --predictions "$work/p1.jsonl" 2>"$work/e1"
+check "eval --tasks-file runs" "[ $? = 0 ] && [ -s $work/r1.json ] && [ -s $work/r1.md ]"
+pred=$(python3 -c "import json,sys; print(json.loads(open(sys.argv[1]).readline())['pred'])" "$work/p1.jsonl")
+check "the greedy answer is not empty" "[ -n \"\$pred\" ]"
+word=$(python3 -c "import sys; w=sys.argv[1].split(); print(max(w, key=len).upper())" "$pred")
+{
+    line hit string_match_all "[\"$word\"]"
+    line miss string_match_all '["zq-never-said-xk"]'
+    line half string_match_all "[\"$word\", \"zq-never-said-xk\"]"
+    line part string_match_part "[\"zq-never-said-xk\", \"$word\"]"
+} >"$work/t2.jsonl"
+"$spindle" eval --model "$model" --tasks-file "$work/t2.jsonl" --k 8 --bsel 1 --json "$work/r2.json" 2>"$work/e2"
+check "eval with an oracle row runs" "[ $? = 0 ]"
+check "scores: hit 100, miss 0, half 50, part 100, average 62.5 (dense)" "python3 - '$work/r2.json' <<'PY'
+import json, sys
+rows = [r for r in json.load(open(sys.argv[1])) if r['mode'] == 'dense']
+got = {r['task']: r['accuracy'] for r in rows}
+want = {'hit': 100, 'miss': 0, 'half': 50, 'part': 100, 'average': 62.5}
+sys.exit(0 if got == want else print(got) or 1)
+PY"
+check "rows: dense and oracle k 8, each with its provenance" "python3 - '$work/r2.json' <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))
+modes = sorted({(r['mode'], r['k'], r['bsel']) for r in rows})
+p = rows[0]['provenance']
+ok = modes == [('dense', 0, 0), ('oracle', 8, 1)] and p['generator'] == ['test'] and p['seeds'] == [1]
+ok = ok and len(rows) == 10 and all(r['n_seq'] == (4 if r['task'] == 'average' else 1) for r in rows)
+sys.exit(0 if ok else print(modes, p) or 1)
+PY"
+"$spindle" eval --model "$model" --tasks-file "$work/t2.jsonl" --json "$work/r3.json" --device cuda 2>"$work/e3"
+check "--device cuda is refused (exit 2)" "[ $? = 2 ] && grep -q 'CPU twin only' $work/e3"
+"$spindle" eval --model "$model" --tasks-file "$work/t2.jsonl" --json "$work/r3.json" --bsel 4 2>"$work/e4"
+check "--bsel without --k is refused (exit 2)" "[ $? = 2 ]"
+printf '{"task": "x"}\n' >"$work/bad.jsonl"
+"$spindle" eval --model "$model" --tasks-file "$work/bad.jsonl" --json "$work/r5.json" 2>"$work/e5"
+check "a bad tasks file: exit 1, file and line named, no output" "[ $? = 1 ] && grep -q 'bad.jsonl: line 1' $work/e5 && [ ! -e $work/r5.json ]"
+echo "$passes passed, $fails failed"
+[ $fails = 0 ]
