@@ -538,7 +538,8 @@ static int eval_tasks(int argc, char **argv) {
         {"--predictions", 1, "each greedy answer as JSON lines (configuration, task, pred, outputs, score)", NULL},
         {"--n-tasks", 1, "score only the first N tasks of the file", NULL},
         {"--threads", 1, "OpenMP threads (default: all cores)", NULL},
-        {"--device", 1, "cpu (the default and, for decoding, the only one)", NULL},
+        {"--device", 1, "cpu (default) or cuda: the prefill and the cached decoding steps on that twin", NULL},
+        {"--precision", 1, "with --device cuda: fp32 (default), mixed or bf16 (the prefill's precision; decoding steps attend in fp32)", NULL},
     };
     const int nf = N_FLAGS(flags);
     char *cmdline = command_line(argc, argv);
@@ -549,12 +550,14 @@ static int eval_tasks(int argc, char **argv) {
     }
     rc = 2;
     int ks[64], bsels[64] = {1}, n_k = 0, n_b = 1, n_max = 0;
-    const char *v, *dev = args_get(flags, nf, "--device");
-    if (dev && strcmp(dev, "cpu")) {
-        fprintf(stderr, "spindle eval: --tasks-file decodes greedily on the CPU twin only (the CUDA twin has no KV "
-                        "cache yet: it needs the kv_store / kv_attend ops of model/layer.h); give --device cpu\n");
-        goto usage;
+    const char *v;
+    int use_cuda = 0, prec = 0;
+    if ((rc = backbone_flags("eval", args_get(flags, nf, "--device"), args_get(flags, nf, "--precision"), &use_cuda,
+                             &prec))) {
+        free(cmdline);
+        return rc;
     }
+    rc = 2;
     if (cli_threads("eval", args_get(flags, nf, "--threads")) ||
         ((v = args_get(flags, nf, "--k")) && cli_list("eval", "--k", v, 1, ks, &n_k)) ||
         ((v = args_get(flags, nf, "--bsel")) && cli_list("eval", "--bsel", v, 1, bsels, &n_b)) ||
@@ -598,6 +601,7 @@ static int eval_tasks(int argc, char **argv) {
     char **preds = NULL, fp[65], sum[65], *data = NULL;
     Tokenizer *tok = NULL;
     IndexerSet set = {0};
+    Backbone bb = {0};
     int n_tasks = 0, n_loaded = 0, n_res = 0, loaded = 0;
     size_t len = 0;
     const char *ix_dir = args_get(flags, nf, "--indexer");
@@ -623,7 +627,8 @@ static int eval_tasks(int argc, char **argv) {
     n_tasks = n_max && n_max < n_loaded ? n_max : n_loaded;
     if (ix_dir && load_indexer(&set, ix_dir, &m, flags[0].value, &st)) goto done;
     const RulerOpts o = {ks, bsels, n_k, n_k ? n_b : 0, ix_dir ? &set : NULL, tok, 1};
-    if (ruler_run(&m, tasks, n_tasks, &o, &res, &n_res, &preds, &st)) goto done;
+    if (backbone_open(&bb, &m, use_cuda, prec, &st)) goto done;
+    if (ruler_run(&bb, tasks, n_tasks, &o, &res, &n_res, &preds, &st)) goto done;
     char date[32];
     const time_t now = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
@@ -636,7 +641,7 @@ static int eval_tasks(int argc, char **argv) {
         snprintf(rope, sizeof rope, "linear (factor %g, theta %g)", rp->factor, rp->theta);
     else snprintf(rope, sizeof rope, "default (theta %g)", rp->theta);
     const RulerProvenance prov = {flags[0].value, fp, rope, tasks_path, sum, ix_dir, ks, bsels, n_k, n_k ? n_b : 0,
-                                  cmdline, spindle_version(), date};
+                                  backbone_describe(&bb), cmdline, spindle_version(), date};
     if (ruler_write(res, n_res, tasks, n_tasks, preds, &prov, json, md, preds_path, &st)) goto done;
     for (int i = 0; i < n_res; i++)
         if (!strcmp(res[i].task, "average"))
@@ -654,6 +659,7 @@ done:
     free(res);
     ruler_free(tasks, n_loaded);
     indexer_set_free(&set);
+    backbone_close(&bb);
     tok_free(tok);
     free(data);
     if (loaded) model_free(&m);

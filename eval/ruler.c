@@ -212,7 +212,7 @@ static int group_tasks(const RulerTask *t, int n, int *group, int *first) {
     return n_g;
 }
 
-int ruler_run(const Model *m, const RulerTask *tasks, int n_tasks, const RulerOpts *o, RulerResult **out,
+int ruler_run(const Backbone *b, const RulerTask *tasks, int n_tasks, const RulerOpts *o, RulerResult **out,
               int *n_out, char ***preds, Status *st) {
     *out = NULL, *n_out = 0;
     if (preds) *preds = NULL;
@@ -253,7 +253,7 @@ int ruler_run(const Model *m, const RulerTask *tasks, int n_tasks, const RulerOp
         for (int i = 0; i < n_tasks && !rc; i++) {
             const RulerTask *t = &tasks[i];
             const double t0 = omp_get_wtime();
-            const int n_gen = forward_generate(m, t->ids, t->n_ids, &fo, t->max_new, t->stop, t->n_stop, gen, NULL, st);
+            const int n_gen = backbone_generate(b, t->ids, t->n_ids, &fo, t->max_new, t->stop, t->n_stop, gen, NULL, st);
             if (n_gen < 0) {
                 rc = -1;
                 break;
@@ -357,8 +357,8 @@ static cJSON *provenance(const RulerTask *t, int n, const RulerProvenance *p) {
     else cJSON_AddNullToObject(o, "indexer");
     cJSON_AddItemToObject(o, "k_grid", cJSON_CreateIntArray(p->ks, p->n_k));
     cJSON_AddItemToObject(o, "bsel_grid", cJSON_CreateIntArray(p->bsels, p->n_bsel));
-    cJSON_AddStringToObject(o, "decoding", "greedy, dense attention over the KV cache (CPU twin, fp32); prefill as the row's mode");
-    cJSON_AddStringToObject(o, "device", "cpu");
+    cJSON_AddStringToObject(o, "decoding", "greedy, dense attention over the KV cache (fp32); prefill as the row's mode");
+    cJSON_AddStringToObject(o, "device", p->device);
     cJSON_AddStringToObject(o, "command", p->command);
     cJSON_AddStringToObject(o, "version", p->version);
     cJSON_AddStringToObject(o, "date", p->date);

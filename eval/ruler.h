@@ -11,6 +11,7 @@
 #pragma once
 #include <stdint.h>
 
+#include "backbone.h"
 #include "eval.h"
 #include "model.h"
 #include "status.h"
@@ -77,7 +78,7 @@ typedef struct {
 // task. preds (may be NULL) gets each prediction (rows × tasks, configuration
 // major; caller frees each and the array). *out: per configuration, one row per
 // task name in first-seen order then the average (caller frees).
-int ruler_run(const Model *m, const RulerTask *tasks, int n_tasks, const RulerOpts *o, RulerResult **out,
+int ruler_run(const Backbone *b, const RulerTask *tasks, int n_tasks, const RulerOpts *o, RulerResult **out,
               int *n_out, char ***preds, Status *st);
 
 // Where RULER results came from, recorded in every row.
@@ -88,6 +89,7 @@ typedef struct {
     const char *indexer;     // or NULL
     const int *ks, *bsels;
     int n_k, n_bsel;
+    const char *device;      // the twin that ran it (backbone_describe)
     const char *command, *version, *date;
 } RulerProvenance;
 

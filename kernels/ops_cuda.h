@@ -119,6 +119,12 @@ void glu_forward_half_in_cuda(void *out, const void *gate, const void *up, int64
 // t − W < j ≤ t (key tiles wholly outside every row's window are skipped).
 void attention_forward_cuda(float *out, float *lse, const float *q, const float *k, const float *v, int T,
                             int Hq, int Hkv, int dh, float scale, int window);
+// attention_cached_cpu (ops.h) on the device: n queries at positions p0.. over
+// the cache rows 0..p0+n−1 of k_cache / v_cache (device arrays, fp32). For the
+// few queries of a decoding step (one block per query and head; a scratch of
+// n·Hq·(p0+n) floats for the scores).
+void attention_cached_cuda(float *out, const float *q, const float *k_cache, const float *v_cache, int p0, int n,
+                           int Hq, int Hkv, int dh, float scale, int window);
 
 // ---- glue of the forward pass (kernels/cuda/elementwise.cu) ---------------------------
 

@@ -92,6 +92,14 @@ void backbone_lm_head(const Backbone *b, const float *hidden, int rows, float *l
     forward_lm_head(b->m, hidden, rows, logits);
 }
 
+int backbone_generate(const Backbone *b, const int32_t *ids, int T, const ForwardOpts *o, int max_new,
+                      const int32_t *stop, int n_stop, int32_t *out, float *logits, Status *st) {
+#ifdef SPINDLE_HAVE_CUDA
+    if (b->gpu) return fwd_cuda_generate(b->gpu, ids, T, o, max_new, stop, n_stop, out, logits, st);
+#endif
+    return forward_generate(b->m, ids, T, o, max_new, stop, n_stop, out, logits, st);
+}
+
 void backbone_score(const Backbone *b, const float *hd, const float *hs, int rows, const int32_t *next,
                     double *nll_d, double *nll_s, double *kl, int32_t *top1) {
     if (rows <= 0) return;

@@ -102,6 +102,7 @@ static void *cpu_begin(void *twin, const int32_t *ids, int T, const ForwardOpts 
     }
     if (o->tap && !o->sparse) p->lse = xmalloc(sizeof(float) * TT * c->n_heads);
     const size_t half = (size_t)(rope_rot_dims(c) / 2);
+    SPINDLE_CHECK(!o->kv || !o->kv->device);  // a GPU cache belongs to the CUDA twin
     p->own_tables = !o->kv;
     p->pos0 = o->kv ? o->kv->len : 0;
     for (int kind = 0; kind < (c->sliding_window ? 2 : 1); kind++) {  // sliding tables only where layers slide
@@ -310,14 +311,20 @@ void forward_lm_head(const Model *m, const float *hidden, int rows, float *logit
         softcap_forward_cpu(logits, (int64_t)rows * m->cfg.vocab, (float)m->cfg.final_softcap);
 }
 
-int kvcache_new(KvCache **out, const Model *m, int max_len, Status *st) {
+int kvcache_check(const Model *m, Status *st) {
     const ModelConfig *c = &m->cfg;
-    *out = NULL;
     for (int l = 0; l < c->n_layers; l++)
         if (c->layer_kinds[l] == LAYER_LINEAR_ATTENTION)
             return status_fail(st, "greedy decoding: layer %d is a linear-attention (Gated DeltaNet) layer, whose "
                                    "recurrent state the decoding cache does not carry; hybrid DeltaNet models "
                                    "cannot be decoded yet", l);
+    return 0;
+}
+
+int kvcache_new(KvCache **out, const Model *m, int max_len, Status *st) {
+    const ModelConfig *c = &m->cfg;
+    *out = NULL;
+    if (kvcache_check(m, st)) return -1;
     SPINDLE_CHECK(max_len > 0);
     KvCache *kv = xcalloc(1, sizeof *kv);
     kv->max_len = max_len;
@@ -342,6 +349,7 @@ int kvcache_new(KvCache **out, const Model *m, int max_len, Status *st) {
 
 void kvcache_free(KvCache *kv) {
     if (!kv) return;
+    SPINDLE_CHECK(!kv->device);  // a GPU cache goes back through fwd_cuda_kvcache_free
     for (int l = 0; l < kv->n_layers; l++) free(kv->k[l]), free(kv->v[l]);
     free(kv->k), free(kv->v);
     for (int kind = 0; kind < 2; kind++) free(kv->cos_t[kind]), free(kv->sin_t[kind]);
@@ -356,35 +364,45 @@ static int32_t argmax_row(const float *x, int n) {
     return best;
 }
 
-int forward_generate(const Model *m, const int32_t *ids, int T, const ForwardOpts *o, int max_new,
-                     const int32_t *stop, int n_stop, int32_t *out, float *logits, Status *st) {
-    const ModelConfig *c = &m->cfg;
-    const int H = c->hidden, V = c->vocab;
-    if (max_new <= 0 || T <= 0) return 0;
-    KvCache *kv;
-    if (kvcache_new(&kv, m, T + max_new, st)) return -1;
+// One CPU pass of n tokens with opts; row = the last position's logits.
+static void cpu_last_logits(void *ctx, const int32_t *ids, int n, const ForwardOpts *opts, float *row) {
+    const Model *m = ctx;
+    float *hidden = xmalloc(sizeof(float) * (size_t)n * m->cfg.hidden);
+    forward_hidden(m, ids, n, hidden, opts);
+    forward_lm_head(m, hidden + (size_t)(n - 1) * m->cfg.hidden, 1, row);
+    free(hidden);
+}
+
+int generate_greedy(LastLogitsFn last_logits, void *ctx, KvCache *kv, int vocab, const int32_t *ids, int T,
+                    const ForwardOpts *o, int max_new, const int32_t *stop, int n_stop, int32_t *out, float *logits) {
     ForwardOpts pre = o ? *o : (ForwardOpts){0};
     pre.kv = kv;
     pre.tap = NULL;
     pre.stop_after_tap = 0;
-    float *hidden = xmalloc(sizeof(float) * (size_t)T * H);
-    float *row = xmalloc(sizeof(float) * (size_t)V);
-    forward_hidden(m, ids, T, hidden, &pre);
-    const ForwardOpts step = {.kv = kv, .prof = NULL};
+    const ForwardOpts step = {.kv = kv};
+    float *row = xmalloc(sizeof(float) * (size_t)vocab);
+    last_logits(ctx, ids, T, &pre, row);
     int n = 0;
-    const float *last = hidden + (size_t)(T - 1) * H;
     for (;;) {
-        forward_lm_head(m, last, 1, row);
-        if (logits) memcpy(logits + (size_t)n * V, row, sizeof(float) * (size_t)V);
-        const int32_t next = argmax_row(row, V);
+        if (logits) memcpy(logits + (size_t)n * vocab, row, sizeof(float) * (size_t)vocab);
+        const int32_t next = argmax_row(row, vocab);
         out[n++] = next;
         int stopped = 0;
         for (int i = 0; i < n_stop; i++) stopped |= next == stop[i];
         if (stopped || n == max_new) break;
-        forward_hidden(m, &next, 1, hidden, &step);  // one dense cached step; hidden's first row
-        last = hidden;
+        last_logits(ctx, &next, 1, &step, row);  // one dense cached step
     }
-    free(hidden), free(row);
+    free(row);
+    return n;
+}
+
+int forward_generate(const Model *m, const int32_t *ids, int T, const ForwardOpts *o, int max_new,
+                     const int32_t *stop, int n_stop, int32_t *out, float *logits, Status *st) {
+    if (max_new <= 0 || T <= 0) return 0;
+    KvCache *kv;
+    if (kvcache_new(&kv, m, T + max_new, st)) return -1;
+    const int n = generate_greedy(cpu_last_logits, (void *)m, kv, m->cfg.vocab, ids, T, o, max_new, stop, n_stop,
+                                  out, logits);
     kvcache_free(kv);
     return n;
 }

@@ -77,12 +77,16 @@ typedef enum {
 typedef struct KvCache {
     int max_len, len;
     int n_layers, nkv;           // nkv = Hkv·dh, a row of k or v
-    float **k, **v;              // [n_layers] → [max_len, nkv]
-    float *cos_t[2], *sin_t[2];  // [max_len, rot/2]: full (0) and sliding (1) layers' tables
+    float **k, **v;              // [n_layers] → [max_len, nkv]: host arrays, device arrays when device
+    float *cos_t[2], *sin_t[2];  // [max_len, rot/2]: full (0) and sliding (1) layers' tables (host caches)
+    int device;                  // a GPU cache (fwd_cuda_kvcache_new; the CUDA twin keeps its own RoPE tables)
 } KvCache;
 
-// A cache for up to max_len positions of m. Returns 0, or -1 with st saying why
-// (a model with linear-attention layers). Caller frees with kvcache_free.
+// Whether m's layers can be decoded with a cache: 0, or -1 with st saying why
+// (a linear-attention layer, whose recurrent state no cache carries yet).
+int kvcache_check(const Model *m, Status *st);
+// A host cache for up to max_len positions of m (kvcache_check first). Returns
+// 0, or -1 with st saying why. Caller frees with kvcache_free.
 int kvcache_new(KvCache **out, const Model *m, int max_len, Status *st);
 void kvcache_free(KvCache *kv);
 
@@ -136,3 +140,12 @@ void forward_lm_head(const Model *m, const float *hidden, int rows, float *logit
 // saying why (a model kvcache_new refuses).
 int forward_generate(const Model *m, const int32_t *ids, int T, const ForwardOpts *o, int max_new,
                      const int32_t *stop, int n_stop, int32_t *out, float *logits, Status *st);
+
+// The greedy loop behind forward_generate and its GPU twin (fwd_cuda_generate):
+// last_logits(ctx, ids, n, opts, row) runs one pass of n tokens through the
+// twin with opts (carrying kv) and writes the last position's logits [vocab];
+// the prefill gets o's options plus kv, each step a dense cached pass of one
+// token. Returns the count of tokens written to out.
+typedef void (*LastLogitsFn)(void *ctx, const int32_t *ids, int n, const ForwardOpts *opts, float *row);
+int generate_greedy(LastLogitsFn last_logits, void *ctx, KvCache *kv, int vocab, const int32_t *ids, int T,
+                    const ForwardOpts *o, int max_new, const int32_t *stop, int n_stop, int32_t *out, float *logits);

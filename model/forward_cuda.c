@@ -435,6 +435,7 @@ typedef struct {
     int f32_attn;       // q, k, v, att are [T, ·] fp32 (else rc rows: GEMM outputs and the gate's product)
     int att_bf16;       // the layer's attention output is in ob (else in att)
     int xn_layer;       // the layer whose normed attention input xn_all holds (−1: none)
+    int pos0;           // position of the pass's first token (a decoding cache's length, else 0)
     int32_t *d_ids;
     float *x, *xn_all, *q, *k, *v, *att, *lse;
     void *qb, *kb, *vb, *ob;           // bf16 attention operands [T, ·] (bf16_attn)
@@ -472,6 +473,12 @@ static void *cuda_begin(void *twin, const int32_t *ids, int T, const ForwardOpts
     p->T = T;
     p->rc = row_chunk(T);
     p->xn_layer = -1;
+    if (o->kv && !o->kv->device) {
+        fprintf(stderr, "spindle: the GPU forward needs a GPU decoding cache (fwd_cuda_kvcache_new) (%s:%d)\n",
+                __FILE__, __LINE__);
+        abort();
+    }
+    p->pos0 = o->kv ? o->kv->len : 0;
     p->hidden_host = tw->hidden_host;
     p->last_logits_host = tw->last_logits_host;
     p->scores = indexer_scores_mode(f->prec, o);
@@ -480,7 +487,7 @@ static void *cuda_begin(void *twin, const int32_t *ids, int T, const ForwardOpts
     const int need_lse = (o->tap && !sp) || want_stats;
     // fp32 operands across T: fp32 kernels, the tap, statistics, the oracle, the
     // fp32 indexer path (per query, or k ≥ T), an f16 model's widened output.
-    p->f32_attn = !p->bf16_attn || o->tap ||
+    p->f32_attn = !p->bf16_attn || o->tap || o->kv ||  // a cache stores, and a decoding step reads, fp32 k, v, q
                   (sp && (!ix || sp->topk >= T || sp->bsel <= 1 || want_stats || f->half != HALF_BF16));
     const size_t RC = (size_t)p->rc, RA = p->f32_attn ? TT : RC;
 
@@ -588,12 +595,13 @@ static void cuda_qkv(void *tw, int l) {
     const LayerDev *w = &f->layers[l];
     const int nq = c->n_heads * c->head_dim, nkv = c->n_kv_heads * c->head_dim, half = rope_rot_dims(c) / 2;
     const float *cos_t, *sin_t;
-    rope_tables_dev(p->f, c->layer_kinds[l] == LAYER_SLIDING_ATTENTION, p->T, &cos_t, &sin_t);
+    rope_tables_dev(p->f, c->layer_kinds[l] == LAYER_SLIDING_ATTENTION, p->pos0 + p->T, &cos_t, &sin_t);
     for (int t0 = 0; t0 < p->T; t0 += p->rc) {
         const int n = p->T - t0 < p->rc ? p->T - t0 : p->rc, r = p->f32_attn ? t0 : 0;
         const void *in = attn_operand(p, l, t0, n);
         float *q = rows_f32(p->q, r, nq), *k = rows_f32(p->k, r, nkv), *v = rows_f32(p->v, r, nkv);
-        layer_qk(f, w, in, n, cos_t ? cos_t + (size_t)t0 * half : NULL, sin_t ? sin_t + (size_t)t0 * half : NULL, q,
+        const size_t at = (size_t)(p->pos0 + t0) * half;  // RoPE rows of positions pos0 + t0 …
+        layer_qk(f, w, in, n, cos_t ? cos_t + at : NULL, sin_t ? sin_t + at : NULL, q,
                  k, p->bf16_attn ? rows_16(p->qb, t0, nq) : NULL, p->bf16_attn ? rows_16(p->kb, t0, nkv) : NULL);
         gemm(f, v, in, w->wv, w->bv, n, c->hidden, nkv);
         if (p->bf16_attn) cuda_f32_to_bf16(rows_16(p->vb, t0, nkv), v, (int64_t)n * nkv);
@@ -632,6 +640,22 @@ static void cuda_attend(void *tw, int l, const AttendPlan *a) {
     } else {
         attention_forward_cuda(p->att, a->lse ? p->lse : NULL, p->q, p->k, p->v, T, Hq, Hkv, dh, scale, a->window);
     }
+}
+
+// The decoding cache (layer.h): this pass's k, v rows appended at kv->len, and a
+// decoding step's queries over the cache (fp32: attention_cached_cuda).
+static void cuda_kv_store(void *tw, int l, KvCache *kv) {
+    CudaPass *p = tw;
+    cuda_copy_cols(kv->k[l] + (size_t)kv->len * kv->nkv, p->k, p->T, kv->nkv, 0, kv->nkv);
+    cuda_copy_cols(kv->v[l] + (size_t)kv->len * kv->nkv, p->v, p->T, kv->nkv, 0, kv->nkv);
+}
+
+static void cuda_kv_attend(void *tw, int l, const AttendPlan *a, const KvCache *kv) {
+    CudaPass *p = tw;
+    const ModelConfig *c = &p->f->m->cfg;
+    attention_cached_cuda(p->att, p->q, kv->k[l], kv->v[l], kv->len, p->T, c->n_heads, c->n_kv_heads, c->head_dim,
+                          (float)c->attn_scale, a->window);
+    p->att_bf16 = 0;
 }
 
 static void cuda_tap(void *tw, int l, const ForwardTap *tap) {
@@ -849,6 +873,8 @@ static const LayerOps cuda_ops = {
     .linear_attn = cuda_linear_attn,
     .mlp = cuda_mlp,
     .moe = cuda_moe,
+    .kv_store = cuda_kv_store,
+    .kv_attend = cuda_kv_attend,
     .sync = cuda_sync,
     .finish = cuda_finish,
 };
@@ -861,6 +887,48 @@ void fwd_cuda_hidden(FwdCuda *f, const int32_t *ids, int T, float *hidden_host, 
 void fwd_cuda_ttft(FwdCuda *f, const int32_t *ids, int T, const ForwardOpts *o, float *last_logits_host) {
     CudaTwin tw = {f, NULL, last_logits_host};
     layer_loop(&cuda_ops, &tw, &f->m->cfg, ids, T, o);
+}
+
+int fwd_cuda_kvcache_new(FwdCuda *f, int max_len, KvCache **out, Status *st) {
+    const ModelConfig *c = &f->m->cfg;
+    *out = NULL;
+    if (kvcache_check(f->m, st)) return -1;
+    SPINDLE_CHECK(max_len > 0);
+    KvCache *kv = xcalloc(1, sizeof *kv);
+    kv->max_len = max_len;
+    kv->n_layers = c->n_layers;
+    kv->nkv = c->n_kv_heads * c->head_dim;
+    kv->device = 1;
+    kv->k = xcalloc((size_t)c->n_layers, sizeof *kv->k);
+    kv->v = xcalloc((size_t)c->n_layers, sizeof *kv->v);
+    for (int l = 0; l < c->n_layers; l++) {
+        kv->k[l] = cuda_malloc(sizeof(float) * (size_t)max_len * kv->nkv);
+        kv->v[l] = cuda_malloc(sizeof(float) * (size_t)max_len * kv->nkv);
+    }
+    *out = kv;
+    return 0;
+}
+
+void fwd_cuda_kvcache_free(KvCache *kv) {
+    if (!kv) return;
+    for (int l = 0; l < kv->n_layers; l++) cuda_free(kv->k[l]), cuda_free(kv->v[l]);
+    free(kv->k), free(kv->v);
+    free(kv);
+}
+
+static void cuda_last_logits(void *ctx, const int32_t *ids, int n, const ForwardOpts *opts, float *row) {
+    fwd_cuda_ttft(ctx, ids, n, opts, row);
+}
+
+int fwd_cuda_generate(FwdCuda *f, const int32_t *ids, int T, const ForwardOpts *o, int max_new, const int32_t *stop,
+                      int n_stop, int32_t *out, float *logits, Status *st) {
+    if (max_new <= 0 || T <= 0) return 0;
+    KvCache *kv;
+    if (fwd_cuda_kvcache_new(f, T + max_new, &kv, st)) return -1;
+    const int n = generate_greedy(cuda_last_logits, f, kv, f->m->cfg.vocab, ids, T, o, max_new, stop, n_stop, out,
+                                  logits);
+    fwd_cuda_kvcache_free(kv);
+    return n;
 }
 
 void fwd_cuda_lm_head(FwdCuda *f, const float *hidden_host, int rows, float *logits_host) {

@@ -77,6 +77,18 @@ void fwd_cuda_hidden(FwdCuda *f, const int32_t *ids, int T, float *hidden_host, 
 // states never leave it.
 void fwd_cuda_ttft(FwdCuda *f, const int32_t *ids, int T, const ForwardOpts *o, float *last_logits_host);
 
+// Greedy decoding on the GPU (forward_generate's contract, model/forward.h):
+// the prefill under o's options (dense, oracle or indexer supports, in the
+// upload's precision), then dense cached steps in fp32 over a device cache
+// of fp32 k and v (fwd_cuda_kvcache_new). Returns the count, or -1 with st
+// saying why (a model kvcache_check refuses).
+int fwd_cuda_generate(FwdCuda *f, const int32_t *ids, int T, const ForwardOpts *o, int max_new, const int32_t *stop,
+                      int n_stop, int32_t *out, float *logits, Status *st);
+// A device cache for up to max_len positions of f's model (KvCache.device set;
+// k, v device arrays), and its release.
+int fwd_cuda_kvcache_new(FwdCuda *f, int max_len, KvCache **out, Status *st);
+void fwd_cuda_kvcache_free(KvCache *kv);
+
 // forward_lm_head on the GPU: logits_host[rows, vocab] =
 // hidden_host[rows, hidden] · lm_headᵀ (host in, host out; call it per row
 // chunk). fp32 in every precision.

@@ -25,6 +25,8 @@
 //     one fp32 add), aliased outputs included.
 //   attention: causal and sliding windows (W = 1, 7, 45, T, T + 3; W = 512 at
 //     T = 2048), fp32 tolerances for out and lse.
+//   attention_cached: decoding queries over a cache (1–3 queries, caches of 0
+//     to 20,000 rows, windows), fp32 tolerances.
 //
 // The other parts live in tests/twins/ (twins.h lists them); each documents
 // its own tolerances.
@@ -356,6 +358,23 @@ static void check_attention(int T, int Hq, int Hkv, int dh, int window) {
     free(ref_lse);
 }
 
+// n decoding queries at positions p0.. over a cache of p0 + n rows (the
+// decoding step of the GPU twin), window 0 or W.
+static void check_attention_cached(int p0, int n, int Hq, int Hkv, int dh, int window) {
+    char shape[96];
+    snprintf(shape, sizeof shape, "p0=%d n=%d Hq=%d Hkv=%d dh=%d W=%d", p0, n, Hq, Hkv, dh, window);
+    const int64_t L = (int64_t)p0 + n, nq = (int64_t)n * Hq * dh, nkv = L * Hkv * dh;
+    const float scale = 1.0f / sqrtf((float)dh);
+    float *q = randn(nq, 2.0f), *k = randn(nkv, 1.0f), *v = randn(nkv, 1.0f), *ref = host_alloc(nq);
+    attention_cached_cpu(ref, q, k, v, p0, n, Hq, Hkv, dh, scale, window);
+    float *d_q = dev_from(q, nq), *d_k = dev_from(k, nkv), *d_v = dev_from(v, nkv), *d_out = dev_poisoned(nq);
+    attention_cached_cuda(d_out, d_q, d_k, d_v, p0, n, Hq, Hkv, dh, scale, window);
+    float *got = host_from_dev(d_out, nq);
+    compare("attention_cached", shape, got, ref, nq, F32_NMSE, F32_MAX);
+    free(got), free(q), free(k), free(v), free(ref);
+    cuda_free(d_q), cuda_free(d_k), cuda_free(d_v), cuda_free(d_out);
+}
+
 // Gather rows of a [rows, C] table by T random ids (repeats, first and last row
 // included), times scale (1: the row itself; Gemma's sqrt(d_model)); the CPU
 // twin is forward.c's loop. Exact (one fp32 multiply on both sides).
@@ -465,6 +484,14 @@ void twins_backbone(int quick) {
     }
     // A long sequence with Gemma 3's window: key tiles wholly outside the window are skipped.
     if (!quick) check_attention(2048, 4, 1, 256, 512);
+    // Decoding steps over a cache: one query and a few, empty and long caches,
+    // GQA, d_h 64 / 128 / 256, sliding windows shorter and longer than the cache.
+    check_attention_cached(0, 1, 8, 8, 64, 0);
+    check_attention_cached(130, 1, 12, 2, 128, 0);
+    check_attention_cached(999, 3, 4, 1, 256, 0);
+    check_attention_cached(999, 2, 4, 1, 256, 45);
+    check_attention_cached(7, 1, 16, 2, 64, 512);
+    if (!quick) check_attention_cached(20000, 1, 12, 2, 128, 0);
 
 }
 

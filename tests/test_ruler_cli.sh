@@ -48,8 +48,27 @@ ok = modes == [('dense', 0, 0), ('oracle', 8, 1)] and p['generator'] == ['test']
 ok = ok and len(rows) == 10 and all(r['n_seq'] == (4 if r['task'] == 'average' else 1) for r in rows)
 sys.exit(0 if ok else print(modes, p) or 1)
 PY"
-"$spindle" eval --model "$model" --tasks-file "$work/t2.jsonl" --json "$work/r3.json" --device cuda 2>"$work/e3"
-check "--device cuda is refused (exit 2)" "[ $? = 2 ] && grep -q 'CPU twin only' $work/e3"
+# The GPU twin: on a machine without one (or a build without CUDA) a clear
+# refusal (exit 1); with one, the same greedy answers as the CPU twin (fp32).
+"$spindle" eval --model "$model" --tasks-file "$work/t2.jsonl" --k 8 --bsel 1 --json "$work/r3.json" \
+    --predictions "$work/p3.jsonl" --device cuda 2>"$work/e3"
+rc3=$?
+if [ $rc3 = 0 ]; then
+    "$spindle" eval --model "$model" --tasks-file "$work/t2.jsonl" --k 8 --bsel 1 --json "$work/r2p.json" \
+        --predictions "$work/p2.jsonl" 2>/dev/null
+    check "--device cuda: the same answers and scores as the CPU twin" "python3 - '$work/p2.jsonl' '$work/p3.jsonl' '$work/r2p.json' '$work/r3.json' <<'PY'
+import json, sys
+a = [json.loads(l) for l in open(sys.argv[1])]
+b = [json.loads(l) for l in open(sys.argv[2])]
+sa = [(r['mode'], r['task'], r['accuracy']) for r in json.load(open(sys.argv[3]))]
+sb = [(r['mode'], r['task'], r['accuracy']) for r in json.load(open(sys.argv[4]))]
+ok = [x['pred'] for x in a] == [x['pred'] for x in b] and sa == sb
+sys.exit(0 if ok else print([x['pred'] for x in a], [x['pred'] for x in b]) or 1)
+PY"
+else
+    check "--device cuda without a usable GPU: refused (exit 1) with the reason" \
+        "[ $rc3 = 1 ] && grep -qE 'built without CUDA|no usable GPU' $work/e3 && [ ! -e $work/r3.json ]"
+fi
 "$spindle" eval --model "$model" --tasks-file "$work/t2.jsonl" --json "$work/r3.json" --bsel 4 2>"$work/e4"
 check "--bsel without --k is refused (exit 2)" "[ $? = 2 ]"
 printf '{"task": "x"}\n' >"$work/bad.jsonl"

@@ -113,3 +113,73 @@ extern "C" void attention_forward_cuda(float *out, float *lse, const float *q, c
     else if (dh <= 128) attention_launch<4>(out, lse, q, k, v, T, Hq, Hkv, dh, scale, W);
     else attention_launch<8>(out, lse, q, k, v, T, Hq, Hkv, dh, scale, W);
 }
+
+// ---- attention over a decoding cache -------------------------------------------------
+
+// attention_cached_cpu on the device, for the few queries of a decoding step.
+// One block of AC_THREADS per (query i, head h): the scores of its visible keys
+// lo..t into a global scratch row (a cache can hold far more keys than shared
+// memory), the row's max and sum by a block reduction, then each thread sums
+// the weighted value rows for its output dims (coalesced across threads).
+enum { AC_THREADS = 256 };
+
+static __device__ float block_reduce(float v, float *red, int is_max) {
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    for (int off = 16; off > 0; off >>= 1) {
+        const float o = __shfl_xor_sync(0xffffffffu, v, off);
+        v = is_max ? fmaxf(v, o) : v + o;
+    }
+    __syncthreads();  // red is free (an earlier reduction's readers are done)
+    if (lane == 0) red[warp] = v;
+    __syncthreads();
+    v = red[0];
+    for (int w = 1; w < AC_THREADS / 32; w++) v = is_max ? fmaxf(v, red[w]) : v + red[w];
+    return v;
+}
+
+__global__ void __launch_bounds__(AC_THREADS)
+    attention_cached_kernel(float *out, float *scratch, const float *q, const float *kc, const float *vc, int p0,
+                            int Hq, int Hkv, int dh, float scale, int window, int64_t ld) {
+    __shared__ float red[AC_THREADS / 32];
+    extern __shared__ float qs[];  // [dh]
+    const int i = blockIdx.x / Hq, h = blockIdx.x % Hq, kh = h / (Hq / Hkv), t = p0 + i;
+    const int lo = window > 0 && t - window + 1 > 0 ? t - window + 1 : 0;
+    const int64_t nq = (int64_t)Hq * dh, nkv = (int64_t)Hkv * dh;
+    for (int d = threadIdx.x; d < dh; d += AC_THREADS) qs[d] = q[i * nq + (int64_t)h * dh + d];
+    __syncthreads();
+    float *s = scratch + (int64_t)blockIdx.x * ld;
+    float mx = -INFINITY;
+    for (int j = lo + threadIdx.x; j <= t; j += AC_THREADS) {
+        const float *kr = kc + (int64_t)j * nkv + (int64_t)kh * dh;
+        float dot = 0.0f;
+        for (int d = 0; d < dh; d++) dot += qs[d] * kr[d];
+        s[j - lo] = scale * dot;
+        mx = fmaxf(mx, scale * dot);
+    }
+    mx = block_reduce(mx, red, 1);
+    float sum = 0.0f;
+    for (int j = lo + threadIdx.x; j <= t; j += AC_THREADS) sum += (s[j - lo] = expf(s[j - lo] - mx));
+    sum = block_reduce(sum, red, 0);  // its barriers also make every s visible to every thread
+    const float inv = 1.0f / sum;
+    for (int d = threadIdx.x; d < dh; d += AC_THREADS) {
+        float o = 0.0f;
+        for (int j = lo; j <= t; j++) o += s[j - lo] * vc[(int64_t)j * nkv + (int64_t)kh * dh + d];
+        out[i * nq + (int64_t)h * dh + d] = o * inv;
+    }
+}
+
+extern "C" void attention_cached_cuda(float *out, const float *q, const float *k_cache, const float *v_cache, int p0,
+                                      int n, int Hq, int Hkv, int dh, float scale, int window) {
+    if (n <= 0) return;
+    if (dh <= 0 || Hkv <= 0 || Hq % Hkv != 0 || window < 0 || p0 < 0) {
+        fprintf(stderr, "spindle: attention_cached_cuda: unsupported shape Hq=%d Hkv=%d dh=%d window=%d p0=%d (%s:%d)\n",
+                Hq, Hkv, dh, window, p0, __FILE__, __LINE__);
+        abort();
+    }
+    const int64_t ld = (int64_t)p0 + n;  // the longest visible row
+    float *scratch = (float *)cuda_malloc(sizeof(float) * (size_t)(ld * n * Hq));
+    attention_cached_kernel<<<(unsigned)(n * Hq), AC_THREADS, sizeof(float) * (size_t)dh>>>(
+        out, scratch, q, k_cache, v_cache, p0, Hq, Hkv, dh, scale, window, ld);
+    CUDA_CHECK(cudaGetLastError());
+    cuda_free(scratch);  // stream-ordered: after the kernel
+}
