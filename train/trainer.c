@@ -3,7 +3,8 @@
 // forward over the sequence), the teacher q/k from the tap or rebuilt from x
 // (forward_layer_qk), sample
 // the query positions, take the fused KL loss and gradients
-// (indexer_kl_loss_cpu, or its CUDA twin with --device cuda), clip, and
+// (indexer_objective_loss_cpu: the run's objective, per query or block-aware;
+// or its CUDA twin with --device cuda), clip, and
 // apply AdamW. Everything that decides the
 // next step — parameters, moments, step, PRNG state, data cursor — goes into
 // the run checkpoint, so a killed run resumes to the same bits.

@@ -19,6 +19,13 @@
 // the result is bitwise reproducible. Finally the projections' backward
 // (kernels/cpu/indexer.c) takes dq^I, dw, dk^I through RoPE, the key norm and the
 // GEMMs into dW_q, dW_w, dW_k and the norm's parameters.
+//
+// The block objectives (indexer_objective_loss_cpu) work per block of sampled
+// queries instead of per tile: the same two passes in chunks of BQ of the
+// block's queries, summing P and Q by column into Ā_B, Q̄_B (one vector of
+// keys each, per thread), then two more passes over the scores for c_t and the
+// block term's gradient G = Q·(c_t − ρ)/(n_B·|ℬ|), with the same backward.
+// Blocks go round-robin to threads as the tiles do.
 #include <cblas.h>
 #include <float.h>
 #include <math.h>
