@@ -294,7 +294,7 @@ int cmd_train(int argc, char **argv) {
         {"--weight-decay", 1, "AdamW decoupled weight decay on the projections (default 0.01)", NULL},
         {"--clip", 1, "gradient-norm clip per layer (default 1.0; 0 = off)", NULL},
         {"--seed", 1, "seed of the initialisation and the query sampling (default 1)", NULL},
-        {"--query-frac", 1, "fraction of positions >= --min-pos sampled per step (default 0.25)", NULL},
+        {"--query-frac", 1, "fraction of positions >= --min-pos sampled per step (default 0.25; --objective block/mix: of the blocks)", NULL},
         {"--min-pos", 1, "first position that can be sampled (default 16)", NULL},
         {"--objective", 1, "query (default): KL(P_t || Q_t) per sampled query; block: KL of the block aggregates "
                            "(docs/design.md \"Loss\"), whole blocks sampled with probability --query-frac; mix: "
