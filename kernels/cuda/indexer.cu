@@ -31,7 +31,16 @@
 //                  keys l, l+8, l+16, l+24 of the tile. Every shared tile has an
 //                  odd row stride, so those reads fall in distinct banks.
 //     The KL partial of each block is a double; the host adds them in block
-//     order. Then the projections' backward: RoPE transpose, the key norm's
+//     order.
+//   The block objectives (indexer_objective_loss_cuda): the same kl kernel over
+//   a tile list whose tiles never straddle two blocks of sampled queries also
+//   writes each tile's column sums of P and Q (warp shuffles over the 4 rows of
+//   a warp, then the 8 warps in order: no atomics); block_ratio_kernel adds a
+//   block's tiles in order into Ā_B, Q̄_B, its KL terms and ρ_B = Ā_B/Q̄_B;
+//   block_c_kernel scores the tiles again for c_t = Σ_j Q_t(j)·ρ_B(j) (one
+//   partial per key chunk), and block_grad_kernel a third time for
+//   G = Q·(c_t − ρ_B)·w/(n_B·|ℬ|), backward as the kl kernel's (tile_backward).
+//   The loss is reproducible as the per-query one; the gradients to rounding. Then the projections' backward: RoPE transpose, the key norm's
 //     backward (a warp per row; its gain/bias gradients a column reduction
 //     over row slabs with atomics), and dW += dᵀ·x as cuBLAS GEMMs (beta = 1).
 //   Recall and select score a chunk of query rows against all keys with one
