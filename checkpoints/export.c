@@ -202,6 +202,15 @@ int export_indexer(const char *run_dir, const char *out_dir, int64_t at_step, in
     cJSON_AddNumberToObject(o, "default_bsel", default_bsel);
     cJSON_AddNumberToObject(o, "steps", (double)rs.step);
     cJSON_AddNumberToObject(o, "tokens", (double)rs.tokens);
+    // What the indexer was trained to match (runs from before it was recorded: per query).
+    const cJSON *objective = cJSON_GetObjectItemCaseSensitive(run, "objective");
+    if (cJSON_IsObject(objective)) cJSON_AddItemToObject(o, "objective", cJSON_Duplicate(objective, 1));
+    else {
+        cJSON *q = cJSON_AddObjectToObject(o, "objective");
+        cJSON_AddStringToObject(q, "kind", "query");
+        cJSON_AddNumberToObject(q, "bsel", 64);
+        cJSON_AddNumberToObject(q, "block_weight", 1);
+    }
     char *text = cJSON_Print(o);
     cJSON_Delete(o);
     snprintf(path, sizeof path, "%s/config.json", tmp);

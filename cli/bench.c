@@ -652,7 +652,7 @@ static void bench_train_online(Bench *b, FwdCuda *f, const ModelConfig *c, int T
     }
     cuda_mem_peak_reset();
     GpuIndexers gi;
-    gpu_indexers_open(&gi, &icfg, &rs, NULL, T);
+    gpu_indexers_open(&gi, &icfg, NULL, &rs, NULL, T);
     GpuOnline on;
     const GpuTeacher te = {c->n_heads, c->n_kv_heads, c->head_dim, (float)c->attn_scale, a->bf16_teacher};
     gpu_online_init(&on, &gi, f, c, layers, L, &te);

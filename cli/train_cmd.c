@@ -81,8 +81,6 @@ static int apply_flags(TrainConfig *tc, const Flag *flags, int nf) {
     NUM_FLAG("--weight-decay", tc->weight_decay, 0, 10);
     NUM_FLAG("--clip", tc->clip, 0, 1e9);
     NUM_FLAG("--query-frac", tc->query_frac, 1e-6, 1);
-#undef INT_FLAG
-#undef NUM_FLAG
     if ((v = args_get(flags, nf, "--variant"))) {
         if (!strcmp(v, "collapsed")) tc->icfg.variant = INDEXER_COLLAPSED, tc->icfg.n_heads = 1;
         else if (!strcmp(v, "expanded")) {
@@ -103,6 +101,26 @@ static int apply_flags(TrainConfig *tc, const Flag *flags, int nf) {
         }
     }
     if ((v = args_get(flags, nf, "--layers")) && parse_layers(v, tc->layers, &tc->n_layers)) return 2;
+    if ((v = args_get(flags, nf, "--objective"))) {
+        const int k = indexer_objective_parse(v);
+        if (k < 0) {
+            fprintf(stderr, "spindle " CMD ": --objective must be query, block or mix (got \"%s\")\n", v);
+            return 2;
+        }
+        tc->objective.kind = (IndexerObjectiveKind)k;
+    }
+    INT_FLAG("--objective-bsel", tc->objective.bsel, 1, 1 << 20);
+    NUM_FLAG("--block-weight", tc->objective.block_weight, 0, 1e6);
+    if (args_get(flags, nf, "--block-weight") && tc->objective.kind != INDEXER_OBJ_MIX) {
+        fprintf(stderr, "spindle " CMD ": --block-weight weighs the block term of --objective mix only\n");
+        return 2;
+    }
+    if (args_get(flags, nf, "--objective-bsel") && tc->objective.kind == INDEXER_OBJ_QUERY) {
+        fprintf(stderr, "spindle " CMD ": --objective-bsel needs --objective block or mix\n");
+        return 2;
+    }
+#undef INT_FLAG
+#undef NUM_FLAG
     int use_cuda, prec, rc;
     if ((v = args_get(flags, nf, "--device"))) {
         if ((rc = backbone_flags(CMD, v, NULL, &use_cuda, &prec)) == 2) return 2;
@@ -231,7 +249,12 @@ static int check_against_run(TrainConfig *tc, const TrainConfig *run, const Flag
     SAME("--weight-decay", weight_decay);
     SAME("--clip", clip);
     SAME("--query-frac", query_frac);
+    SAME("--objective-bsel", objective.bsel);
+    SAME("--block-weight", objective.block_weight);
 #undef SAME
+    if (args_get(flags, nf, "--objective") && tc->objective.kind != run->objective.kind)
+        return refuse(tc->run_dir, "--objective", indexer_objective_name(run->objective.kind),
+                      indexer_objective_name(tc->objective.kind));
     static const char *const variants[] = {"collapsed", "expanded"}, *const norms[] = {"none", "rms", "layer"};
     if (args_get(flags, nf, "--variant") && tc->icfg.variant != run->icfg.variant)
         return refuse(tc->run_dir, "--variant", variants[run->icfg.variant], variants[tc->icfg.variant]);
@@ -279,8 +302,13 @@ int cmd_train(int argc, char **argv) {
         {"--weight-decay", 1, "AdamW decoupled weight decay on the projections (default 0.01)", NULL},
         {"--clip", 1, "gradient-norm clip per layer (default 1.0; 0 = off)", NULL},
         {"--seed", 1, "seed of the initialisation and the query sampling (default 1)", NULL},
-        {"--query-frac", 1, "fraction of positions >= --min-pos sampled per step (default 0.25)", NULL},
+        {"--query-frac", 1, "fraction of positions >= --min-pos sampled per step (default 0.25; --objective block/mix: of the blocks)", NULL},
         {"--min-pos", 1, "first position that can be sampled (default 16)", NULL},
+        {"--objective", 1, "query (default): KL(P_t || Q_t) per sampled query; block: KL of the block aggregates "
+                           "(docs/design.md \"Loss\"), whole blocks sampled with probability --query-frac; mix: "
+                           "query + --block-weight x block", NULL},
+        {"--objective-bsel", 1, "block size of the block term (default 64: the deployed b_sel)", NULL},
+        {"--block-weight", 1, "weight w of the block term in --objective mix (default 1)", NULL},
         {"--variant", 1, "collapsed (default) or expanded", NULL},
         {"--d-index", 1, "d_I (default 128, at most 4096)", NULL},
         {"--d-rope", 1, "RoPE dims of q^I/k^I (default 64; 0 = none; even, at most d_I and 1024)", NULL},

@@ -50,6 +50,31 @@ typedef struct {
     float rope_theta;        // RoPE base
 } IndexerConfig;
 
+// What the distillation loss matches (docs/design.md "Loss"). With 𝒯 the
+// sampled queries (ascending) and 𝒯_B = {t ∈ 𝒯 : ⌊t/s⌋ = b} the ones in block
+// B = [b·s, (b+1)·s) (s = bsel), n_B = |𝒯_B|, ℬ = the blocks with n_B ≥ 1:
+//   L_query = (1/|𝒯|) Σ_{t∈𝒯} KL(P_t ‖ Q_t)
+//   L_block = (1/|ℬ|) Σ_{B∈ℬ} KL(Ā_B ‖ Q̄_B),
+//     Ā_B(j) = (1/n_B) Σ_{t∈𝒯_B, t≥j} P_t(j),  Q̄_B(j) = (1/n_B) Σ_{t∈𝒯_B, t≥j} Q_t(j),  j ≤ max 𝒯_B
+// (causal inside a block: key j counts only for the queries t ≥ j that see it,
+// as the block-shared selection aggregates; each sums to 1, so 1/n_B is the
+// normalisation). QUERY: L = L_query; BLOCK: L = L_block; MIX: L = L_query +
+// block_weight·L_block. With 𝒯 every position ≥ min_pos of whole blocks,
+// Ā_B is the deployed block aggregate A_B / n_B.
+typedef enum { INDEXER_OBJ_QUERY = 0, INDEXER_OBJ_BLOCK = 1, INDEXER_OBJ_MIX = 2 } IndexerObjectiveKind;
+typedef struct {
+    IndexerObjectiveKind kind;
+    int bsel;             // s of the block term (≥ 1; unused by QUERY)
+    double block_weight;  // w of MIX (≥ 0)
+} IndexerObjective;
+
+// The default objective: per query (bsel 64, weight 1 for when a flag switches it).
+IndexerObjective indexer_objective_default(void);
+// "query" | "block" | "mix"; NULL for an unknown kind.
+const char *indexer_objective_name(IndexerObjectiveKind kind);
+// The kind of a name, or -1.
+int indexer_objective_parse(const char *name);
+
 // The default: head-collapsed, d_I = 128, d_rope = 64, LayerNorm on the key
 // (eps 1e-6), θ = 10000.
 IndexerConfig indexer_config_default(int d_model);

@@ -39,6 +39,17 @@ double indexer_kl_loss_cuda(float *grads, const IndexerConfig *cfg, const float 
                             const float *tq, const float *tk, const float *tlse, int T, int Hq, int Hkv, int dh,
                             float scale, const int32_t *queries, int n_queries, int bf16_teacher);
 
+// indexer_objective_loss_cpu on the GPU (QUERY: indexer_kl_loss_cuda). BLOCK
+// and MIX: the kl kernel over tiles that never straddle two blocks also writes
+// each tile's column sums of P and Q; a block kernel adds a block's tiles in
+// order into Ā, Q̄, its KL terms and ρ = Ā/Q̄ (ragged vectors of max 𝒯_B + 1
+// floats per block); then c_t and the block term's gradient, two passes over
+// the scores. parts as the CPU twin's; bf16_teacher as indexer_kl_loss_cuda.
+double indexer_objective_loss_cuda(float *grads, double *parts, const IndexerConfig *cfg, const IndexerObjective *obj,
+                                   const float *params, const float *x, const float *tq, const float *tk,
+                                   const float *tlse, int T, int Hq, int Hkv, int dh, float scale,
+                                   const int32_t *queries, int n_queries, int bf16_teacher);
+
 // indexer_mass_recall_cpu on the GPU (recall [n_queries] device, may be NULL).
 double indexer_mass_recall_cuda(float *recall, const IndexerConfig *cfg, const float *params, const float *x,
                                 const float *tq, const float *tk, const float *tlse, int T, int Hq, int Hkv,

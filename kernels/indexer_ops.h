@@ -38,6 +38,23 @@ double indexer_kl_loss_cpu(float *grads, const IndexerConfig *cfg, const float *
                            const float *tq, const float *tk, const float *tlse, int T, int Hq, int Hkv, int dh,
                            float scale, const int *queries, int n_queries);
 
+// The training objective (kernels/indexer.h, IndexerObjective), fused: QUERY
+// is indexer_kl_loss_cpu itself (same bits); BLOCK and MIX take, per block of
+// sampled queries, one pass for lse^I, one that rebuilds P and Q tiles and sums
+// their columns into Ā_B, Q̄_B (vectors of max 𝒯_B + 1 floats: no T×T buffer)
+// and, for MIX, adds the per-query term's gradient, then two passes over the
+// scores for the block term's gradient
+//   ∂L_block/∂score_{t,i} = Q_t(i)·(c_t − ρ_B(i)) / (n_B·|ℬ|),
+//   ρ_B(i) = Ā_B(i)/Q̄_B(i),  c_t = Σ_{j≤t} Q_t(j)·ρ_B(j)
+// (ρ = 1 everywhere when Q̄_B = Ā_B: no gradient; with bsel 1 it is Q − P).
+// parts (NULL, or [2]) receives L_query and L_block over the same queries
+// (L_block NaN for QUERY, which does not compute it). Returns L. Other
+// arguments, the gradient layout and reproducibility as indexer_kl_loss_cpu.
+double indexer_objective_loss_cpu(float *grads, double *parts, const IndexerConfig *cfg, const IndexerObjective *obj,
+                                  const float *params, const float *x, const float *tq, const float *tk,
+                                  const float *tlse, int T, int Hq, int Hkv, int dh, float scale, const int *queries,
+                                  int n_queries);
+
 // Attention-mass recall of the indexer's per-query top-k: for each query t,
 // recall[r] = Σ_{j∈TopK(score_t)} P_t(j) (all keys 0..t when t+1 ≤ k), ranked
 // by score (the order of Q_t). recall [n_queries] may be NULL. Returns the mean

@@ -7,7 +7,10 @@
 //       the double reference (T = 1, 7, 70; GQA and MHA; query subsets with t = 0);
 //       the comparator is itself checked to flag a flipped sign and a shifted index;
 //   (d) supports (per query and per block) vs a naive sort; the tie rule; k ≥ t+1;
-//   (e) mass recall vs the naive one.
+//   (e) mass recall vs the naive one;
+//   (f) the block-aware objectives (block, mix): both loss parts vs the naive
+//       reference, gradients vs central FD of it, identities with the per-query
+//       loss, thread counts.
 // Prints the max error of each check; exits 1 on any failure.
 #include <math.h>
 #include <omp.h>
@@ -180,7 +183,11 @@ static void ref_scores(double *S, double *lse, const IndexerConfig *cfg, const d
     free(q), free(w), free(k);
 }
 
-static double ref_loss(const Case *c, const double *p, const int *qs, int nq) {
+// The objective's loss (kernels/indexer.h, IndexerObjective; NULL: per query)
+// from the full T×T P and Q: L_query, and for BLOCK/MIX the blocks of the
+// sampled queries, Ā_B and Q̄_B summed over their queries t ≥ j, KL(Ā ‖ Q̄).
+static double ref_loss_obj(const Case *c, const double *p, const int *qs, int nq, const IndexerObjective *obj,
+                           double *parts) {
     const int T = c->T;
     double *S = xalloc(sizeof(double) * T * T), *lse = xalloc(sizeof(double) * T);
     ref_scores(S, lse, &c->cfg, p, c->x, T);
@@ -192,9 +199,33 @@ static double ref_loss(const Case *c, const double *p, const int *qs, int nq) {
             if (P > 0) L += P * (log(P) - logQ);
         }
     }
+    L /= nq;
+    double Lb = 0.0;
+    int n_blocks = 0;
+    if (obj && obj->kind != INDEXER_OBJ_QUERY) {
+        double *a = xalloc(sizeof(double) * T), *q = xalloc(sizeof(double) * T);
+        for (int r0 = 0; r0 < nq;) {
+            int r1 = r0;
+            while (r1 < nq && qs[r1] / obj->bsel == qs[r0] / obj->bsel) r1++;
+            const int nb = r1 - r0, end = qs[r1 - 1] + 1;
+            for (int j = 0; j < end; j++) {
+                a[j] = q[j] = 0.0;
+                for (int r = r0; r < r1; r++)
+                    if (qs[r] >= j) a[j] += c->P[qs[r] * T + j] / nb, q[j] += exp(S[qs[r] * T + j] - lse[qs[r]]) / nb;
+                if (a[j] > 0) Lb += a[j] * (log(a[j]) - log(q[j]));
+            }
+            n_blocks++;
+            r0 = r1;
+        }
+        Lb /= n_blocks;
+        free(a), free(q);
+    }
     free(S), free(lse);
-    return L / nq;
+    if (parts) parts[0] = L, parts[1] = Lb;
+    if (!obj || obj->kind == INDEXER_OBJ_QUERY) return L;
+    return obj->kind == INDEXER_OBJ_BLOCK ? Lb : L + obj->block_weight * Lb;
 }
+
 
 static double *to_double(const float *v, int64_t n) {
     double *d = xalloc(sizeof(double) * n);
@@ -280,15 +311,37 @@ static double grad_err(const float *a, const double *fd, const int *idx, int n) 
 static double worst_loss = 0.0, worst_loss_abs = 0.0, worst_grad = 0.0, worst_accum = 0.0;
 static int n_grad_checked = 0, comparator_fail = 0;
 
-static void check_loss_grad(const Case *c, const int *qs, int nq, const char *qname, int fd) {
+// The loss under test: indexer_kl_loss_cpu (obj NULL) or indexer_objective_loss_cpu.
+static double loss_call(float *g, double *parts, const Case *c, const int *qs, int nq, const IndexerObjective *obj) {
+    if (!obj)
+        return indexer_kl_loss_cpu(g, &c->cfg, c->params, c->x, c->tq, c->tk, c->tlse, c->T, c->Hq, c->Hkv, c->dh,
+                                   c->scale, qs, nq);
+    return indexer_objective_loss_cpu(g, parts, &c->cfg, obj, c->params, c->x, c->tq, c->tk, c->tlse, c->T, c->Hq,
+                                      c->Hkv, c->dh, c->scale, qs, nq);
+}
+
+static double worst_block_loss = 0.0, worst_block_grad = 0.0;
+static int n_block_grad_checked = 0;
+
+static void check_loss_grad_obj(const Case *c, const int *qs, int nq, const char *qname, int fd,
+                                const IndexerObjective *obj) {
     const IndexerConfig *cfg = &c->cfg;
     double *p = to_double(c->params, c->np);
-    const double ref = ref_loss(c, p, qs, nq);
+    double ref_parts[2], parts[2] = {NAN, NAN};
+    const double ref = ref_loss_obj(c, p, qs, nq, obj, ref_parts);
     float *g = xalloc(sizeof(float) * c->np);
-    const double L = indexer_kl_loss_cpu(g, cfg, c->params, c->x, c->tq, c->tk, c->tlse, c->T, c->Hq, c->Hkv, c->dh,
-                                         c->scale, qs, nq);
-    const double L0 = indexer_kl_loss_cpu(NULL, cfg, c->params, c->x, c->tq, c->tk, c->tlse, c->T, c->Hq, c->Hkv,
-                                          c->dh, c->scale, qs, nq);
+    const double L = loss_call(g, parts, c, qs, nq, obj);
+    const double L0 = loss_call(NULL, NULL, c, qs, nq, obj);
+    if (obj && obj->kind != INDEXER_OBJ_QUERY) {
+        // Both parts, and L from them.
+        const double e0 = fabs(parts[0] - ref_parts[0]), e1 = fabs(parts[1] - ref_parts[1]);
+        const double want = obj->kind == INDEXER_OBJ_BLOCK ? parts[1] : parts[0] + obj->block_weight * parts[1];
+        worst_block_loss = fmax(worst_block_loss, fmax(e0, e1));
+        EXPECT(e0 <= 1e-5 * fabs(ref_parts[0]) + 5e-7 && e1 <= 1e-5 * fabs(ref_parts[1]) + 5e-7 &&
+                   fabs(L - want) <= 1e-12 * fabs(want),
+               "objective %s bsel %d T=%d q=%s: parts %.9g %.9g vs ref %.9g %.9g, L %.9g", indexer_objective_name(obj->kind),
+               obj->bsel, c->T, qname, parts[0], parts[1], ref_parts[0], ref_parts[1], L);
+    }
     // fp32 sums of P·log P over a row have an absolute floor of a few ulp of 1
     // (a one-key row has KL 0 but P = 1 − O(1e-7)), so: relative 1e-5 plus 5e-7.
     const double el = fabs(L - ref) / fabs(ref), ea0 = fabs(L - ref);
@@ -300,7 +353,7 @@ static void check_loss_grad(const Case *c, const int *qs, int nq, const char *qn
     // Gradients accumulate: a second call on the same buffer doubles them.
     float *g2 = xalloc(sizeof(float) * c->np);
     memcpy(g2, g, sizeof(float) * c->np);
-    indexer_kl_loss_cpu(g2, cfg, c->params, c->x, c->tq, c->tk, c->tlse, c->T, c->Hq, c->Hkv, c->dh, c->scale, qs, nq);
+    loss_call(g2, NULL, c, qs, nq, obj);
     double ea = 0.0, gm = 1e-30;
     for (int64_t i = 0; i < c->np; i++) ea = fmax(ea, fabs(g2[i] - 2.0 * g[i])), gm = fmax(gm, fabs(g[i]));
     worst_accum = fmax(worst_accum, ea / gm);
@@ -319,18 +372,18 @@ static void check_loss_grad(const Case *c, const int *qs, int nq, const char *qn
             for (int i = 0; i < n; i++) {
                 const double h = 1e-6, keep = p[idx[i]];
                 p[idx[i]] = keep + h;
-                const double lp = ref_loss(c, p, qs, nq);
+                const double lp = ref_loss_obj(c, p, qs, nq, obj, NULL);
                 p[idx[i]] = keep - h;
-                const double lm = ref_loss(c, p, qs, nq);
+                const double lm = ref_loss_obj(c, p, qs, nq, obj, NULL);
                 p[idx[i]] = keep;
                 fdv[i] = (lp - lm) / (2 * h);
             }
             const double e = grad_err(g, fdv, idx, n);
-            worst_grad = fmax(worst_grad, e);
-            n_grad_checked += n;
-            EXPECT(e < GRAD_TOL, "grad %s %s/%s/rope%d T=%d Hq=%d Hkv=%d q=%s: err %.2e over %d entries",
+            if (obj) worst_block_grad = fmax(worst_block_grad, e), n_block_grad_checked += n;
+            else worst_grad = fmax(worst_grad, e), n_grad_checked += n;
+            EXPECT(e < GRAD_TOL, "grad %s %s/%s/rope%d T=%d Hq=%d Hkv=%d q=%s%s%s: err %.2e over %d entries",
                    ts[ti].name, variant_name(cfg), norm_name(cfg), cfg->d_rope, c->T, c->Hq, c->Hkv,
-                   qname, e, n);
+                   qname, obj ? " objective " : "", obj ? indexer_objective_name(obj->kind) : "", e, n);
             // The comparator must flag a broken gradient: a flipped sign on the
             // largest entry, and every entry read one index off.
             double m = 0.0;
@@ -354,6 +407,38 @@ static void check_loss_grad(const Case *c, const int *qs, int nq, const char *qn
         }
     }
     free(p), free(g), free(g2);
+}
+
+static void check_loss_grad(const Case *c, const int *qs, int nq, const char *qname, int fd) {
+    check_loss_grad_obj(c, qs, nq, qname, fd, NULL);
+}
+
+// ---- (f) block-aware objectives: identities against the per-query loss ----
+
+// QUERY through indexer_objective_loss_cpu is indexer_kl_loss_cpu bit for bit;
+// BLOCK with bsel 1 is the per-query loss (Ā = P, Q̄ = Q) up to rounding;
+// MIX with weight 0 is the per-query loss; parts[0] of BLOCK is the per-query KL.
+static void check_objective_identities(const Case *c, const int *qs, int nq) {
+    float *g0 = xalloc(sizeof(float) * c->np), *g1 = xalloc(sizeof(float) * c->np);
+    float *g2 = xalloc(sizeof(float) * c->np), *g3 = xalloc(sizeof(float) * c->np);
+    const double l0 = loss_call(g0, NULL, c, qs, nq, NULL);
+    IndexerObjective o = indexer_objective_default();
+    double parts[2];
+    const double l1 = loss_call(g1, parts, c, qs, nq, &o);
+    EXPECT(l1 == l0 && !memcmp(g0, g1, sizeof(float) * c->np) && isnan(parts[1]),
+           "objective query differs from indexer_kl_loss_cpu (%.9g vs %.9g)", l1, l0);
+    o.kind = INDEXER_OBJ_BLOCK, o.bsel = 1;
+    const double l2 = loss_call(g2, parts, c, qs, nq, &o);
+    o.kind = INDEXER_OBJ_MIX, o.bsel = 5, o.block_weight = 0.0;
+    const double l3 = loss_call(g3, NULL, c, qs, nq, &o);
+    double e2 = 0.0, e3 = 0.0, m = 1e-30;
+    for (int64_t i = 0; i < c->np; i++)
+        e2 = fmax(e2, fabs(g2[i] - g0[i])), e3 = fmax(e3, fabs(g3[i] - g0[i])), m = fmax(m, fabs(g0[i]));
+    EXPECT(fabs(l2 - l0) <= 1e-5 * fabs(l0) + 5e-7 && fabs(parts[0] - l0) <= 1e-6 * fabs(l0) + 1e-9 && e2 / m < 1e-4,
+           "block bsel 1 vs per query T=%d: loss %.9g vs %.9g (parts[0] %.9g), grads %.2e", c->T, l2, l0, parts[0], e2 / m);
+    EXPECT(fabs(l3 - l0) <= 1e-6 * fabs(l0) + 1e-9 && e3 / m < 1e-5,
+           "mix with weight 0 vs per query T=%d: loss %.9g vs %.9g, grads %.2e", c->T, l3, l0, e3 / m);
+    free(g0), free(g1), free(g2), free(g3);
 }
 
 // ---- (d) supports, (e) mass recall ----
@@ -614,6 +699,57 @@ int main(void) {
         free(g1), free(g3), free(g3b);
         case_free(&c);
     }
+
+    // (f) block-aware objectives: loss parts vs the naive double reference,
+    // gradients vs central FD of it; identities; thread counts.
+    before = failures;
+    {
+        const int bsels[4] = {1, 3, 16, 64};
+        int combo_f = 0;
+        for (int vi = 0; vi < 2; vi++)
+            for (int ni = 0; ni < 3; ni += 2)
+                for (int ti = 1; ti < 3; ti++)
+                    for (int bi = 0; bi < 4; bi++, combo_f++) {
+                        const int T = Ts[ti];
+                        Case c = case_make(small_cfg(variants[vi], norms[ni], 8), T, 4, 2, 8, 1.5, 2000 + combo_f);
+                        int *qs = xalloc(sizeof(int) * (T + 1));
+                        const char *qname;
+                        const int nq = make_queries(qs, T, combo_f, &qname);
+                        IndexerObjective o = {bi % 2 ? INDEXER_OBJ_MIX : INDEXER_OBJ_BLOCK, bsels[bi], 0.7};
+                        check_loss_grad_obj(&c, qs, nq, qname, T <= 7 || bi >= 1, &o);
+                        if (bi == 0) check_objective_identities(&c, qs, nq);
+                        free(qs);
+                        case_free(&c);
+                    }
+        // A peaky teacher, block of the whole sequence (one block, every query).
+        Case c = case_make(small_cfg(INDEXER_COLLAPSED, INDEXER_NORM_RMS, 8), 40, 4, 2, 8, 4.0, 2077);
+        int qs[40];
+        for (int t = 0; t < 40; t++) qs[t] = t;
+        IndexerObjective o = {INDEXER_OBJ_BLOCK, 64, 1.0};
+        check_loss_grad_obj(&c, qs, 40, "all(peaky teacher)", 1, &o);
+        case_free(&c);
+        // Thread counts: same loss and gradients with 3 threads, bitwise repeatable.
+        c = case_make(small_cfg(INDEXER_EXPANDED, INDEXER_NORM_LAYER, 8), 150, 4, 2, 8, 1.5, 2078);
+        int qa[150];
+        for (int t = 0; t < 150; t++) qa[t] = t;
+        o = (IndexerObjective){INDEXER_OBJ_MIX, 16, 2.0};
+        float *g1 = xalloc(sizeof(float) * c.np), *g3 = xalloc(sizeof(float) * c.np), *g3b = xalloc(sizeof(float) * c.np);
+        const double l1 = loss_call(g1, NULL, &c, qa, 150, &o);
+        omp_set_num_threads(3);
+        const double l3 = loss_call(g3, NULL, &c, qa, 150, &o), l3b = loss_call(g3b, NULL, &c, qa, 150, &o);
+        omp_set_num_threads(1);
+        double e = 0.0, m = 1e-30;
+        for (int64_t i = 0; i < c.np; i++) e = fmax(e, fabs(g1[i] - g3[i])), m = fmax(m, fabs(g1[i]));
+        EXPECT(l1 == l3 && e / m < 1e-5, "objective mix: 1 vs 3 threads differ: loss %.3g vs %.3g, grads %.2e", l1, l3,
+               e / m);
+        EXPECT(l3 == l3b && !memcmp(g3, g3b, sizeof(float) * c.np), "objective mix: 3-thread runs are not bitwise equal");
+        free(g1), free(g3), free(g3b);
+        case_free(&c);
+    }
+    printf("(f): %s\n", verdict[failures > before]);
+    printf("(f) block/mix objectives: parts vs naive double max abs err %.2e; gradients vs central FD max err/max|g| "
+           "%.2e over %d entries; identities (query = kl loss bitwise, block bsel 1 = per query, mix w 0 = per query) "
+           "and 1 vs 3 threads checked\n", worst_block_loss, worst_block_grad, n_block_grad_checked);
 
     // (d) supports and (e) mass recall.
     before = failures;

@@ -86,6 +86,10 @@ add_test(NAME train_resume_export COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_tr
 # seed, exact resume, bad usage, and the hybrid stack's full-attention layers only.
 add_test(NAME train_online COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_train_online.sh
          $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/train_online)
+# Training objectives (query | block | mix): config and export carry them, exact
+# resume of a block run, refusals of bad or conflicting flags.
+add_test(NAME train_objective COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_train_objective.sh
+         $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/train_objective)
 
 add_test(NAME reports COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_reports.sh ${CMAKE_SOURCE_DIR} ${TEST_TMP}/reports)
 

@@ -12,10 +12,12 @@
 #include "ops_cuda.h"
 #include "status.h"
 
-void gpu_indexers_open(GpuIndexers *g, const IndexerConfig *cfg, const RunState *rs, const unsigned char *decay,
-                       int max_T) {
+void gpu_indexers_open(GpuIndexers *g, const IndexerConfig *cfg, const IndexerObjective *obj, const RunState *rs,
+                       const unsigned char *decay, int max_T) {
     memset(g, 0, sizeof *g);
     g->cfg = *cfg;
+    g->obj = obj ? *obj : indexer_objective_default();
+    g->parts = xcalloc((size_t)(rs->n_layers > 0 ? rs->n_layers : 1), sizeof *g->parts);
     g->n_layers = rs->n_layers, g->np = rs->n_params;
     const size_t np = (size_t)rs->n_params;
     g->grads = cuda_malloc(sizeof(float) * np);
@@ -54,7 +56,7 @@ void gpu_indexers_set_queries(GpuIndexers *g, const int *queries, int n) {
 void gpu_indexers_close(GpuIndexers *g) {
     if (!g->grads) return;
     for (int i = 0; i < g->n_layers; i++) cuda_free(g->params[i]), cuda_free(g->m[i]), cuda_free(g->v[i]);
-    free(g->params), free(g->m), free(g->v);
+    free(g->params), free(g->m), free(g->v), free(g->parts);
     cuda_free(g->grads), cuda_free(g->queries), cuda_free(g->decay);
     memset(g, 0, sizeof *g);
 }
@@ -74,8 +76,9 @@ double gpu_layer_step(GpuIndexers *g, int i, const float *x, const float *tq, co
     if (tm) t0 = omp_get_wtime(), lap(&t0);  // the work queued before this step is not the step's
     const size_t np = (size_t)g->np;
     cuda_memset(g->grads, 0, sizeof(float) * np);
-    const double kl = indexer_kl_loss_cuda(g->grads, &g->cfg, g->params[i], x, tq, tk, lse, T, te->Hq, te->Hkv,
-                                           te->dh, te->scale, g->queries, n_queries, te->bf16_teacher);
+    const double kl = indexer_objective_loss_cuda(g->grads, g->parts[i], &g->cfg, &g->obj, g->params[i], x, tq, tk,
+                                                  lse, T, te->Hq, te->Hkv, te->dh, te->scale, g->queries, n_queries,
+                                                  te->bf16_teacher);
     if (tm) tm->loss += lap(&t0);
     if (g->dist) {  // every rank, even after a non-finite loss: the others wait in the collective
         dist_allreduce_mean(g->dist, g->grads, np);

@@ -38,13 +38,16 @@ typedef struct {
     int32_t *queries;          // device [max_T]: the positions of the current step
     unsigned char *decay;      // device [np]: 1 where weight decay applies
     const Dist *dist;          // data parallel: gradients averaged over the ranks before the clip (NULL: one process)
+    IndexerObjective obj;      // the run's objective (per query or block-aware)
+    double (*parts)[2];        // [n_layers] the last step's kl_query, kl_block per layer
 } GpuIndexers;
 
 // Uploads rs->params/m/v (rs->n_layers layers of rs->n_params) and decay
-// [n_params] (NULL: everything decays); queries hold up to max_T positions.
-// Device faults abort. Free with gpu_indexers_close.
-void gpu_indexers_open(GpuIndexers *g, const IndexerConfig *cfg, const RunState *rs, const unsigned char *decay,
-                       int max_T);
+// [n_params] (NULL: everything decays); queries hold up to max_T positions;
+// obj the objective of every step (NULL: per query). Device faults abort.
+// Free with gpu_indexers_close.
+void gpu_indexers_open(GpuIndexers *g, const IndexerConfig *cfg, const IndexerObjective *obj, const RunState *rs,
+                       const unsigned char *decay, int max_T);
 // Copies the device's parameters and moments into rs (before a checkpoint).
 void gpu_indexers_download(const GpuIndexers *g, RunState *rs);
 // queries[0..n) (host; ascending, distinct, each below the pass's T) onto the device.
@@ -68,7 +71,7 @@ typedef struct {
 } GpuStepTimes;
 
 // Layer i's step on the n_queries positions set last (gpu_indexers_set_queries):
-// grads = ∂KL/∂params (with g->dist: averaged over the ranks, each on its own
+// grads = ∂L/∂params of the objective g->obj (its parts into g->parts[i]) (with g->dist: averaged over the ranks, each on its own
 // sequence), clipped to clip (≤ 0: no clipping), AdamW at step t (from 1). Returns the KL; *grad_norm gets the norm before clipping. A
 // non-finite KL leaves the parameters and moments untouched (the caller fails).
 double gpu_layer_step(GpuIndexers *g, int i, const float *x, const float *tq, const float *tk, const float *lse,

@@ -1,12 +1,14 @@
 // trainer.c: see trainer.h. One step = one teacher sequence: sample the query
-// positions; then for every trained layer take x and lse from the data source
-// (a shard, or the tap of an online forward over the sequence), the teacher
-// q/k from the tap or rebuilt from x (forward_layer_qk), the fused KL loss and
-// gradients (indexer_kl_loss_cpu, or its CUDA twin with --device cuda), clip,
-// and apply AdamW. Online on the GPU the layers' steps run inside the one bf16
-// pass of the backbone, on its device arrays (train_gpu.h). Everything that
-// decides the next step — parameters, moments, step, PRNG state, data cursor —
-// goes into the run checkpoint, so a killed run resumes to the same bits.
+// positions (or whole blocks, for a block-aware objective); then for every
+// trained layer take x and lse from the data source (a shard, or the tap of an
+// online forward over the sequence), the teacher q/k from the tap or rebuilt
+// from x (forward_layer_qk), the fused loss of the run's objective and its
+// gradients (indexer_objective_loss_cpu, or its CUDA twin with --device cuda),
+// clip, and apply AdamW. Online on the GPU the layers' steps run inside the
+// one bf16 pass of the backbone, on its device arrays (train_gpu.h).
+// Everything that decides the next step — parameters, moments, step, PRNG
+// state, data cursor — goes into the run checkpoint, so a killed run resumes
+// to the same bits.
 #include "trainer.h"
 
 #include <cjson/cJSON.h>
@@ -46,6 +48,7 @@ TrainConfig train_config_default(void) {
     tc.lr = 3e-3, tc.min_lr_frac = 0.1, tc.weight_decay = 0.01;
     tc.beta1 = 0.9, tc.beta2 = 0.95, tc.eps = 1e-8, tc.clip = 1.0;
     tc.seed = 1, tc.query_frac = 0.25, tc.min_pos = 16;
+    tc.objective = indexer_objective_default();
     tc.eval_every = 50, tc.recall_k = 256, tc.eval_queries = 256;
     tc.ckpt_every = 25, tc.keep_ckpts = 2;
     tc.backbone_prec = -1;
@@ -231,6 +234,10 @@ static cJSON *config_json(const TrainConfig *tc, const char *fingerprint, int ct
     cJSON_AddStringToObject(ix, "key_norm", c->key_norm == INDEXER_NORM_RMS ? "rms" : c->key_norm == INDEXER_NORM_LAYER ? "layer" : "none");
     cJSON_AddNumberToObject(ix, "norm_eps", c->norm_eps);
     cJSON_AddNumberToObject(ix, "rope_theta", c->rope_theta);
+    cJSON *obj = cJSON_AddObjectToObject(o, "objective");
+    cJSON_AddStringToObject(obj, "kind", indexer_objective_name(tc->objective.kind));
+    cJSON_AddNumberToObject(obj, "bsel", tc->objective.bsel);
+    cJSON_AddNumberToObject(obj, "block_weight", tc->objective.block_weight);
 #define NUM(f) cJSON_AddNumberToObject(o, #f, (double)tc->f)
     NUM(steps), NUM(warmup), NUM(lr), NUM(min_lr_frac), NUM(weight_decay), NUM(beta1), NUM(beta2), NUM(eps);
     NUM(clip), NUM(seed), NUM(query_frac), NUM(min_pos), NUM(eval_every), NUM(recall_k), NUM(eval_queries);
@@ -279,6 +286,8 @@ static int run_config(const TrainConfig *tc, const char *fingerprint, int ctx, c
             for (size_t i = 0; i < sizeof free_keys / sizeof free_keys[0]; i++) skip |= !strcmp(w->string, free_keys[i]);
             if (skip) continue;
             const cJSON *h = cJSON_GetObjectItemCaseSensitive(have, w->string);
+            // A run from before objectives were recorded trained per query.
+            if (!h && !strcmp(w->string, "objective") && tc->objective.kind == INDEXER_OBJ_QUERY) continue;
             char *a = cJSON_PrintUnformatted(w), *b = h ? cJSON_PrintUnformatted(h) : NULL;
             int same = b && !strcmp(a, b);
             if (!same)
@@ -398,6 +407,24 @@ int train_config_load(TrainConfig *tc, const char *run_dir, Status *st) {
         goto done;
     }
     tc->seed = (uint64_t)seed->valuedouble;
+    // The objective ({kind, bsel, block_weight}); absent: per query (runs from before it was recorded).
+    const cJSON *obj = cJSON_GetObjectItemCaseSensitive(o, "objective");
+    tc->objective = indexer_objective_default();
+    if (obj) {
+        const cJSON *kind = cJSON_GetObjectItemCaseSensitive(obj, "kind");
+        const cJSON *ob = cJSON_GetObjectItemCaseSensitive(obj, "bsel");
+        const cJSON *ow = cJSON_GetObjectItemCaseSensitive(obj, "block_weight");
+        const int k = cJSON_IsString(kind) ? indexer_objective_parse(kind->valuestring) : -1;
+        if (k < 0 || !cJSON_IsNumber(ob) || ob->valuedouble < 1 || ob->valuedouble > 1 << 20 ||
+            ob->valuedouble != floor(ob->valuedouble) || !cJSON_IsNumber(ow) || !(ow->valuedouble >= 0) ||
+            ow->valuedouble > 1e6) {
+            status_fail(st, "%s: \"objective\" must be {kind: query|block|mix, bsel: 1..%d, block_weight: 0..1e6}",
+                        path, 1 << 20);
+            goto done;
+        }
+        tc->objective.kind = (IndexerObjectiveKind)k;
+        tc->objective.bsel = (int)ob->valuedouble, tc->objective.block_weight = ow->valuedouble;
+    }
     const cJSON *layers = cJSON_GetObjectItemCaseSensitive(o, "layers"), *e;
     tc->n_layers = 0;
     if (!cJSON_IsArray(layers) || cJSON_GetArraySize(layers) < 1 || cJSON_GetArraySize(layers) > TRAIN_MAX_LAYERS) {
@@ -508,12 +535,25 @@ static int truncate_log(const char *path, long step, int csv, Status *st) {
 }
 
 // Sampled query positions of one step: each t in [min_pos, T) with
-// probability query_frac (at least one: T−1). Advances the run's PRNG.
-static int sample_queries(int *q, int T, int min_pos, double frac, uint64_t *rng) {
+// probability query_frac (at least one: T−1). block > 1 (the block
+// objectives): each block [b·block, (b+1)·block) with probability query_frac,
+// all its positions ≥ min_pos (at least one block: the last), so that every
+// sampled block aggregates all its queries, as block-shared selection does.
+// Advances the run's PRNG.
+static int sample_queries(int *q, int T, int min_pos, double frac, int block, uint64_t *rng) {
     int n = 0;
-    for (int t = min_pos < T ? min_pos : 0; t < T; t++)
-        if (rng_uniform(rng) < frac) q[n++] = t;
-    if (n == 0) q[n++] = T - 1;
+    const int t0 = min_pos < T ? min_pos : 0;
+    if (block <= 1) {
+        for (int t = t0; t < T; t++)
+            if (rng_uniform(rng) < frac) q[n++] = t;
+        if (n == 0) q[n++] = T - 1;
+        return n;
+    }
+    for (int b0 = t0 / block * block; b0 < T; b0 += block)
+        if (rng_uniform(rng) < frac)
+            for (int t = b0 > t0 ? b0 : t0; t < b0 + block && t < T; t++) q[n++] = t;
+    if (n == 0)
+        for (int t = (T - 1) / block * block > t0 ? (T - 1) / block * block : t0; t < T; t++) q[n++] = t;
     return n;
 }
 
@@ -549,7 +589,7 @@ static int gpu_open(GpuTrain *g, const Model *m, const TrainConfig *tc, const Ru
         g->tq = cuda_malloc(sizeof(float) * TT * c->n_heads * c->head_dim);
         g->tk = cuda_malloc(sizeof(float) * TT * c->n_kv_heads * c->head_dim);
     }
-    gpu_indexers_open(&g->ix, &tc->icfg, rs, decay, T);
+    gpu_indexers_open(&g->ix, &tc->icfg, &tc->objective, rs, decay, T);
     if (backbone) {
         const GpuTeacher te = {c->n_heads, c->n_kv_heads, c->head_dim, (float)c->attn_scale, tc->bf16_teacher};
         gpu_online_init(&g->on, &g->ix, backbone, c, tc->layers, tc->n_layers, &te);
@@ -822,8 +862,10 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
         const double t0 = omp_get_wtime();
         const double lr = lr_at(step, tc->warmup, tc->schedule_steps, tc->lr, tc->min_lr_frac);
         const AdamW opt = {lr, tc->beta1, tc->beta2, tc->eps, tc->weight_decay};
-        const int nq = sample_queries(queries, T, tc->min_pos, tc->query_frac, &rs.rng);
-        double kl[TRAIN_MAX_LAYERS], gn[TRAIN_MAX_LAYERS], kl_mean = 0;
+        const IndexerObjective *obj = &tc->objective;
+        const int nq = sample_queries(queries, T, tc->min_pos, tc->query_frac,
+                                      obj->kind == INDEXER_OBJ_QUERY ? 1 : obj->bsel, &rs.rng);
+        double kl[TRAIN_MAX_LAYERS], gn[TRAIN_MAX_LAYERS], kl_mean = 0, parts[TRAIN_MAX_LAYERS][2];
 #ifdef SPINDLE_HAVE_CUDA
         if (tc->use_cuda) gpu_indexers_set_queries(&gpu.ix, queries, nq);
         if (tc->use_cuda && online) {  // every trained layer's step inside one pass of the backbone
@@ -831,6 +873,7 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
                              tc->clip);
             for (int i = 0; i < L; i++) {
                 kl[i] = gpu.on.kl[i], gn[i] = gpu.on.gn[i];
+                parts[i][0] = gpu.ix.parts[i][0], parts[i][1] = gpu.ix.parts[i][1];
                 if (!isfinite(kl[i])) {
                     status_fail(st, "step %ld, layer %d: the loss is not finite (%g); lower --lr", step, tc->layers[i],
                                 kl[i]);
@@ -848,6 +891,7 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
                 const GpuTeacher te = {Hq, Hkv, dh, scale, tc->bf16_teacher};
                 kl[i] = gpu_layer_step(&gpu.ix, i, gpu.x, gpu.tq, gpu.tk, gpu.lse, T, &te, nq, &opt, step, tc->clip,
                                        &gn[i], NULL);
+                parts[i][0] = gpu.ix.parts[i][0], parts[i][1] = gpu.ix.parts[i][1];
             } else
 #endif
             {
@@ -856,8 +900,8 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
                     ql = tq, kq = tk;
                 }
                 memset(grads, 0, sizeof(float) * (size_t)np);
-                kl[i] = indexer_kl_loss_cpu(grads, &tc->icfg, rs.params[i], xl, ql, kq, ll, T, Hq, Hkv, dh, scale,
-                                            queries, nq);
+                kl[i] = indexer_objective_loss_cpu(grads, parts[i], &tc->icfg, obj, rs.params[i], xl, ql, kq, ll, T,
+                                                   Hq, Hkv, dh, scale, queries, nq);
             }
             if (!isfinite(kl[i])) {
                 status_fail(st, "step %ld, layer %d: the loss is not finite (%g); lower --lr", step, tc->layers[i], kl[i]);
@@ -925,6 +969,8 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
         for (int i = 0; i < L; i++) {
             fprintf(log, "{\"step\":%ld,\"layer\":%d,\"kl\":%.6g,\"lr\":%.6g,\"grad_norm\":%.6g,\"tokens_per_s\":%.1f,\"queries\":%d%s",
                     step, tc->layers[i], kl[i], lr, gn[i], tps, nq, mem_json);
+            if (obj->kind != INDEXER_OBJ_QUERY)
+                fprintf(log, ",\"kl_query\":%.6g,\"kl_block\":%.6g", parts[i][0], parts[i][1]);
             if (do_eval) fprintf(log, ",\"recall_at_k\":%.6g,\"k\":%d", rec[i], tc->recall_k);
             fprintf(log, "}\n");
             fprintf(csv, "%ld,%d,%.6g,%.6g,%.6g,%.1f,", step, tc->layers[i], kl[i], lr, gn[i], tps);

@@ -47,7 +47,8 @@ typedef struct TrainConfig {
     long schedule_steps;  // horizon of the cosine: --steps of the fresh run, kept when a resume extends steps
     double lr, min_lr_frac, weight_decay, beta1, beta2, eps, clip;
     uint64_t seed;
-    double query_frac;  // fraction of the positions ≥ min_pos sampled per step
+    double query_frac;  // fraction of the positions ≥ min_pos sampled per step (block objectives: of the blocks)
+    IndexerObjective objective;  // what the loss matches ("objective" in the run's config)
     int min_pos;
     int eval_every, recall_k, eval_queries;  // held-out recall@k every N steps, on this many queries
     int ckpt_every, keep_ckpts;

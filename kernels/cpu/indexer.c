@@ -23,6 +23,23 @@ IndexerConfig indexer_config_default(int d_model) {
     return c;
 }
 
+IndexerObjective indexer_objective_default(void) {
+    IndexerObjective o = {INDEXER_OBJ_QUERY, 64, 1.0};
+    return o;
+}
+
+static const char *const objective_names[3] = {"query", "block", "mix"};
+
+const char *indexer_objective_name(IndexerObjectiveKind kind) {
+    return kind >= INDEXER_OBJ_QUERY && kind <= INDEXER_OBJ_MIX ? objective_names[kind] : NULL;
+}
+
+int indexer_objective_parse(const char *name) {
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(name, objective_names[i])) return i;
+    return -1;
+}
+
 int indexer_config_check(const IndexerConfig *c, Status *st) {
     if (c->variant != INDEXER_COLLAPSED && c->variant != INDEXER_EXPANDED)
         return status_fail(st, "indexer: variant %d is neither collapsed (0) nor expanded (1)", (int)c->variant);

@@ -19,7 +19,15 @@
 // the result is bitwise reproducible. Finally the projections' backward
 // (kernels/cpu/indexer.c) takes dq^I, dw, dk^I through RoPE, the key norm and the
 // GEMMs into dW_q, dW_w, dW_k and the norm's parameters.
+//
+// The block objectives (indexer_objective_loss_cpu) work per block of sampled
+// queries instead of per tile: the same two passes in chunks of BQ of the
+// block's queries, summing P and Q by column into Ā_B, Q̄_B (one vector of
+// keys each, per thread), then two more passes over the scores for c_t and the
+// block term's gradient G = Q·(c_t − ρ)/(n_B·|ℬ|), with the same backward.
+// Blocks go round-robin to threads as the tiles do.
 #include <cblas.h>
+#include <float.h>
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
@@ -124,6 +132,67 @@ static void tile_lse(float *lse, float *S, float *D, const Proj *p, const int *p
     for (int i = 0; i < nr; i++) lse[i] = m[i] + logf(l[i]);
 }
 
+// Backward of one score tile: G [nr, BK] (row stride BK, 0 past each row's
+// visible keys) = ∂L/∂score of query rows r0.. against keys j0..j0+nk-1 into
+// dq^I (+=), dw (+=, expanded), dk^I (+=, a thread's buffer). D holds the
+// tile's D_h from score_tile (expanded; overwritten by E_h).
+//   collapsed: dq^I += G·K/√d_I,  dk^I += Gᵀ·Q^I/√d_I
+//   expanded:  dw_h += rowsum(G ⊙ ReLU(D_h)),  E_h = G ⊙ w_h ⊙ [D_h > 0],
+//              dq^I_h += E_h·K,  dk^I += E_hᵀ·Q^I_h
+static void tile_backward(float *dq, float *dw, float *dk, const float *S, float *D, const Proj *p, int r0, int nr,
+                          int j0, int nk) {
+    const int H = p->H, dI = p->dI;
+    const float *K = p->k + (int64_t)j0 * dI;
+    if (p->cfg->variant == INDEXER_COLLAPSED) {
+        const float c_col = 1.0f / sqrtf((float)dI);
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, dI, nk, c_col, S, BK, K, dI, 1.0f,
+                    dq + (int64_t)r0 * dI, dI);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, dI, nr, c_col, S, BK, p->q + (int64_t)r0 * dI, dI,
+                    1.0f, dk + (int64_t)j0 * dI, dI);
+        return;
+    }
+    for (int h = 0; h < H; h++) {
+        float *Dh = D + (int64_t)h * BQ * BK;
+        for (int i = 0; i < nr; i++) {
+            const float *g = S + i * BK;
+            float *d = Dh + i * BK, acc = 0.0f;
+            const float wh = p->w[(int64_t)(r0 + i) * H + h];
+            for (int j = 0; j < nk; j++) {
+                const int on = d[j] > 0.0f;
+                acc += on ? g[j] * d[j] : 0.0f;
+                d[j] = on ? g[j] * wh : 0.0f;
+            }
+            dw[(int64_t)(r0 + i) * H + h] += acc;
+        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, dI, nk, 1.0f, Dh, BK, K, dI, 1.0f,
+                    dq + (int64_t)r0 * H * dI + h * dI, H * dI);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, dI, nr, 1.0f, Dh, BK, p->q + (int64_t)r0 * H * dI + h * dI,
+                    H * dI, 1.0f, dk + (int64_t)j0 * dI, dI);
+    }
+}
+
+// P [nr, BK] (row stride BK) = Hq·P_t(j) = Σ_h exp(s·q_{h,t}·k_{h/G,j} − lse_{h,t})
+// for the rows at positions pos[0..nr) against keys j0..j0+nk-1, 0 where
+// j > t; one GEMM per head into A. tqr holds the rows' teacher q (stride Hq·dh).
+static void teacher_tile(float *P, float *A, const float *tqr, const float *tk, const float *tlse, const int *pos,
+                         int nr, int j0, int nk, int T, int Hq, int Hkv, int dh, float scale) {
+    const int G = Hq / Hkv;
+    const int64_t tqs = (int64_t)Hq * dh, tks = (int64_t)Hkv * dh;
+    for (int i = 0; i < nr * BK; i++) P[i] = 0.0f;
+    for (int h = 0; h < Hq; h++) {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, nk, dh, scale, tqr + (int64_t)h * dh, (int)tqs,
+                    tk + j0 * tks + (int64_t)(h / G) * dh, (int)tks, 0.0f, A, BK);
+        for (int i = 0; i < nr; i++) {
+            const int nv = n_visible(pos[i], j0, nk);
+            const float lh = tlse[(int64_t)h * T + pos[i]];
+            const float *a = A + i * BK;
+            float *pp = P + i * BK;
+#pragma omp simd
+            for (int j = 0; j < nv; j++) pp[j] += fast_expf(a[j] - lh);
+        }
+    }
+}
+
 // ---- forward (inspection) ----
 
 void indexer_forward_cpu(float *score, float *lse, const IndexerConfig *cfg, const float *params, const float *x,
@@ -178,11 +247,11 @@ double indexer_kl_loss_cpu(float *grads, const IndexerConfig *cfg, const float *
     SPINDLE_CHECK(Hq % Hkv == 0);
     for (int r = 0; r < n_queries; r++)
         SPINDLE_CHECK(queries[r] >= 0 && queries[r] < T && (r == 0 || queries[r] > queries[r - 1]));
-    const int G = Hq / Hkv, H = cfg->n_heads, dI = cfg->d_index, nq = n_queries;
+    const int H = cfg->n_heads, dI = cfg->d_index, nq = n_queries;
     const int expanded = cfg->variant == INDEXER_EXPANDED;
-    const int64_t tqs = (int64_t)Hq * dh, tks = (int64_t)Hkv * dh;  // teacher row strides
-    const int n_keys = queries[nq - 1] + 1;                           // keys any query sees
-    const float inv_n = 1.0f / nq, inv_hq = 1.0f / Hq, c_col = 1.0f / sqrtf((float)dI);
+    const int64_t tqs = (int64_t)Hq * dh;    // teacher q row stride
+    const int n_keys = queries[nq - 1] + 1;  // keys any query sees
+    const float inv_n = 1.0f / nq, inv_hq = 1.0f / Hq;
 
     float *u = grads ? xmalloc(sizeof(float) * (size_t)n_keys * dI) : NULL;
     float *stat = grads ? xmalloc(sizeof(float) * (size_t)n_keys * 2) : NULL;
@@ -219,20 +288,7 @@ double indexer_kl_loss_cpu(float *grads, const IndexerConfig *cfg, const float *
             for (int j0 = 0; j0 < kend; j0 += BK) {
                 const int nk = kend - j0 < BK ? kend - j0 : BK;
                 score_tile(S, BK, D, &p, r0, nr, j0, nk);
-                // P_t(j) = (1/Hq) Σ_h exp(s·q_{h,t}·k_{h/G,j} − lse_{h,t})
-                for (int i = 0; i < nr * BK; i++) P[i] = 0.0f;
-                for (int h = 0; h < Hq; h++) {
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, nr, nk, dh, scale, tqr + (int64_t)h * dh,
-                                (int)tqs, tk + j0 * tks + (int64_t)(h / G) * dh, (int)tks, 0.0f, A, BK);
-                    for (int i = 0; i < nr; i++) {
-                        const int nv = n_visible(pos[i], j0, nk);
-                        const float lh = tlse[(int64_t)h * T + pos[i]];
-                        const float *a = A + i * BK;
-                        float *pp = P + i * BK;
-#pragma omp simd
-                        for (int j = 0; j < nv; j++) pp[j] += fast_expf(a[j] - lh);
-                    }
-                }
+                teacher_tile(P, A, tqr, tk, tlse, pos, nr, j0, nk, T, Hq, Hkv, dh, scale);
                 // KL terms and G = (Q − P)/|𝒯| (0 for j > t), written over S.
                 for (int i = 0; i < nr; i++) {
                     const int nv = n_visible(pos[i], j0, nk);
@@ -247,36 +303,7 @@ double indexer_kl_loss_cpu(float *grads, const IndexerConfig *cfg, const float *
                     for (int j = nv; j < nk; j++) s[j] = 0.0f;
                     kl += row;
                 }
-                if (!grads) continue;
-                const float *K = p.k + (int64_t)j0 * dI;
-                if (!expanded) {
-                    // dq^I += G·K/√d_I;  dk^I += Gᵀ·Q^I/√d_I
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, dI, nk, c_col, S, BK, K, dI, 1.0f,
-                                dq + (int64_t)r0 * dI, dI);
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, dI, nr, c_col, S, BK,
-                                p.q + (int64_t)r0 * dI, dI, 1.0f, dk + (int64_t)j0 * dI, dI);
-                    continue;
-                }
-                for (int h = 0; h < H; h++) {
-                    // dw_{t,h} += Σ_j G·ReLU(D_h);  E_h = G ⊙ w_{t,h} ⊙ [D_h > 0] (over D_h)
-                    float *Dh = D + (int64_t)h * BQ * BK;
-                    for (int i = 0; i < nr; i++) {
-                        const float *g = S + i * BK;
-                        float *d = Dh + i * BK, acc = 0.0f;
-                        const float wh = p.w[(int64_t)(r0 + i) * H + h];
-                        for (int j = 0; j < nk; j++) {
-                            const int on = d[j] > 0.0f;
-                            acc += on ? g[j] * d[j] : 0.0f;
-                            d[j] = on ? g[j] * wh : 0.0f;
-                        }
-                        dw[(int64_t)(r0 + i) * H + h] += acc;
-                    }
-                    // dq^I_h += E_h·K;  dk^I += E_hᵀ·Q^I_h
-                    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, nr, dI, nk, 1.0f, Dh, BK, K, dI, 1.0f,
-                                dq + (int64_t)r0 * H * dI + h * dI, H * dI);
-                    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, nk, dI, nr, 1.0f, Dh, BK,
-                                p.q + (int64_t)r0 * H * dI + h * dI, H * dI, 1.0f, dk + (int64_t)j0 * dI, dI);
-                }
+                if (grads) tile_backward(dq, dw, dk, S, D, &p, r0, nr, j0, nk);
             }
             kl_tile[tile] = kl;
         }
@@ -305,6 +332,171 @@ double indexer_kl_loss_cpu(float *grads, const IndexerConfig *cfg, const float *
     free(dk_thr), free(kl_tile), free(dq), free(dw), free(u), free(stat);
     proj_free(&p);
     return loss;
+}
+
+// ---- the block-aware objectives ----
+
+double indexer_objective_loss_cpu(float *grads, double *parts, const IndexerConfig *cfg, const IndexerObjective *obj,
+                                  const float *params, const float *x, const float *tq, const float *tk,
+                                  const float *tlse, int T, int Hq, int Hkv, int dh, float scale, const int *queries,
+                                  int n_queries) {
+    if (obj->kind == INDEXER_OBJ_QUERY) {
+        const double l = indexer_kl_loss_cpu(grads, cfg, params, x, tq, tk, tlse, T, Hq, Hkv, dh, scale, queries,
+                                             n_queries);
+        if (parts) parts[0] = l, parts[1] = NAN;
+        return l;
+    }
+    if (parts) parts[0] = parts[1] = 0.0;
+    if (n_queries <= 0) return 0.0;
+    SPINDLE_CHECK(Hq % Hkv == 0 && (obj->kind == INDEXER_OBJ_BLOCK || obj->kind == INDEXER_OBJ_MIX));
+    SPINDLE_CHECK(obj->bsel >= 1 && obj->block_weight >= 0.0);
+    for (int r = 0; r < n_queries; r++)
+        SPINDLE_CHECK(queries[r] >= 0 && queries[r] < T && (r == 0 || queries[r] > queries[r - 1]));
+    const int H = cfg->n_heads, dI = cfg->d_index, nq = n_queries, bsel = obj->bsel;
+    const int expanded = cfg->variant == INDEXER_EXPANDED;
+    const int64_t tqs = (int64_t)Hq * dh;
+    const int n_keys = queries[nq - 1] + 1;
+    const float inv_hq = 1.0f / Hq;
+    // Weights of the two terms in L, and the per-query term's ∂L/∂score scale.
+    const double w_query = obj->kind == INDEXER_OBJ_MIX ? 1.0 : 0.0;
+    const double w_block = obj->kind == INDEXER_OBJ_MIX ? obj->block_weight : 1.0;
+    const float g_query = (float)(w_query / nq);
+
+    // The blocks ℬ: runs of consecutive queries with the same ⌊t/bsel⌋.
+    int *seg = xmalloc(sizeof(int) * (size_t)(nq + 1)), n_seg = 0, max_nb = 0;
+    for (int r = 0; r < nq; r++)
+        if (r == 0 || queries[r] / bsel != queries[r - 1] / bsel) seg[n_seg++] = r;
+    seg[n_seg] = nq;
+    for (int b = 0; b < n_seg; b++) max_nb = seg[b + 1] - seg[b] > max_nb ? seg[b + 1] - seg[b] : max_nb;
+
+    float *u = grads ? xmalloc(sizeof(float) * (size_t)n_keys * dI) : NULL;
+    float *stat = grads ? xmalloc(sizeof(float) * (size_t)n_keys * 2) : NULL;
+    Proj p = proj_build(cfg, params, x, queries, nq, n_keys, u, stat);
+    float *dq = grads ? xcalloc((size_t)nq * H * dI, sizeof(float)) : NULL;
+    float *dw = grads && expanded ? xcalloc((size_t)nq * H, sizeof(float)) : NULL;
+    const int n_threads = omp_get_max_threads();
+    float **dk_thr = xcalloc((size_t)n_threads, sizeof(float *));
+    double *klq_seg = xcalloc((size_t)n_seg, sizeof(double)), *klb_seg = xcalloc((size_t)n_seg, sizeof(double));
+
+    int blas_threads = openblas_get_num_threads();
+    openblas_set_num_threads(1);
+#pragma omp parallel num_threads(n_threads)
+    {
+        float *dk = NULL;
+        if (grads) dk = dk_thr[omp_get_thread_num()] = xcalloc((size_t)n_keys * dI, sizeof(float));
+        float *S = xmalloc(sizeof(float) * BQ * BK);                                // scores, then G
+        float *A = xmalloc(sizeof(float) * BQ * BK);                                // one teacher head's s·q·k
+        float *P = xmalloc(sizeof(float) * BQ * BK);                                // teacher P·Hq
+        float *D = expanded ? xmalloc(sizeof(float) * (size_t)H * BQ * BK) : NULL;  // D_h = Q_h·Kᵀ
+        float *tqr = xmalloc(sizeof(float) * (size_t)BQ * tqs);
+        float *lse_b = xmalloc(sizeof(float) * (size_t)max_nb);    // lse^I of the block's queries
+        double *c_b = xmalloc(sizeof(double) * (size_t)BQ);        // c_t of a chunk's queries
+        float *agg_p = xmalloc(sizeof(float) * (size_t)n_keys);    // Σ_t P_t(j), then Ā_B
+        float *agg_q = xmalloc(sizeof(float) * (size_t)n_keys);    // Σ_t Q_t(j), then ρ_B
+#pragma omp for schedule(static, 1)
+        for (int b = 0; b < n_seg; b++) {
+            const int ra = seg[b], rb = seg[b + 1], nb = rb - ra, kend = queries[rb - 1] + 1;
+            for (int j = 0; j < kend; j++) agg_p[j] = agg_q[j] = 0.0f;
+            // Passes 1-2, a chunk of ≤ BQ of the block's queries at a time: lse^I;
+            // P and Q tiles, the per-query KL and (MIX) its gradient; the column
+            // sums Σ_{t∈𝒯_B, t≥j} P_t(j) and Σ Q_t(j), rows in position order.
+            double klq = 0.0;
+            for (int c0 = ra; c0 < rb; c0 += BQ) {
+                const int nr = rb - c0 < BQ ? rb - c0 : BQ, *pos = queries + c0, ckend = pos[nr - 1] + 1;
+                for (int i = 0; i < nr; i++) memcpy(tqr + i * tqs, tq + pos[i] * tqs, sizeof(float) * tqs);
+                float *lse_i = lse_b + (c0 - ra);
+                tile_lse(lse_i, S, D, &p, pos, c0, nr);
+                for (int j0 = 0; j0 < ckend; j0 += BK) {
+                    const int nk = ckend - j0 < BK ? ckend - j0 : BK;
+                    score_tile(S, BK, D, &p, c0, nr, j0, nk);
+                    teacher_tile(P, A, tqr, tk, tlse, pos, nr, j0, nk, T, Hq, Hkv, dh, scale);
+                    for (int i = 0; i < nr; i++) {
+                        const int nv = n_visible(pos[i], j0, nk);
+                        float *s = S + i * BK;
+                        const float *pp = P + i * BK;
+                        float row = 0.0f;
+                        for (int j = 0; j < nv; j++) {
+                            const float pj = pp[j] * inv_hq, lq = s[j] - lse_i[i], qj = fast_expf(lq);
+                            if (pj > 0.0f) row += pj * (logf(pj) - lq);
+                            agg_p[j0 + j] += pj;
+                            agg_q[j0 + j] += qj;
+                            s[j] = (qj - pj) * g_query;
+                        }
+                        for (int j = nv; j < nk; j++) s[j] = 0.0f;
+                        klq += row;
+                    }
+                    if (grads && w_query > 0.0) tile_backward(dq, dw, dk, S, D, &p, c0, nr, j0, nk);
+                }
+            }
+            // Ā_B, Q̄_B (Q̄ floored at FLT_MIN, where every Q_t(j) underflowed),
+            // KL(Ā_B ‖ Q̄_B) and ρ_B = Ā_B/Q̄_B (over agg_q).
+            const float inv_nb = 1.0f / nb;
+            double klb = 0.0;
+            for (int j = 0; j < kend; j++) {
+                const float a = agg_p[j] * inv_nb, qb = fmaxf(agg_q[j] * inv_nb, FLT_MIN);
+                if (a > 0.0f) klb += a * (logf(a) - logf(qb));
+                agg_q[j] = a / qb;
+            }
+            klq_seg[b] = klq, klb_seg[b] = klb;
+            if (!grads || w_block == 0.0) continue;
+            // Passes 3-4 per chunk: c_t = Σ_{j≤t} Q_t(j)·ρ_B(j); then
+            // G = w·Q_t(j)·(c_t − ρ_B(j)) / (n_B·|ℬ|) and its backward.
+            const float coef = (float)(w_block / ((double)nb * n_seg));
+            const float *rho = agg_q;
+            for (int c0 = ra; c0 < rb; c0 += BQ) {
+                const int nr = rb - c0 < BQ ? rb - c0 : BQ, *pos = queries + c0, ckend = pos[nr - 1] + 1;
+                const float *lse_i = lse_b + (c0 - ra);
+                for (int i = 0; i < nr; i++) c_b[i] = 0.0;
+                for (int j0 = 0; j0 < ckend; j0 += BK) {
+                    const int nk = ckend - j0 < BK ? ckend - j0 : BK;
+                    score_tile(S, BK, D, &p, c0, nr, j0, nk);
+                    for (int i = 0; i < nr; i++) {
+                        const int nv = n_visible(pos[i], j0, nk);
+                        const float *s = S + i * BK;
+                        float acc = 0.0f;
+                        for (int j = 0; j < nv; j++) acc += fast_expf(s[j] - lse_i[i]) * rho[j0 + j];
+                        c_b[i] += acc;
+                    }
+                }
+                for (int j0 = 0; j0 < ckend; j0 += BK) {
+                    const int nk = ckend - j0 < BK ? ckend - j0 : BK;
+                    score_tile(S, BK, D, &p, c0, nr, j0, nk);
+                    for (int i = 0; i < nr; i++) {
+                        const int nv = n_visible(pos[i], j0, nk);
+                        float *s = S + i * BK;
+                        const float ct = (float)c_b[i];
+                        for (int j = 0; j < nv; j++) s[j] = coef * fast_expf(s[j] - lse_i[i]) * (ct - rho[j0 + j]);
+                        for (int j = nv; j < nk; j++) s[j] = 0.0f;
+                    }
+                    tile_backward(dq, dw, dk, S, D, &p, c0, nr, j0, nk);
+                }
+            }
+        }
+        free(S), free(A), free(P), free(D), free(tqr), free(lse_b), free(c_b), free(agg_p), free(agg_q);
+    }
+    openblas_set_num_threads(blas_threads);
+
+    double l_query = 0.0, l_block = 0.0;
+    for (int b = 0; b < n_seg; b++) l_query += klq_seg[b], l_block += klb_seg[b];
+    l_query /= nq, l_block /= n_seg;
+    if (parts) parts[0] = l_query, parts[1] = l_block;
+    if (grads) {
+        float *dk = dk_thr[0];
+        for (int th = 1; th < n_threads; th++) {
+            if (!dk_thr[th]) continue;
+            for (int64_t i = 0; i < (int64_t)n_keys * dI; i++) dk[i] += dk_thr[th][i];
+        }
+        float *xq = xmalloc(sizeof(float) * (size_t)nq * cfg->d_model);
+        for (int r = 0; r < nq; r++)
+            memcpy(xq + (int64_t)r * cfg->d_model, x + (int64_t)queries[r] * cfg->d_model, sizeof(float) * cfg->d_model);
+        indexer_queries_backward(grads, dq, dw, cfg, xq, queries, nq);
+        indexer_keys_backward(grads, dk, cfg, params, x, u, stat, n_keys);
+        free(xq);
+    }
+    for (int th = 0; th < n_threads; th++) free(dk_thr[th]);
+    free(dk_thr), free(klq_seg), free(klb_seg), free(seg), free(dq), free(dw), free(u), free(stat);
+    proj_free(&p);
+    return w_query * l_query + w_block * l_block;
 }
 
 // ---- inference: mass recall and supports ----

@@ -31,7 +31,16 @@
 //                  keys l, l+8, l+16, l+24 of the tile. Every shared tile has an
 //                  odd row stride, so those reads fall in distinct banks.
 //     The KL partial of each block is a double; the host adds them in block
-//     order. Then the projections' backward: RoPE transpose, the key norm's
+//     order.
+//   The block objectives (indexer_objective_loss_cuda): the same kl kernel over
+//   a tile list whose tiles never straddle two blocks of sampled queries also
+//   writes each tile's column sums of P and Q (warp shuffles over the 4 rows of
+//   a warp, then the 8 warps in order: no atomics); block_ratio_kernel adds a
+//   block's tiles in order into Ā_B, Q̄_B, its KL terms and ρ_B = Ā_B/Q̄_B;
+//   block_c_kernel scores the tiles again for c_t = Σ_j Q_t(j)·ρ_B(j) (one
+//   partial per key chunk), and block_grad_kernel a third time for
+//   G = Q·(c_t − ρ_B)·w/(n_B·|ℬ|), backward as the kl kernel's (tile_backward).
+//   The loss is reproducible as the per-query one; the gradients to rounding. Then the projections' backward: RoPE transpose, the key norm's
 //     backward (a warp per row; its gain/bias gradients a column reduction
 //     over row slabs with atomics), and dW += dᵀ·x as cuBLAS GEMMs (beta = 1).
 //   Recall and select score a chunk of query rows against all keys with one
@@ -303,15 +312,49 @@ __global__ void __launch_bounds__(NT) indexer_lse_kernel(float *lse, const float
     if (l == 0 && i < nr) lse[r0 + i] = m + logf(lsum);
 }
 
+// The query rows of tile blockIdx.x: rows r0 .. r0 + nr − 1 of the sampled
+// queries, by the standard tiling (tile_r0 NULL: r0 = tile·BQ) or by a tile
+// list (the block objectives: tiles that never straddle two blocks).
+__device__ __forceinline__ void tile_rows(int *r0, int *nr, const int32_t *tile_r0, const int32_t *tile_nr, int nq) {
+    if (tile_r0) {
+        *r0 = tile_r0[blockIdx.x], *nr = tile_nr[blockIdx.x];
+    } else {
+        *r0 = blockIdx.x * BQ, *nr = min(BQ, nq - *r0);
+    }
+}
+
+// Backward of one score tile from G in Gs [BQ][BK + 1] (0 past each row's keys):
+//   dQ[i, c] += c_col·Σ_j G[i, j]·k^I[j, c]      (the block's shared accumulator)
+//   dk^I[j0 + j, c] += c_col·Σ_i G[i, j]·q^I[i, c] (atomics)
+__device__ __forceinline__ void tile_backward(float *dQ, float *dk, const float *Gs, const float *Qi, const float *Ki,
+                                              int ld, int nr, int nk, int j0, int dI, float c_col) {
+    for (int e = threadIdx.x; e < BQ * dI; e += NT) {
+        const int ii = e / dI, c = e % dI;
+        float acc = 0.0f;
+        for (int j = 0; j < nk; j++) acc += Gs[ii * (BK + 1) + j] * Ki[j * ld + c];
+        dQ[e] += c_col * acc;
+    }
+    for (int e = threadIdx.x; e < nk * dI; e += NT) {
+        const int j = e / dI, c = e % dI;
+        float acc = 0.0f;
+        for (int ii = 0; ii < nr; ii++) acc += Gs[ii * (BK + 1) + j] * Qi[ii * ld + c];
+        if (acc != 0.0f) atomicAdd(dk + (int64_t)(j0 + j) * dI + c, c_col * acc);
+    }
+}
+
 // Pass 2: for query tile blockIdx.x and keys [blockIdx.y·KCH, +KCH) ∩ [0, kend):
-// KL terms into kl_part[block] (double), and with grads dq (+= atomics),
-// dk (+= atomics). See the header comment. Shared (dynamic): Qi [BQ][dI+1],
-// Ki [BK][dI+1], Tq [BQ][dh+1], Tk [BK][dh+1], Gs [BQ][BK+1], dQ [BQ][dI].
+// KL terms into kl_part[block] (double), and with dq ≠ NULL the gradient
+// G = (Q − P)·inv_n into dq (+= atomics), dk (+= atomics). See the header
+// comment. With pcol ≠ NULL (the block objectives) also the tile's column sums
+// pcol[tile_off[tile] + j] = Σ_i P_{t_i}(j), qcol[…] = Σ_i Q_{t_i}(j) for its
+// keys j < kend. Shared (dynamic): Qi [BQ][dI+1], Ki [BK][dI+1], Tq [BQ][dh+1],
+// Tk [BK][dh+1], Gs [BQ][BK+1], dQ [BQ][dI].
 __global__ void __launch_bounds__(NT)
-    indexer_kl_kernel(double *kl_part, float *dq, float *dk, const float *qI, const float *kI, const float *lseI,
-                      const float *tq, const float *tk, const float *tlse, const __nv_bfloat16 *tqb,
-                      const __nv_bfloat16 *tkb, const int32_t *queries, int nq, int T, int Hq, int Hkv, int dh,
-                      int dI, float scale, float c_col, float inv_n, float inv_hq) {
+    indexer_kl_kernel(double *kl_part, float *dq, float *dk, float *pcol, float *qcol, const float *qI,
+                      const float *kI, const float *lseI, const float *tq, const float *tk, const float *tlse,
+                      const __nv_bfloat16 *tqb, const __nv_bfloat16 *tkb, const int32_t *queries,
+                      const int32_t *tile_r0, const int32_t *tile_nr, const int64_t *tile_off, int nq, int T, int Hq,
+                      int Hkv, int dh, int dI, float scale, float c_col, float inv_n, float inv_hq) {
     extern __shared__ float smem[];
     const int ld = dI + 1, ldh = dh + 1;
     float *Qi = smem, *Ki = Qi + BQ * ld, *Tq = Ki + BK * ld, *Tk = Tq + BQ * ldh, *Gs = Tk + BK * ldh;
@@ -326,8 +369,10 @@ __global__ void __launch_bounds__(NT)
     __shared__ int pos[BQ];
     __shared__ float lse_s[BQ];
     __shared__ double red[NT / 32];
+    __shared__ float colp[NT / 32][BK], colq[NT / 32][BK];  // per-warp column sums (pcol)
 
-    const int r0 = blockIdx.x * BQ, nr = min(BQ, nq - r0);
+    int r0, nr;
+    tile_rows(&r0, &nr, tile_r0, tile_nr, nq);
     const int i = threadIdx.x / 8, l = threadIdx.x % 8, G = Hq / Hkv;
     const int64_t tqs = (int64_t)Hq * dh, tks = (int64_t)Hkv * dh;
     if (threadIdx.x < BQ) {
@@ -382,35 +427,42 @@ __global__ void __launch_bounds__(NT)
                 }
             }
             // KL terms and G = (Q − P)/|𝒯| (0 where j > t).
-            float row = 0.0f;
+            float row = 0.0f, pc[KPT], qc[KPT];
 #pragma unroll
             for (int a = 0; a < KPT; a++) {
                 const int jj = l + 8 * a;
                 float gv = 0.0f;
+                pc[a] = qc[a] = 0.0f;
                 if (j0 + jj <= t && jj < nk) {
                     const float pj = p[a] * inv_hq, lq = s[a] - lse_s[i], qj = expf(lq);
                     if (pj > 0.0f) row += pj * (logf(pj) - lq);
                     gv = (qj - pj) * inv_n;
+                    pc[a] = pj, qc[a] = qj;
                 }
                 Gs[i * (BK + 1) + jj] = gv;
             }
             kl += row;
+            if (pcol) {  // uniform over the grid
+                // Column sums: the 4 rows of a warp (lanes l, l+8, l+16, l+24), then the 8 warps in order.
+                const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+#pragma unroll
+                for (int a = 0; a < KPT; a++) {
+                    float vp = pc[a], vq = qc[a];
+                    vp += __shfl_xor_sync(0xffffffffu, vp, 8), vq += __shfl_xor_sync(0xffffffffu, vq, 8);
+                    vp += __shfl_xor_sync(0xffffffffu, vp, 16), vq += __shfl_xor_sync(0xffffffffu, vq, 16);
+                    if (lane < 8) colp[warp][lane + 8 * a] = vp, colq[warp][lane + 8 * a] = vq;
+                }
+                __syncthreads();
+                if (threadIdx.x < nk) {
+                    float sp = 0.0f, sq = 0.0f;
+                    for (int w = 0; w < NT / 32; w++) sp += colp[w][threadIdx.x], sq += colq[w][threadIdx.x];
+                    const int64_t o = tile_off[blockIdx.x] + j0 + threadIdx.x;
+                    pcol[o] = sp, qcol[o] = sq;
+                }
+            }
             if (!dq) continue;
             __syncthreads();
-            // dq^I[i, c] += c_col·Σ_j G[i, j]·k^I[j, c]
-            for (int e = threadIdx.x; e < BQ * dI; e += NT) {
-                const int ii = e / dI, c = e % dI;
-                float acc = 0.0f;
-                for (int j = 0; j < nk; j++) acc += Gs[ii * (BK + 1) + j] * Ki[j * ld + c];
-                dQ[e] += c_col * acc;
-            }
-            // dk^I[j, c] += c_col·Σ_i G[i, j]·q^I[i, c]
-            for (int e = threadIdx.x; e < nk * dI; e += NT) {
-                const int j = e / dI, c = e % dI;
-                float acc = 0.0f;
-                for (int ii = 0; ii < nr; ii++) acc += Gs[ii * (BK + 1) + j] * Qi[ii * ld + c];
-                if (acc != 0.0f) atomicAdd(dk + (int64_t)(j0 + j) * dI + c, c_col * acc);
-            }
+            tile_backward(dQ, dk, Gs, Qi, Ki, ld, nr, nk, j0, dI, c_col);
         }
         if (dq) {
             __syncthreads();
@@ -420,6 +472,136 @@ __global__ void __launch_bounds__(NT)
     // The block's KL sum, in double.
     const double sum = block_sum(kl, red);
     if (threadIdx.x == 0) kl_part[(int64_t)blockIdx.y * gridDim.x + blockIdx.x] = sum;
+}
+
+// ---- kernels: the block objectives -----------------------------------------------------
+// (indexer_objective_loss_cuda; definitions in kernels/indexer.h, IndexerObjective.)
+// Blocks b (runs of sampled queries with one ⌊t/bsel⌋), each cut into tiles of
+// ≤ BQ rows; seg_* are per block, tile_* per tile; a block's ragged vectors
+// start at seg_off[b] and hold seg_kend[b] = max 𝒯_B + 1 keys.
+
+// Ā_B, Q̄_B from the tiles' column sums (in tile order), the block's KL terms
+// Ā·(log Ā − log Q̄) into klb_part[b·gridDim.x + blockIdx.x] (double), and
+// ρ_B = Ā_B/Q̄_B into rho (Q̄ floored at FLT_MIN, as the CPU twin). Grid
+// (key chunks of 256, blocks), 256 threads.
+__global__ void block_ratio_kernel(float *rho, double *klb_part, const float *pcol, const float *qcol,
+                                   const int64_t *tile_off, const int32_t *tile_kend, const int32_t *seg_tile0,
+                                   const int32_t *seg_ntile, const int32_t *seg_nb, const int32_t *seg_kend,
+                                   const int64_t *seg_off) {
+    __shared__ double red[8];
+    const int b = blockIdx.y, j = blockIdx.x * blockDim.x + threadIdx.x;
+    double kl = 0.0;
+    if (j < seg_kend[b]) {
+        float sp = 0.0f, sq = 0.0f;
+        for (int t = seg_tile0[b]; t < seg_tile0[b] + seg_ntile[b]; t++)
+            if (j < tile_kend[t]) sp += pcol[tile_off[t] + j], sq += qcol[tile_off[t] + j];
+        const float inv = 1.0f / seg_nb[b], a = sp * inv, qb = fmaxf(sq * inv, FLT_MIN);
+        if (a > 0.0f) kl = (double)(a * (logf(a) - logf(qb)));
+        rho[seg_off[b] + j] = a / qb;
+    }
+    const double sum = block_sum(kl, red);
+    if (threadIdx.x == 0) klb_part[(int64_t)b * gridDim.x + blockIdx.x] = sum;
+}
+
+// c_t = Σ_{j≤t} Q_t(j)·ρ_B(j) over the keys of chunk blockIdx.y, for the rows
+// of tile blockIdx.x: cpart[chunk·nq + row] (0 for a chunk past the tile's
+// keys; the grad kernel adds the chunks in order). Shared: Qi, Ki [·][dI+1].
+__global__ void __launch_bounds__(NT)
+    block_c_kernel(float *cpart, const float *qI, const float *kI, const float *lseI, const float *rho,
+                   const int32_t *queries, const int32_t *tile_r0, const int32_t *tile_nr, const int32_t *tile_seg,
+                   const int64_t *seg_off, int nq, int dI, float c_col) {
+    extern __shared__ float smem[];
+    const int ld = dI + 1;
+    float *Qi = smem, *Ki = Qi + BQ * ld;
+    __shared__ int pos[BQ];
+    __shared__ float lse_s[BQ];
+    int r0, nr;
+    tile_rows(&r0, &nr, tile_r0, tile_nr, nq);
+    const float *rb = rho + seg_off[tile_seg[blockIdx.x]];
+    const int i = threadIdx.x / 8, l = threadIdx.x % 8;
+    if (threadIdx.x < BQ) {
+        pos[threadIdx.x] = threadIdx.x < nr ? queries[r0 + threadIdx.x] : -1;
+        lse_s[threadIdx.x] = threadIdx.x < nr ? lseI[r0 + threadIdx.x] : 0.0f;
+    }
+    const int kend = queries[r0 + nr - 1] + 1;
+    const int jbeg = blockIdx.y * KCH, jend = min(kend, jbeg + KCH);
+    float acc = 0.0f;
+    if (jbeg < kend) {  // uniform over the block
+        stage_rows(Qi, ld, qI, dI, 0, NULL, r0, BQ, nr, dI);
+        __syncthreads();
+        const int t = pos[i];
+        for (int j0 = jbeg; j0 < jend; j0 += BK) {
+            const int nk = min(BK, jend - j0);
+            __syncthreads();
+            stage_rows(Ki, ld, kI, dI, 0, NULL, j0, BK, nk, dI);
+            __syncthreads();
+            float s[KPT];
+            tile_scores(s, Qi, Ki, ld, i, l, dI, c_col);
+#pragma unroll
+            for (int a = 0; a < KPT; a++) {
+                const int jj = l + 8 * a;
+                if (j0 + jj <= t && jj < nk) acc += expf(s[a] - lse_s[i]) * rb[j0 + jj];
+            }
+        }
+    }
+    for (int off = 4; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);  // the row's 8 threads
+    if (l == 0 && i < nr) cpart[(int64_t)blockIdx.y * nq + r0 + i] = acc;
+}
+
+// The block term's gradient for tile blockIdx.x, keys of chunk blockIdx.y:
+// G = coef·Q_t(j)·(c_t − ρ_B(j)), coef = w_over_nseg / n_B, then dq (+=
+// atomics at the end), dk (+= atomics) as the kl kernel. Shared: Qi, Ki
+// [·][dI+1], Gs [BQ][BK+1], dQ [BQ][dI].
+__global__ void __launch_bounds__(NT)
+    block_grad_kernel(float *dq, float *dk, const float *qI, const float *kI, const float *lseI, const float *rho,
+                      const float *cpart, int n_chunks, const int32_t *queries, const int32_t *tile_r0,
+                      const int32_t *tile_nr, const int32_t *tile_seg, const int64_t *seg_off, const int32_t *seg_nb,
+                      int nq, int dI, float c_col, float w_over_nseg) {
+    extern __shared__ float smem[];
+    const int ld = dI + 1;
+    float *Qi = smem, *Ki = Qi + BQ * ld, *Gs = Ki + BK * ld, *dQ = Gs + BQ * (BK + 1);
+    __shared__ int pos[BQ];
+    __shared__ float lse_s[BQ], c_s[BQ];
+    int r0, nr;
+    tile_rows(&r0, &nr, tile_r0, tile_nr, nq);
+    const int seg = tile_seg[blockIdx.x];
+    const float *rb = rho + seg_off[seg];
+    const float coef = w_over_nseg / (float)seg_nb[seg];
+    const int i = threadIdx.x / 8, l = threadIdx.x % 8;
+    if (threadIdx.x < BQ) {
+        const int r = threadIdx.x;
+        pos[r] = r < nr ? queries[r0 + r] : -1;
+        lse_s[r] = r < nr ? lseI[r0 + r] : 0.0f;
+        float c = 0.0f;
+        for (int ch = 0; r < nr && ch < n_chunks; ch++) c += cpart[(int64_t)ch * nq + r0 + r];
+        c_s[r] = c;
+    }
+    const int kend = queries[r0 + nr - 1] + 1;
+    const int jbeg = blockIdx.y * KCH, jend = min(kend, jbeg + KCH);
+    if (jbeg >= kend) return;  // uniform over the block
+    stage_rows(Qi, ld, qI, dI, 0, NULL, r0, BQ, nr, dI);
+    for (int e = threadIdx.x; e < BQ * dI; e += NT) dQ[e] = 0.0f;
+    __syncthreads();
+    const int t = pos[i];
+    for (int j0 = jbeg; j0 < jend; j0 += BK) {
+        const int nk = min(BK, jend - j0);
+        __syncthreads();  // the previous tile's Ki, Gs are consumed
+        stage_rows(Ki, ld, kI, dI, 0, NULL, j0, BK, nk, dI);
+        __syncthreads();
+        float s[KPT];
+        tile_scores(s, Qi, Ki, ld, i, l, dI, c_col);
+#pragma unroll
+        for (int a = 0; a < KPT; a++) {
+            const int jj = l + 8 * a;
+            float gv = 0.0f;
+            if (j0 + jj <= t && jj < nk) gv = coef * expf(s[a] - lse_s[i]) * (c_s[i] - rb[j0 + jj]);
+            Gs[i * (BK + 1) + jj] = gv;
+        }
+        __syncthreads();
+        tile_backward(dQ, dk, Gs, Qi, Ki, ld, nr, nk, j0, dI, c_col);
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < nr * dI; e += NT) atomicAdd(dq + (int64_t)r0 * dI + e, dQ[e]);
 }
 
 // ---- kernels: inference -------------------------------------------------------------------
@@ -731,8 +913,8 @@ extern "C" double indexer_kl_loss_cuda(float *grads, const IndexerConfig *cfg, c
         cuda_f32_to_bf16(tkb, tk, (int64_t)n_keys * Hkv * dh);
     }
     indexer_kl_kernel<<<dim3(n_tiles, n_chunks), NT, smem_kl>>>(
-        part, dq, dk, q, k, lse, tq, tk, tlse, (const __nv_bfloat16 *)tqb, (const __nv_bfloat16 *)tkb, queries, nq, T,
-        Hq, Hkv, dh, dI, scale, c_col, 1.0f / nq, 1.0f / Hq);
+        part, dq, dk, NULL, NULL, q, k, lse, tq, tk, tlse, (const __nv_bfloat16 *)tqb, (const __nv_bfloat16 *)tkb,
+        queries, NULL, NULL, NULL, nq, T, Hq, Hkv, dh, dI, scale, c_col, 1.0f / nq, 1.0f / Hq);
     CUDA_CHECK(cudaGetLastError());
     double *hpart = (double *)malloc(sizeof(double) * (size_t)n_part);
     if (!hpart) abort();
@@ -749,6 +931,165 @@ extern "C" double indexer_kl_loss_cuda(float *grads, const IndexerConfig *cfg, c
     cuda_free(part), cuda_free(xq), cuda_free(q), cuda_free(k), cuda_free(lse);
     cuda_free(u), cuda_free(stat), cuda_free(dq), cuda_free(dk), cuda_free(tqb), cuda_free(tkb);
     return loss;
+}
+
+// A host int array onto the device (caller frees with cuda_free).
+template <typename I>
+static I *upload(const I *h, size_t n) {
+    I *d = (I *)cuda_malloc(sizeof(I) * (n ? n : 1));
+    if (n) cuda_to_device(d, h, sizeof(I) * n);
+    return d;
+}
+
+extern "C" double indexer_objective_loss_cuda(float *grads, double *parts, const IndexerConfig *cfg,
+                                              const IndexerObjective *obj, const float *params, const float *x,
+                                              const float *tq, const float *tk, const float *tlse, int T, int Hq,
+                                              int Hkv, int dh, float scale, const int32_t *queries, int n_queries,
+                                              int bf16_teacher) {
+    if (obj->kind == INDEXER_OBJ_QUERY) {
+        const double l = indexer_kl_loss_cuda(grads, cfg, params, x, tq, tk, tlse, T, Hq, Hkv, dh, scale, queries,
+                                              n_queries, bf16_teacher);
+        if (parts) parts[0] = l, parts[1] = NAN;
+        return l;
+    }
+    if (parts) parts[0] = parts[1] = 0.0;
+    if (n_queries <= 0) return 0.0;
+    require_collapsed(cfg, __func__);
+    require_shapes(cfg, dh, __func__);
+    if (Hq % Hkv != 0 || obj->bsel < 1 || !(obj->block_weight >= 0.0) ||
+        (obj->kind != INDEXER_OBJ_BLOCK && obj->kind != INDEXER_OBJ_MIX)) {
+        fprintf(stderr, "spindle: %s: Hq = %d / Hkv = %d, objective %d, bsel %d, weight %g not usable\n", __func__, Hq,
+                Hkv, (int)obj->kind, obj->bsel, obj->block_weight);
+        abort();
+    }
+    const int nq = n_queries, dI = cfg->d_index, dm = cfg->d_model, bsel = obj->bsel;
+    const double w_query = obj->kind == INDEXER_OBJ_MIX ? 1.0 : 0.0;
+    const double w_block = obj->kind == INDEXER_OBJ_MIX ? obj->block_weight : 1.0;
+    int n_keys;
+    int32_t *hq = host_queries(queries, nq, T, 1, &n_keys, __func__);
+
+    // Blocks (runs of one ⌊t/bsel⌋) and their tiles of ≤ BQ rows, on the host.
+    int32_t *seg_tile0 = (int32_t *)malloc(sizeof(int32_t) * (size_t)nq), *seg_ntile = (int32_t *)malloc(sizeof(int32_t) * (size_t)nq);
+    int32_t *seg_nb = (int32_t *)malloc(sizeof(int32_t) * (size_t)nq), *seg_kend = (int32_t *)malloc(sizeof(int32_t) * (size_t)nq);
+    int64_t *seg_off = (int64_t *)malloc(sizeof(int64_t) * (size_t)nq), *tile_off = (int64_t *)malloc(sizeof(int64_t) * (size_t)nq);
+    int32_t *tile_r0 = (int32_t *)malloc(sizeof(int32_t) * (size_t)nq), *tile_nr = (int32_t *)malloc(sizeof(int32_t) * (size_t)nq);
+    int32_t *tile_seg = (int32_t *)malloc(sizeof(int32_t) * (size_t)nq), *tile_kend = (int32_t *)malloc(sizeof(int32_t) * (size_t)nq);
+    if (!seg_tile0 || !seg_ntile || !seg_nb || !seg_kend || !seg_off || !tile_off || !tile_r0 || !tile_nr || !tile_seg ||
+        !tile_kend)
+        abort();
+    int n_seg = 0, n_tile = 0, max_kend = 0;
+    int64_t seg_len = 0, tile_len = 0;
+    for (int ra = 0; ra < nq;) {
+        int rb = ra;
+        while (rb < nq && hq[rb] / bsel == hq[ra] / bsel) rb++;
+        seg_tile0[n_seg] = n_tile, seg_nb[n_seg] = rb - ra, seg_kend[n_seg] = hq[rb - 1] + 1, seg_off[n_seg] = seg_len;
+        seg_len += seg_kend[n_seg];
+        max_kend = seg_kend[n_seg] > max_kend ? seg_kend[n_seg] : max_kend;
+        for (int c0 = ra; c0 < rb; c0 += BQ) {
+            tile_r0[n_tile] = c0, tile_nr[n_tile] = rb - c0 < BQ ? rb - c0 : BQ, tile_seg[n_tile] = n_seg;
+            tile_kend[n_tile] = hq[c0 + tile_nr[n_tile] - 1] + 1, tile_off[n_tile] = tile_len;
+            tile_len += tile_kend[n_tile];
+            n_tile++;
+        }
+        seg_ntile[n_seg] = n_tile - seg_tile0[n_seg];
+        n_seg++;
+        ra = rb;
+    }
+    int32_t *d_seg_tile0 = upload(seg_tile0, n_seg), *d_seg_ntile = upload(seg_ntile, n_seg);
+    int32_t *d_seg_nb = upload(seg_nb, n_seg), *d_seg_kend = upload(seg_kend, n_seg);
+    int64_t *d_seg_off = upload(seg_off, n_seg), *d_tile_off = upload(tile_off, n_tile);
+    int32_t *d_tile_r0 = upload(tile_r0, n_tile), *d_tile_nr = upload(tile_nr, n_tile);
+    int32_t *d_tile_seg = upload(tile_seg, n_tile), *d_tile_kend = upload(tile_kend, n_tile);
+
+    // Projections and lse^I, as indexer_kl_loss_cuda.
+    float *xq = (float *)cuda_malloc(sizeof(float) * (size_t)nq * dm);
+    float *q = (float *)cuda_malloc(sizeof(float) * (size_t)nq * dI);
+    float *k = (float *)cuda_malloc(sizeof(float) * (size_t)n_keys * dI);
+    float *lse = (float *)cuda_malloc(sizeof(float) * (size_t)nq);
+    float *u = NULL, *stat = NULL, *dq = NULL, *dk = NULL;
+    if (grads) {
+        u = (float *)cuda_malloc(sizeof(float) * (size_t)n_keys * dI);
+        stat = (float *)cuda_malloc(sizeof(float) * (size_t)n_keys * 2);
+        dq = (float *)cuda_malloc(sizeof(float) * (size_t)nq * dI);
+        dk = (float *)cuda_malloc(sizeof(float) * (size_t)n_keys * dI);
+        cuda_memset(dq, 0, sizeof(float) * (size_t)nq * dI);
+        cuda_memset(dk, 0, sizeof(float) * (size_t)n_keys * dI);
+    }
+    gather_rows(xq, x, queries, nq, dm);
+    queries_forward(q, cfg, params, xq, queries, nq, n_keys, 0);
+    keys_forward(k, u, stat, cfg, params, x, n_keys, 0);
+    const float c_col = 1.0f / sqrtf((float)dI);
+    const int n_chunks = (n_keys + KCH - 1) / KCH;
+    const size_t smem_lse = sizeof(float) * (size_t)(BQ + BK) * (dI + 1);
+    CUDA_CHECK(cudaFuncSetAttribute(indexer_lse_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_lse));
+    indexer_lse_kernel<<<(nq + BQ - 1) / BQ, NT, smem_lse>>>(lse, q, k, queries, nq, dI, c_col);
+    CUDA_CHECK(cudaGetLastError());
+
+    // Pass 2 over the block tiles: per-query KL (and, MIX, its gradient), column sums.
+    float *pcol = (float *)cuda_malloc(sizeof(float) * (size_t)tile_len);
+    float *qcol = (float *)cuda_malloc(sizeof(float) * (size_t)tile_len);
+    const size_t smem_kl = sizeof(float) * ((size_t)(BQ + BK) * (dI + 1) + (size_t)(BQ + BK) * (dh + 1) +
+                                            (size_t)BQ * (BK + 1) + (size_t)BQ * dI);
+    CUDA_CHECK(cudaFuncSetAttribute(indexer_kl_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kl));
+    const int n_part = n_tile * n_chunks;
+    double *part = (double *)cuda_malloc(sizeof(double) * (size_t)n_part);
+    void *tqb = NULL, *tkb = NULL;
+    if (bf16_teacher && (dh == 64 || dh == 128 || dh == 256)) {
+        tqb = cuda_malloc(2 * (size_t)n_keys * Hq * dh), tkb = cuda_malloc(2 * (size_t)n_keys * Hkv * dh);
+        cuda_f32_to_bf16(tqb, tq, (int64_t)n_keys * Hq * dh);
+        cuda_f32_to_bf16(tkb, tk, (int64_t)n_keys * Hkv * dh);
+    }
+    const int query_grads = grads && w_query > 0.0;
+    indexer_kl_kernel<<<dim3(n_tile, n_chunks), NT, smem_kl>>>(
+        part, query_grads ? dq : NULL, query_grads ? dk : NULL, pcol, qcol, q, k, lse, tq, tk, tlse,
+        (const __nv_bfloat16 *)tqb, (const __nv_bfloat16 *)tkb, queries, d_tile_r0, d_tile_nr, d_tile_off, nq, T, Hq,
+        Hkv, dh, dI, scale, c_col, (float)(w_query / nq), 1.0f / Hq);
+    CUDA_CHECK(cudaGetLastError());
+
+    // Ā, Q̄, KL(Ā ‖ Q̄), ρ per block.
+    float *rho = (float *)cuda_malloc(sizeof(float) * (size_t)seg_len);
+    const int gx = (max_kend + 255) / 256;
+    double *klb = (double *)cuda_malloc(sizeof(double) * (size_t)n_seg * gx);
+    block_ratio_kernel<<<dim3(gx, n_seg), 256>>>(rho, klb, pcol, qcol, d_tile_off, d_tile_kend, d_seg_tile0, d_seg_ntile,
+                                                 d_seg_nb, d_seg_kend, d_seg_off);
+    CUDA_CHECK(cudaGetLastError());
+    double *hpart = (double *)malloc(sizeof(double) * (size_t)(n_part > n_seg * gx ? n_part : n_seg * gx));
+    if (!hpart) abort();
+    cuda_to_host(hpart, part, sizeof(double) * (size_t)n_part);
+    double l_query = 0.0, l_block = 0.0;
+    for (int b = 0; b < n_part; b++) l_query += hpart[b];
+    cuda_to_host(hpart, klb, sizeof(double) * (size_t)n_seg * gx);
+    for (int b = 0; b < n_seg * gx; b++) l_block += hpart[b];
+    l_query /= nq, l_block /= n_seg;
+    free(hpart);
+    if (parts) parts[0] = l_query, parts[1] = l_block;
+
+    if (grads && w_block > 0.0) {  // passes 3-4: c_t, then the block term's gradient
+        float *cpart = (float *)cuda_malloc(sizeof(float) * (size_t)n_chunks * nq);
+        CUDA_CHECK(cudaFuncSetAttribute(block_c_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_lse));
+        block_c_kernel<<<dim3(n_tile, n_chunks), NT, smem_lse>>>(cpart, q, k, lse, rho, queries, d_tile_r0, d_tile_nr,
+                                                                 d_tile_seg, d_seg_off, nq, dI, c_col);
+        CUDA_CHECK(cudaGetLastError());
+        const size_t smem_g = sizeof(float) * ((size_t)(BQ + BK) * (dI + 1) + (size_t)BQ * (BK + 1) + (size_t)BQ * dI);
+        CUDA_CHECK(cudaFuncSetAttribute(block_grad_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_g));
+        block_grad_kernel<<<dim3(n_tile, n_chunks), NT, smem_g>>>(dq, dk, q, k, lse, rho, cpart, n_chunks, queries,
+                                                                  d_tile_r0, d_tile_nr, d_tile_seg, d_seg_off, d_seg_nb,
+                                                                  nq, dI, c_col, (float)(w_block / n_seg));
+        CUDA_CHECK(cudaGetLastError());
+        cuda_free(cpart);
+    }
+    if (grads) {
+        queries_backward(grads, dq, cfg, xq, queries, nq, n_keys);
+        keys_backward(grads, dk, cfg, params, x, u, stat, n_keys);
+    }
+    cuda_free(part), cuda_free(pcol), cuda_free(qcol), cuda_free(rho), cuda_free(klb);
+    cuda_free(xq), cuda_free(q), cuda_free(k), cuda_free(lse), cuda_free(u), cuda_free(stat), cuda_free(dq), cuda_free(dk);
+    cuda_free(tqb), cuda_free(tkb);
+    cuda_free(d_seg_tile0), cuda_free(d_seg_ntile), cuda_free(d_seg_nb), cuda_free(d_seg_kend), cuda_free(d_seg_off);
+    cuda_free(d_tile_off), cuda_free(d_tile_r0), cuda_free(d_tile_nr), cuda_free(d_tile_seg), cuda_free(d_tile_kend);
+    free(hq), free(seg_tile0), free(seg_ntile), free(seg_nb), free(seg_kend), free(seg_off), free(tile_off);
+    free(tile_r0), free(tile_nr), free(tile_seg), free(tile_kend);
+    return w_query * l_query + w_block * l_block;
 }
 
 extern "C" double indexer_mass_recall_cuda(float *recall, const IndexerConfig *cfg, const float *params,

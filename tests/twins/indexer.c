@@ -34,6 +34,9 @@
 //     exactly 0 in exact arithmetic (P = Q = 1), so only max|g| ≤ 1e-5 is
 //     asked. Calling the GPU loss a second time into the same buffer must give
 //     2·gradient (parameter gradients accumulate).
+//   block objectives (block, mix: indexer_objective_loss_*): the loss, both
+//     parts and the gradients with the loss's and the gradients' tolerances
+//     above (see check_objective);
 //   recall: per query, nmse ≤ 1e-9 and max|err| ≤ 1e-4 (float sums of
 //     Hq·k exps); the mean, relative 1e-5. A near tie at the top-k boundary
 //     (the twins' scores differ by ~1e-7 relative: GEMM summation order) can
@@ -212,6 +215,74 @@ static void check_loss(const Case *c, int bf16_teacher) {
     const double nat_sq = sum_sq(g_nat, s.n_params);  // before the doubling: g_nat may be g_cpu
     for (int64_t i = 0; i < s.n_params; i++) g_cpu[i] *= 2.0f;
     compare_floor("indexer grad accumulate (2x)", s.shape, got, g_cpu, s.n_params, tol_nmse, tol_max,
+                  4.0 * nat_sq);
+    if (g_nat != g_cpu) free(g_nat);
+    free(got), free(g_cpu);
+    cuda_free(d_g);
+    setup_free(&s);
+}
+
+// ---- the block-aware objectives (block, mix) ----------------------------------------------
+
+// indexer_objective_loss_cuda against indexer_objective_loss_cpu: the loss and
+// both parts (the loss tolerance of check_loss), the loss without gradients,
+// the gradients of every parameter (nmse against the natural size: the same
+// objective with every position as a query) and their accumulation (+=). The
+// block term's G = Q·(c_t − ρ_B)/(n_B·|ℬ|) carries the relative rounding of
+// the column sums Ā, Q̄ (summed in another order: ~1e-6), the same order as
+// (Q − P), so check_loss's tolerances hold. bf16_teacher as check_loss.
+static void check_objective(const Case *c, IndexerObjectiveKind kind, int bsel, int bf16_teacher) {
+    Setup s = setup_build(c);
+    const int T = c->T;
+    if (bf16_teacher) {
+        const int64_t nq_t = (int64_t)T * c->Hq * c->dh, nk_t = (int64_t)T * c->Hkv * c->dh;
+        for (int64_t i = 0; i < nq_t; i++) s.tq[i] = bf16_round(s.tq[i]);
+        for (int64_t i = 0; i < nk_t; i++) s.tk[i] = bf16_round(s.tk[i]);
+        cuda_free(s.d_tq), cuda_free(s.d_tk);
+        s.d_tq = dev_from(s.tq, nq_t), s.d_tk = dev_from(s.tk, nk_t);
+    }
+    const IndexerObjective o = {kind, bsel, 0.5};
+    const int mix = kind == INDEXER_OBJ_MIX;
+    char shape[192];
+    snprintf(shape, sizeof shape, "%s %s bsel=%d%s", s.shape, mix ? "mix(0.5)" : "block", bsel,
+             bf16_teacher ? " bf16 teacher" : "");
+    double pc[2], pg[2], pn[2];
+    float *g_cpu = calloc((size_t)s.n_params, sizeof(float));
+    const double l_cpu = indexer_objective_loss_cpu(g_cpu, pc, &s.cfg, &o, s.params, s.x, s.tq, s.tk, s.tlse, T, c->Hq,
+                                                    c->Hkv, c->dh, s.scale, s.queries, s.nq);
+    float *d_g = dev_poisoned(s.n_params);
+    cuda_memset(d_g, 0, sizeof(float) * s.n_params);
+    const double l_gpu = indexer_objective_loss_cuda(d_g, pg, &s.cfg, &o, s.d_params, s.d_x, s.d_tq, s.d_tk, s.d_tlse,
+                                                     T, c->Hq, c->Hkv, c->dh, s.scale, s.d_queries, s.nq, bf16_teacher);
+    const double l_only = indexer_objective_loss_cuda(NULL, pn, &s.cfg, &o, s.d_params, s.d_x, s.d_tq, s.d_tk,
+                                                      s.d_tlse, T, c->Hq, c->Hkv, c->dh, s.scale, s.d_queries, s.nq,
+                                                      bf16_teacher);
+    float *g_nat = g_cpu;
+    if (s.nq < T) {
+        int *all = malloc(sizeof(int) * T);
+        for (int t = 0; t < T; t++) all[t] = t;
+        g_nat = calloc((size_t)s.n_params, sizeof(float));
+        indexer_objective_loss_cpu(g_nat, NULL, &s.cfg, &o, s.params, s.x, s.tq, s.tk, s.tlse, T, c->Hq, c->Hkv, c->dh,
+                                   s.scale, all, T);
+        free(all);
+    }
+    char detail[256];
+    snprintf(detail, sizeof detail, "gpu %.9g (%.9g, %.9g) cpu %.9g (%.9g, %.9g); loss only %.9g (|𝒯| = %d)", l_gpu,
+             pg[0], pg[1], l_cpu, pc[0], pc[1], l_only, s.nq);
+    const int ok = loss_close(l_gpu, l_cpu) && loss_close(pg[0], pc[0]) && loss_close(pg[1], pc[1]) &&
+                   loss_close(l_only, l_gpu) && loss_close(pn[1], pg[1]);
+    record(mix ? "indexer objective mix: loss, parts" : "indexer objective block: loss, parts", shape, ok, detail);
+    const double tol_nmse = T == 1 ? INFINITY : GRAD_NMSE, tol_max = T == 1 ? 1e-5 : GRAD_MAX;
+    float *got = host_from_dev(d_g, s.n_params);
+    compare_floor(mix ? "indexer objective mix: grads" : "indexer objective block: grads", shape, got, g_cpu,
+                  s.n_params, tol_nmse, tol_max, sum_sq(g_nat, s.n_params));
+    free(got);
+    indexer_objective_loss_cuda(d_g, NULL, &s.cfg, &o, s.d_params, s.d_x, s.d_tq, s.d_tk, s.d_tlse, T, c->Hq, c->Hkv,
+                                c->dh, s.scale, s.d_queries, s.nq, bf16_teacher);
+    got = host_from_dev(d_g, s.n_params);
+    const double nat_sq = sum_sq(g_nat, s.n_params);
+    for (int64_t i = 0; i < s.n_params; i++) g_cpu[i] *= 2.0f;
+    compare_floor("indexer objective grad accumulate (2x)", shape, got, g_cpu, s.n_params, tol_nmse, tol_max,
                   4.0 * nat_sq);
     if (g_nat != g_cpu) free(g_nat);
     free(got), free(g_cpu);
@@ -500,6 +571,11 @@ void twins_indexer(int quick) {
         if (quick && c->T > 130) continue;
         check_loss(c, 0);
         if (c->dh == 64 || c->dh == 128 || c->dh == 256) check_loss(c, 1);
+        // The block objectives: blocks of 3 (several per query tile), 16 and 64
+        // (several tiles per block at T = 1000 with every position a query).
+        check_objective(c, INDEXER_OBJ_BLOCK, c->T >= 130 ? 64 : 3, 0);
+        check_objective(c, INDEXER_OBJ_MIX, 16, 0);
+        if (c->T >= 130 && (c->dh == 64 || c->dh == 128 || c->dh == 256)) check_objective(c, INDEXER_OBJ_MIX, 64, 1);
         check_recall(c, 16);
         if (c->T > 16) check_recall(c, 100);
         if (c->sparse) continue;  // select always covers every position
