@@ -695,6 +695,7 @@ int cmd_eval(int argc, char **argv) {
         {"--indexer-scores", 1, "with --device cuda and --indexer: how the indexer scores keys, fp32, tf32 or bf16 (default: the precision's: fp32 in fp32 and mixed; in bf16, tf32 per query and fused bf16 block sums block-shared)", NULL},
         {"--recent", 1, "hybrid supports: each query also keeps its W most recent keys, comma-separated W >= 0 (default 0; CPU only)", NULL},
         {"--sinks", 1, "hybrid supports: each query also keeps the first S keys, comma-separated S >= 0 (default 0; CPU only)", NULL},
+        {"--union-bsel", 1, "per-query rows (b_sel 1): also measure the union of the supports of each block of B consecutive queries, B in {1,2,4,8,16,32,64} (CPU only)", NULL},
         {"--tasks-file", 1, "RULER tasks (scripts/ruler-tasks.py) instead of text: greedy answers scored by string match; its own flags: spindle eval --tasks-file F --help", NULL},
     };
     const int nf = N_FLAGS(flags);
@@ -708,7 +709,7 @@ int cmd_eval(int argc, char **argv) {
     const Flag *text = &flags[1];
     const char *ids_path = args_get(flags, nf, "--ids"), *v;
     int use_cuda, prec, ks[64], bsels[64], n_k, n_b, ctx, n_seq = 0;
-    int recents[64] = {0}, sinks[64] = {0}, n_rec = 1, n_sink = 1;
+    int recents[64] = {0}, sinks[64] = {0}, n_rec = 1, n_sink = 1, union_bsel = 0;
     RetrievalKind tasks[8];
     double depths[64] = {0, 0.5, 1};
     int n_tasks = 0, n_depths = 3, task_n = 4, seed = 1;
@@ -734,8 +735,15 @@ int cmd_eval(int argc, char **argv) {
         ((v = args_get(flags, nf, "--tasks")) && parse_tasks(v, tasks, &n_tasks)) ||
         ((v = args_get(flags, nf, "--depths")) && parse_depths(v, depths, &n_depths)) ||
         ((v = args_get(flags, nf, "--task-n")) && cli_positive("eval", "--task-n", v, &task_n)) ||
-        ((v = args_get(flags, nf, "--seed")) && cli_positive("eval", "--seed", v, &seed)))
+        ((v = args_get(flags, nf, "--seed")) && cli_positive("eval", "--seed", v, &seed)) ||
+        ((v = args_get(flags, nf, "--union-bsel")) && cli_positive("eval", "--union-bsel", v, &union_bsel)))
         goto usage;
+    if (union_bsel && (64 % union_bsel || use_cuda)) {
+        fprintf(stderr, "spindle eval: --union-bsel %d: %s\n", union_bsel,
+                use_cuda ? "the union of per-query supports is measured on the CPU twin only (--device cpu)"
+                         : "give a divisor of 64 (1, 2, 4, 8, 16, 32 or 64)");
+        goto usage;
+    }
     if (ctx < 2) {
         fprintf(stderr, "spindle eval: --ctx must be at least 2 (eval scores each next token; got %d)\n", ctx);
         goto usage;
@@ -867,6 +875,7 @@ int cmd_eval(int argc, char **argv) {
     EvalOpts o = {ctx, ks, n_k, bsels, n_b, ix_dir ? &set : NULL, n_seq, 1, tok, tasks, n_tasks, depths,
                   n_depths, task_n, (uint64_t)seed, bb.gpu, ix_scores};
     o.recents = recents, o.n_recent = n_rec, o.sinks = sinks, o.n_sinks = n_sink;
+    o.union_bsel = union_bsel;
     if (eval_run(&m, ids, n, &o, &res, &n_res, &st)) goto done;
     char date[32];
     const time_t now = time(NULL);

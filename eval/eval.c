@@ -208,6 +208,7 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
     double *nll_d = xmalloc(sizeof(double) * T), *nll_s = xmalloc(sizeof(double) * T);
     double *kl = xmalloc(sizeof(double) * T);
     int32_t *top1 = xmalloc(sizeof(int32_t) * T);
+    double *union_sum = xcalloc(2 * (size_t)n_cfg, sizeof(double));  // per configuration: keys, blocks
     // Progress: one item per forward pass (a sequence under one configuration).
     Progress pr;
     if (o->progress) progress_start(&pr, "eval", "forward", (int64_t)n_seq * n_cfg);
@@ -221,9 +222,10 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
             if (c) {
                 memset(recall, 0, sizeof(float) * T);
                 memset(support, 0, sizeof(float) * T);
-                SparseStats ss = {recall, support};
+                SparseStats ss = {recall, support, o->gpu ? 0 : o->union_bsel, 0, 0};
                 run_config(m, o, c, x, T, hs, &ss);
                 tokens += T;
+                union_sum[2 * c] += ss.union_keys, union_sum[2 * c + 1] += ss.union_blocks;
                 // The dense full-attention layers of the pass add 1 to recall[t] and t + 1 to
                 // support[t] each (L: the full-attention layers).
                 const int ns = res[c].n_sparse_layers, nd = L - ns;
@@ -284,8 +286,14 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
         r->sparsity = stat_of(sm->v[M_SPARSE], sm->n[M_SPARSE]);
         r->mass_recall_sparse = stat_of(sm->v[M_RECALL_S], sm->n[M_RECALL_S]);
         r->sparsity_sparse = stat_of(sm->v[M_SPARSE_S], sm->n[M_SPARSE_S]);
+        if (union_sum[2 * c + 1] > 0) {
+            r->union_bsel = o->union_bsel;
+            r->union_keys = union_sum[2 * c] / union_sum[2 * c + 1];
+            r->union_ratio = r->union_keys / r->k;
+        }
         for (int k = 0; k < M_COUNT; k++) free(sm->v[k]);
     }
+    free(union_sum);
     free(smp), free(hd), free(hs), free(recall), free(support), free(nll_d), free(nll_s), free(kl), free(top1);
     int n_res = n_cfg;
     if (o->n_tasks > 0 && eval_retrieval(m, ids, n_ids, o, &res, &n_res, st)) {

@@ -38,6 +38,11 @@ typedef struct {
     // dense layers count as whole in mass_recall and sparsity); a dense row: 1, 0.
     int n_sparse_layers;
     Stat mass_recall_sparse, sparsity_sparse;
+    // Per-query rows (b_sel 1) with EvalOpts.union_bsel (CPU twin): the mean size
+    // of the union of union_bsel consecutive queries' supports, over the sparse
+    // layers' blocks, and that over k (0, 0: not measured).
+    int union_bsel;
+    double union_keys, union_ratio;
     // Retrieval rows (task ≥ 0): n_seq task instances at this depth; accuracy is
     // the exact-match rate with a Wilson 95% interval [acc_lo, acc_hi].
     int task;           // RetrievalKind, or -1 for a language-modelling row
@@ -71,6 +76,7 @@ typedef struct {
     int n_recent;
     const int *sinks;
     int n_sinks;
+    int union_bsel;  // > 0: measure the union of per-query supports over blocks of this many queries (a divisor of 64)
 } EvalOpts;
 
 // Evaluates dense and the oracle at every (k, bsel) on windows of ids. Results

@@ -138,6 +138,11 @@ static char *to_json(const EvalResult *r, int n, const EvalProvenance *p) {
             cJSON_AddNumberToObject(o, "mass_recall_sparse_layers_ci95", r[i].mass_recall_sparse.ci95);
             cJSON_AddNumberToObject(o, "sparsity_sparse_layers", r[i].sparsity_sparse.mean);
             cJSON_AddNumberToObject(o, "sparsity_sparse_layers_ci95", r[i].sparsity_sparse.ci95);
+            if (r[i].union_keys > 0) {  // --union-bsel, per-query rows
+                cJSON_AddNumberToObject(o, "union_bsel", r[i].union_bsel);
+                cJSON_AddNumberToObject(o, "union_keys_per_block", r[i].union_keys);
+                cJSON_AddNumberToObject(o, "union_over_k", r[i].union_ratio);
+            }
         }
         if (p) {
             const int *sl;

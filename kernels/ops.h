@@ -146,9 +146,18 @@ void support_attention_cpu(float *out, float *recall, float *support, const floa
 // ∪ the first sinks ≥ 0 keys {0..min(sinks, t+1)−1}, each key once: at most
 // topk + recent + sinks keys. recall/support count the union. recent = sinks = 0
 // is oracle_attention_cpu / support_attention_cpu bit for bit.
+// uni (may be NULL; per-query supports, bsel = 1, only): for every block of
+// uni->bsel consecutive queries (a divisor of 64, aligned to 0), the size of
+// the union of their supports — the keys a block-wise execution of per-query
+// supports loads once for the block — is added to uni->keys and 1 to
+// uni->blocks (summed over calls: one per layer).
+typedef struct {
+    int bsel;
+    double keys, blocks;
+} SupportUnion;
 void hybrid_attention_cpu(float *out, float *recall, float *support, const float *q, const float *k,
                           const float *v, int T, int Hq, int Hkv, int dh, float scale, int topk, int bsel,
-                          int recent, int sinks, const int *given_sel, const int *given_n);
+                          int recent, int sinks, const int *given_sel, const int *given_n, SupportUnion *uni);
 
 // Next-token statistics of rows positions from their logits (kernels/cpu/score_cpu.c):
 // ld[rows, V] dense, ls[rows, V] sparse (NULL: dense only), next[rows] the

@@ -51,6 +51,7 @@ typedef struct {
     int pos0;                    // the pass's first position (a decoding cache's len, else 0)
     int *sel, *n_sel;            // indexer supports [rows, topk] and their sizes
     SparseStats stats;           // the pass's recall / support sums (o->stats or none)
+    SparseStats *stats_out;      // o->stats (its union sums are added to directly)
 } CpuPass;
 
 typedef struct {
@@ -122,7 +123,7 @@ static void *cpu_begin(void *twin, const int32_t *ids, int T, const ForwardOpts 
         p->sel = xmalloc(sizeof(int) * rows * sp->topk);
         p->n_sel = xmalloc(sizeof(int) * rows);
     }
-    if (sp && o->stats) p->stats = *o->stats;
+    if (sp && o->stats) p->stats = *o->stats, p->stats_out = o->stats;
     for (int t = 0; t < T; t++) {
         float *row = p->out + (size_t)t * H;
         memcpy(row, m->embed + (size_t)ids[t] * H, sizeof(float) * H);
@@ -154,16 +155,19 @@ static void cpu_attend(void *tw, int l, const AttendPlan *a) {
     const int T = p->T, Hq = c->n_heads, Hkv = c->n_kv_heads, dh = c->head_dim;
     const float s = (float)c->attn_scale;
     float *rec = a->stats ? p->stats.recall : NULL, *sup = a->stats ? p->stats.support : NULL;
+    SupportUnion un = {a->stats && p->stats_out ? p->stats_out->union_bsel : 0, 0, 0};
+    SupportUnion *u = un.bsel > 0 && a->bsel == 1 ? &un : NULL;
     if (a->mode == ATTEND_INDEXER) {
         indexer_select_cpu(p->sel, p->n_sel, a->ix_cfg, a->ix_params, p->xn, T, a->topk, a->bsel);
         hybrid_attention_cpu(p->att, rec, sup, p->q, p->k, p->v, T, Hq, Hkv, dh, s, a->topk, a->bsel, a->recent,
-                             a->sinks, p->sel, p->n_sel);
+                             a->sinks, p->sel, p->n_sel, u);
     } else if (a->mode == ATTEND_ORACLE) {
         hybrid_attention_cpu(p->att, rec, sup, p->q, p->k, p->v, T, Hq, Hkv, dh, s, a->topk, a->bsel, a->recent,
-                             a->sinks, NULL, NULL);
+                             a->sinks, NULL, NULL, u);
     } else {
         attention_forward_cpu(p->att, a->lse ? p->lse : NULL, p->q, p->k, p->v, T, Hq, Hkv, dh, s, a->window);
     }
+    if (u) p->stats_out->union_keys += un.keys, p->stats_out->union_blocks += un.blocks;
 }
 
 static void cpu_kv_store(void *tw, int l, KvCache *kv) {

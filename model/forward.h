@@ -26,9 +26,16 @@ typedef struct {
 // may be NULL): recall[t] += Σ_{j∈S_t} P_t(j), support[t] += |S_t|, per layer;
 // a full-attention layer the pass leaves dense (no indexer for it) adds 1 and
 // t + 1: it keeps every key. Sliding-window layers add nothing.
+// union_bsel > 0 (the CPU twin, per-query supports, b_sel 1): at every sparse
+// full-attention layer, each block of union_bsel consecutive queries (a divisor
+// of 64) adds the size of the union of its queries' supports to union_keys and
+// 1 to union_blocks (SupportUnion, kernels/ops.h): what a block-wise execution
+// of per-query supports must load.
 typedef struct {
     float *recall;   // [T]
     float *support;  // [T]
+    int union_bsel;
+    double union_keys, union_blocks;
 } SparseStats;
 
 // Sees each full-attention layer's attention inputs during a forward pass

@@ -108,7 +108,7 @@ static void test_hand_built(void) {
     unsigned seed = 3;
     float q[10 * 2 * 4], k[10 * 4], v[10 * 4], o1[80], o2[80], r1[10] = {0}, s1[10] = {0}, r2[10], s2[10];
     fill(q, 80, &seed, 300), fill(k, 40, &seed, 300), fill(v, 40, &seed, 1000);
-    hybrid_attention_cpu(o1, r1, s1, q, k, v, T, Hq, Hkv, dh, 0.5f, K, B, 2, 1, sel, nsel);
+    hybrid_attention_cpu(o1, r1, s1, q, k, v, T, Hq, Hkv, dh, 0.5f, K, B, 2, 1, sel, nsel, NULL);
     hybrid_naive(o2, r2, s2, q, k, v, T, Hq, Hkv, dh, 0.5f, K, B, 2, 1, sel, nsel);
     double eo = 0;
     for (int i = 0; i < 80; i++) eo = fmax(eo, fabs(o1[i] - o2[i]));
@@ -137,7 +137,7 @@ static void test_random(void) {
         fill(q, nq, &seed, 300), fill(k, nkv, &seed, 300), fill(v, nkv, &seed, 1000);
         const float scale = 1.0f / sqrtf((float)dh);
         // The oracle's supports.
-        hybrid_attention_cpu(o1, r1, s1, q, k, v, T, Hq, Hkv, dh, scale, K, B, W, S, NULL, NULL);
+        hybrid_attention_cpu(o1, r1, s1, q, k, v, T, Hq, Hkv, dh, scale, K, B, W, S, NULL, NULL, NULL);
         hybrid_naive(o2, r2, s2, q, k, v, T, Hq, Hkv, dh, scale, K, B, W, S, NULL, NULL);
         double eo = 0, er = 0, es = 0;
         for (size_t i = 0; i < nq; i++) eo = fmax(eo, fabs(o1[i] - o2[i]));
@@ -157,7 +157,7 @@ static void test_random(void) {
             n[b] = cnt;
         }
         memset(r1, 0, 4 * T), memset(s1, 0, 4 * T);
-        hybrid_attention_cpu(o1, r1, s1, q, k, v, T, Hq, Hkv, dh, scale, K, B, W, S, sel, n);
+        hybrid_attention_cpu(o1, r1, s1, q, k, v, T, Hq, Hkv, dh, scale, K, B, W, S, sel, n, NULL);
         hybrid_naive(o2, r2, s2, q, k, v, T, Hq, Hkv, dh, scale, K, B, W, S, sel, n);
         eo = er = es = 0;
         for (size_t i = 0; i < nq; i++) eo = fmax(eo, fabs(o1[i] - o2[i]));
@@ -168,16 +168,16 @@ static void test_random(void) {
         // W = S = 0: the plain kernels bit for bit (out, recall, support).
         float *r3 = calloc(T, 4), *s3 = calloc(T, 4);
         memset(r1, 0, 4 * T), memset(s1, 0, 4 * T);
-        hybrid_attention_cpu(o1, r1, s1, q, k, v, T, Hq, Hkv, dh, scale, K, B, 0, 0, NULL, NULL);
+        hybrid_attention_cpu(o1, r1, s1, q, k, v, T, Hq, Hkv, dh, scale, K, B, 0, 0, NULL, NULL, NULL);
         oracle_attention_cpu(o2, r3, s3, q, k, v, T, Hq, Hkv, dh, scale, K, B);
         EXPECT(!memcmp(o1, o2, 4 * nq) && !memcmp(r1, r3, 4 * T) && !memcmp(s1, s3, 4 * T),
                "W = S = 0 is not oracle_attention_cpu bit for bit (T=%d k=%d bsel=%d)", T, K, B);
-        hybrid_attention_cpu(o1, NULL, NULL, q, k, v, T, Hq, Hkv, dh, scale, K, B, 0, 0, sel, n);
+        hybrid_attention_cpu(o1, NULL, NULL, q, k, v, T, Hq, Hkv, dh, scale, K, B, 0, 0, sel, n, NULL);
         support_attention_cpu(o2, NULL, NULL, q, k, v, T, Hq, Hkv, dh, scale, K, B, sel, n);
         EXPECT(!memcmp(o1, o2, 4 * nq), "W = S = 0 is not support_attention_cpu bit for bit (T=%d)", T);
         // W ≥ T: every causal key, i.e. dense within rounding; the statistics say so.
         memset(r1, 0, 4 * T), memset(s1, 0, 4 * T);
-        hybrid_attention_cpu(o1, r1, s1, q, k, v, T, Hq, Hkv, dh, scale, K, B, T, S, NULL, NULL);
+        hybrid_attention_cpu(o1, r1, s1, q, k, v, T, Hq, Hkv, dh, scale, K, B, T, S, NULL, NULL, NULL);
         attention_forward_cpu(o2, NULL, q, k, v, T, Hq, Hkv, dh, scale, 0);
         eo = 0;
         for (size_t i = 0; i < nq; i++) eo = fmax(eo, fabs(o1[i] - o2[i]));
@@ -188,6 +188,51 @@ static void test_random(void) {
         free(q), free(k), free(v), free(o1), free(o2), free(r1), free(r2), free(s1), free(s2), free(r3), free(s3);
         free(sel), free(n);
     }
+}
+
+// 3b. The union of per-query supports over blocks of ub queries (SupportUnion):
+// ub = 1 is each query's own support (the support statistic's sum); a block's
+// union lies between its largest support and the sum of its supports; given
+// supports {0..K−1} make every block's union exactly min(end, K); k ≥ T (dense)
+// makes it every key up to the block's last query.
+static void test_union(void) {
+    const int T = 200, Hq = 4, Hkv = 2, dh = 16, K = 10;
+    const size_t nq = (size_t)T * Hq * dh, nkv = (size_t)T * Hkv * dh;
+    unsigned seed = 5;
+    float *q = malloc(4 * nq), *k = malloc(4 * nkv), *v = malloc(4 * nkv), *o = malloc(4 * nq);
+    float *r = calloc(T, 4), *sp = calloc(T, 4);
+    fill(q, nq, &seed, 300), fill(k, nkv, &seed, 300), fill(v, nkv, &seed, 1000);
+    const float scale = 1.0f / sqrtf((float)dh);
+    SupportUnion u1 = {1, 0, 0}, u16 = {16, 0, 0};
+    hybrid_attention_cpu(o, r, sp, q, k, v, T, Hq, Hkv, dh, scale, K, 1, 3, 1, NULL, NULL, &u1);
+    double sum = 0, lo = 0;
+    for (int t = 0; t < T; t++) sum += sp[t];
+    for (int b0 = 0; b0 < T; b0 += 16) {
+        float mx = 0;
+        for (int t = b0; t < b0 + 16 && t < T; t++) mx = sp[t] > mx ? sp[t] : mx;
+        lo += mx;
+    }
+    EXPECT(u1.keys == sum && u1.blocks == T, "union of single queries: %g keys over %g blocks, supports sum %g", u1.keys,
+           u1.blocks, sum);
+    hybrid_attention_cpu(o, NULL, NULL, q, k, v, T, Hq, Hkv, dh, scale, K, 1, 3, 1, NULL, NULL, &u16);
+    EXPECT(u16.blocks == 13 && u16.keys >= lo && u16.keys <= sum,
+           "union over 16 queries: %g keys over %g blocks (bounds %g..%g)", u16.keys, u16.blocks, lo, sum);
+    int *sel = malloc(sizeof(int) * T * K), *n = malloc(sizeof(int) * T);
+    for (int t = 0; t < T; t++) {
+        n[t] = K;
+        for (int i = 0; i < K; i++) sel[t * K + i] = i;
+    }
+    SupportUnion ug = {16, 0, 0}, ud = {16, 0, 0};
+    hybrid_attention_cpu(o, NULL, NULL, q, k, v, T, Hq, Hkv, dh, scale, K, 1, 0, 0, sel, n, &ug);
+    double want = 0, want_d = 0;
+    for (int b0 = 0; b0 < T; b0 += 16) {
+        const int end = b0 + 16 < T ? b0 + 16 : T;
+        want += end < K ? end : K, want_d += end;
+    }
+    EXPECT(ug.keys == want && ug.blocks == 13, "given supports {0..K-1}: union %g, want %g", ug.keys, want);
+    hybrid_attention_cpu(o, NULL, NULL, q, k, v, T, Hq, Hkv, dh, scale, T, 1, 0, 0, NULL, NULL, &ud);
+    EXPECT(ud.keys == want_d && ud.blocks == 13, "k >= T: union %g, want %g", ud.keys, want_d);
+    free(q), free(k), free(v), free(o), free(r), free(sp), free(sel), free(n);
 }
 
 // 4. The forward of a golden model: W = S = 0, W ≥ T, and the union statistics.
@@ -243,6 +288,7 @@ static void test_model(const char *dir) {
 int main(int argc, char **argv) {
     test_hand_built();
     test_random();
+    test_union();
     for (int i = 1; i < argc; i++) test_model(argv[i]);
     if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
     else printf("hybrid supports: all checks passed\n");

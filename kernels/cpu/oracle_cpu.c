@@ -58,24 +58,31 @@ static int hybrid_union(int *keys, const int *base, int n, int t, int recent, in
 
 void oracle_attention_cpu(float *out, float *recall, float *support, const float *q, const float *k,
                           const float *v, int T, int Hq, int Hkv, int dh, float scale, int topk, int bsel) {
-    hybrid_attention_cpu(out, recall, support, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, 0, 0, NULL, NULL);
+    hybrid_attention_cpu(out, recall, support, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, 0, 0, NULL, NULL, NULL);
 }
 
 void support_attention_cpu(float *out, float *recall, float *support, const float *q, const float *k,
                            const float *v, int T, int Hq, int Hkv, int dh, float scale, int topk, int bsel,
                            const int *given_sel, const int *given_n) {
-    hybrid_attention_cpu(out, recall, support, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, 0, 0, given_sel, given_n);
+    hybrid_attention_cpu(out, recall, support, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, 0, 0, given_sel, given_n, NULL);
 }
 
 void hybrid_attention_cpu(float *out, float *recall, float *support, const float *q, const float *k,
                           const float *v, int T, int Hq, int Hkv, int dh, float scale, int topk, int bsel,
-                          int recent, int sinks, const int *given_sel, const int *given_n) {
+                          int recent, int sinks, const int *given_sel, const int *given_n, SupportUnion *uni) {
     SPINDLE_CHECK(recent >= 0 && sinks >= 0);
+    const int ub = uni && bsel == 1 ? uni->bsel : 0;  // union blocks: whole ones inside each task of 64 queries
+    SPINDLE_CHECK(ub >= 0 && (ub == 0 || 64 % ub == 0));
+    double u_keys = 0, u_blocks = 0;
     if (!given_sel && topk >= T) {  // every support is the full causal set: dense, bit for bit
         attention_forward_cpu(out, NULL, q, k, v, T, Hq, Hkv, dh, scale, 0);
         for (int t = 0; t < T; t++) {
             if (recall) recall[t] += 1.0f;
             if (support) support[t] += (float)(t + 1);
+        }
+        for (int b0 = 0; ub && b0 < T; b0 += ub) {  // a block's union: every key up to its last query
+            uni->keys += b0 + ub < T ? b0 + ub : T;
+            uni->blocks += 1;
         }
         return;
     }
@@ -85,7 +92,7 @@ void hybrid_attention_cpu(float *out, float *recall, float *support, const float
     const int n_tasks = (T + per_task - 1) / per_task;
     int blas_threads = openblas_get_num_threads();
     openblas_set_num_threads(1);
-#pragma omp parallel
+#pragma omp parallel reduction(+ : u_keys, u_blocks)
     {
         float *P = xmalloc(sizeof(float) * (size_t)per_task * T);       // P rows of the task's queries
         float *S = xmalloc(sizeof(float) * (size_t)Hq * per_task * T);  // a_{h,t}(j) per head
@@ -93,6 +100,8 @@ void hybrid_attention_cpu(float *out, float *recall, float *support, const float
         float *w = xmalloc(sizeof(float) * (size_t)T);                  // weights over the support
         int *sel = xmalloc(sizeof(int) * (size_t)T);
         int *uni = recent || sinks ? xmalloc(sizeof(int) * (size_t)T) : NULL;  // one query's hybrid support
+        int *mark = ub ? xcalloc((size_t)T, sizeof(int)) : NULL;  // key j is in the current union block iff mark[j] == stamp
+        int stamp = 0, u_n = 0;
 #pragma omp for schedule(dynamic, 1)
         for (int task = n_tasks - 1; task >= 0; task--) {  // long rows first
             const int q0 = task * per_task, q1 = q0 + per_task < T ? q0 + per_task : T, nt = q1 - q0;
@@ -141,6 +150,12 @@ void hybrid_attention_cpu(float *out, float *recall, float *support, const float
                     const int *keys = sel, self[1] = {t};
                     if (n == 0) keys = self, n = 1;
                     if (uni) n = hybrid_union(uni, keys, n, t, recent, sinks), keys = uni;
+                    if (ub) {  // this query's keys into its block's union
+                        if (t % ub == 0) stamp++, u_n = 0;
+                        for (int i = 0; i < n; i++)
+                            if (mark[keys[i]] != stamp) mark[keys[i]] = stamp, u_n++;
+                        if (t % ub == ub - 1 || t == T - 1) u_keys += u_n, u_blocks += 1;
+                    }
                     if (recall) {
                         float mass = 0.0f;
                         for (int i = 0; i < n; i++) mass += p[keys[i]];
@@ -167,7 +182,8 @@ void hybrid_attention_cpu(float *out, float *recall, float *support, const float
                 }
             }
         }
-        free(P), free(S), free(A), free(w), free(sel), free(uni);
+        free(P), free(S), free(A), free(w), free(sel), free(uni), free(mark);
     }
     openblas_set_num_threads(blas_threads);
+    if (ub) uni->keys += u_keys, uni->blocks += u_blocks;
 }
