@@ -111,6 +111,11 @@ void sigmoid_scale_rows_cpu(float *x, const float *g, int rows, int cols);
 // the k largest (idx [T, k], descending; the lower index first among equal
 // logits) with their probabilities wt [T, k], renormalised to sum 1 when renorm.
 void moe_route_cpu(int *idx, float *wt, const float *logits, int T, int E, int k, int renorm);
+// The (token, slot) pairs i = t·k + j of idx [T·k = nk] bucketed by expert
+// idx[i] < E, a counting sort: expert e's pairs are slot[start[e] .. start[e+1])
+// in ascending i (so ascending token). start [E + 1], slot [nk]. Both twins'
+// expert dispatch uses it.
+void moe_bucket_cpu(int64_t *start, int64_t *slot, const int *idx, int64_t nk, int E);
 // The routed experts (Qwen3NextExperts): out[t] = Σ_j wt[t, j] · down_e(act(x[t]·gate_eᵀ) ⊙
 // x[t]·up_eᵀ), e = idx[t, j]; w_gate[e], w_up[e] [inter, H], w_down[e] [H, inter]; x, out [T, H].
 void moe_experts_cpu(float *out, const float *x, const int *idx, const float *wt, const float *const *w_gate,

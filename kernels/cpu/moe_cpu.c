@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "moe_route.h"
 #include "ops.h"
 #include "status.h"
 
@@ -25,34 +26,17 @@ void sigmoid_scale_rows_cpu(float *x, const float *g, int rows, int cols) {
 
 void moe_route_cpu(int *idx, float *wt, const float *logits, int T, int E, int k, int renorm) {
 #pragma omp parallel for
-    for (int t = 0; t < T; t++) {
-        const float *z = logits + (int64_t)t * E;
-        int *ix = idx + (int64_t)t * k;
-        float *w = wt + (int64_t)t * k;
-        float mx = z[0];
-        for (int e = 1; e < E; e++) mx = z[e] > mx ? z[e] : mx;
-        double sum = 0;
-        for (int e = 0; e < E; e++) sum += exp((double)(z[e] - mx));
-        // top-k by insertion into k sorted slots: the larger logit first, the lower
-        // expert index first among equal ones
-        int n = 0;
-        for (int e = 0; e < E; e++) {
-            int pos = n < k ? n : k;
-            while (pos > 0 && z[e] > z[ix[pos - 1]]) pos--;
-            if (pos >= k) continue;
-            const int last = n < k ? n : k - 1;
-            for (int j = last; j > pos; j--) ix[j] = ix[j - 1];
-            ix[pos] = e;
-            if (n < k) n++;
-        }
-        float tot = 0;
-        for (int j = 0; j < k; j++) {
-            w[j] = (float)(exp((double)(z[ix[j]] - mx)) / sum);  // softmax in fp32 precision, as torch's
-            tot += w[j];
-        }
-        if (renorm)
-            for (int j = 0; j < k; j++) w[j] /= tot;
-    }
+    for (int t = 0; t < T; t++)
+        moe_route_row(idx + (int64_t)t * k, wt + (int64_t)t * k, logits + (int64_t)t * E, E, k, renorm);
+}
+
+void moe_bucket_cpu(int64_t *start, int64_t *slot, const int *idx, int64_t nk, int E) {
+    int64_t *fill = xmalloc(sizeof *fill * (size_t)(E > 0 ? E : 1));
+    for (int e = 0; e <= E; e++) start[e] = 0;
+    for (int64_t i = 0; i < nk; i++) start[idx[i] + 1]++;
+    for (int e = 0; e < E; e++) start[e + 1] += start[e], fill[e] = start[e];
+    for (int64_t i = 0; i < nk; i++) slot[fill[idx[i]]++] = i;
+    free(fill);
 }
 
 void moe_experts_cpu(float *out, const float *x, const int *idx, const float *wt, const float *const *w_gate,
@@ -62,11 +46,9 @@ void moe_experts_cpu(float *out, const float *x, const int *idx, const float *wt
     // The (token, slot) pairs bucketed by expert (a counting sort, tokens ascending
     // within each expert), so each expert reads only its own tokens.
     const int64_t nk = (int64_t)T * k;
-    int64_t *start = xcalloc((size_t)E + 1, sizeof *start), *fill = xmalloc(sizeof *fill * (size_t)E);
+    int64_t *start = xmalloc(sizeof *start * ((size_t)E + 1));
     int64_t *slot = xmalloc(sizeof *slot * (size_t)(nk > 0 ? nk : 1));
-    for (int64_t i = 0; i < nk; i++) start[idx[i] + 1]++;
-    for (int e = 0; e < E; e++) start[e + 1] += start[e], fill[e] = start[e];
-    for (int64_t i = 0; i < nk; i++) slot[fill[idx[i]]++] = i;
+    moe_bucket_cpu(start, slot, idx, nk, E);
     int *rows = xmalloc(sizeof(int) * (size_t)T);
     float *rw = xmalloc(sizeof(float) * (size_t)T);
     float *xe = xmalloc(sizeof(float) * (size_t)T * H), *ye = xmalloc(sizeof(float) * (size_t)T * H);
@@ -89,5 +71,5 @@ void moe_experts_cpu(float *out, const float *x, const int *idx, const float *wt
             for (int c = 0; c < H; c++) o[c] += rw[i] * y[c];
         }
     }
-    free(rows), free(rw), free(xe), free(ye), free(g), free(u), free(start), free(fill), free(slot);
+    free(rows), free(rw), free(xe), free(ye), free(g), free(u), free(start), free(slot);
 }

@@ -1,10 +1,11 @@
 // moe.cu: CUDA twins of kernels/cpu/moe_cpu.c — the sigmoid gates of gated
 // attention and of the shared expert, the MoE router and the routed experts.
 //   sigmoid gates   one thread per element (per row for the row scale)
-//   router          one thread per token: softmax over E in double, top-k by
-//                   insertion (the CPU twin's loop, so the same experts and ties)
+//   router          one thread per token running the CPU twin's moe_route_row
+//                   (kernels/moe_route.h), so the same experts and ties
 //   experts         the (token, slot) pairs are bucketed by expert on the host
-//                   (T·k ints cross the bus), the tokens gathered expert by
+//                   by the CPU twin's moe_bucket_cpu (T·k ints cross the bus),
+//                   the tokens gathered expert by
 //                   expert into one buffer, each expert's GEMMs (cuBLAS, fp32)
 //                   over its rows, then per token its k contributions added in
 //                   ascending expert order: the CPU twin's summation order.
@@ -13,6 +14,10 @@
 #include <string.h>
 
 #include "cuda_check.cuh"
+#include "moe_route.h"
+extern "C" {
+#include "ops.h"
+}
 #include "device_util.cuh"
 #include "ops_cuda.h"
 
@@ -39,30 +44,7 @@ __global__ void sigmoid_scale_rows_kernel1(float *x, const float *g, int rows, i
 __global__ void moe_route_kernel1(int *idx, float *wt, const float *logits, int T, int E, int k, int renorm) {
     const int t = blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= T) return;
-    const float *z = logits + (int64_t)t * E;
-    int *ix = idx + (int64_t)t * k;
-    float *w = wt + (int64_t)t * k;
-    float mx = z[0];
-    for (int e = 1; e < E; e++) mx = z[e] > mx ? z[e] : mx;
-    double sum = 0;
-    for (int e = 0; e < E; e++) sum += exp((double)(z[e] - mx));
-    int n = 0;
-    for (int e = 0; e < E; e++) {
-        int pos = n < k ? n : k;
-        while (pos > 0 && z[e] > z[ix[pos - 1]]) pos--;
-        if (pos >= k) continue;
-        const int last = n < k ? n : k - 1;
-        for (int j = last; j > pos; j--) ix[j] = ix[j - 1];
-        ix[pos] = e;
-        if (n < k) n++;
-    }
-    float tot = 0;
-    for (int j = 0; j < k; j++) {
-        w[j] = (float)(exp((double)(z[ix[j]] - mx)) / sum);
-        tot += w[j];
-    }
-    if (renorm)
-        for (int j = 0; j < k; j++) w[j] /= tot;
+    moe_route_row(idx + (int64_t)t * k, wt + (int64_t)t * k, logits + (int64_t)t * E, E, k, renorm);
 }
 
 // xe[r, :] = x[rows[r], :] for r < n.
@@ -108,22 +90,17 @@ extern "C" void moe_experts_cuda(float *out, const float *x, const int *idx, con
     if (T <= 0) return;
     const int64_t n = (int64_t)T * k;
     int *h_idx = (int *)malloc(sizeof(int) * n), *h_pos = (int *)malloc(sizeof(int) * n);
-    int *h_rows = (int *)malloc(sizeof(int) * n), *start = (int *)calloc((size_t)E + 1, sizeof(int));
+    int *h_rows = (int *)malloc(sizeof(int) * n);
+    int64_t *start = (int64_t *)malloc(sizeof(int64_t) * ((size_t)E + 1)), *slot = (int64_t *)malloc(sizeof(int64_t) * n);
     float *h_wt = (float *)malloc(sizeof(float) * n), *h_wts = (float *)malloc(sizeof(float) * n);
-    HOST_ALLOC_CHECK(h_idx && h_pos && h_rows && start && h_wt && h_wts);
+    HOST_ALLOC_CHECK(h_idx && h_pos && h_rows && start && slot && h_wt && h_wts);
     CUDA_CHECK(cudaMemcpy(h_idx, idx, sizeof(int) * n, cudaMemcpyDeviceToHost));
     CUDA_CHECK(cudaMemcpy(h_wt, wt, sizeof(float) * n, cudaMemcpyDeviceToHost));
-    for (int64_t i = 0; i < n; i++) start[h_idx[i] + 1]++;
-    for (int e = 0; e < E; e++) start[e + 1] += start[e];
-    int *fill = (int *)malloc(sizeof(int) * (size_t)E);
-    HOST_ALLOC_CHECK(fill);
-    memcpy(fill, start, sizeof(int) * (size_t)E);
-    for (int t = 0; t < T; t++)  // tokens in order within each expert's rows
-        for (int j = 0; j < k; j++) {
-            const int e = h_idx[(int64_t)t * k + j], r = fill[e]++;
-            h_rows[r] = t;
-            h_pos[(int64_t)t * k + j] = r;
-        }
+    moe_bucket_cpu(start, slot, h_idx, n, E);  // the CPU twin's buckets: tokens in order within each expert
+    for (int64_t r = 0; r < n; r++) {
+        h_rows[r] = (int)(slot[r] / k);
+        h_pos[slot[r]] = (int)r;
+    }
     // per token, its slots in ascending expert order (the CPU twin adds them so)
     for (int t = 0; t < T; t++) {
         int *ps = h_pos + (int64_t)t * k;
@@ -146,7 +123,7 @@ extern "C" void moe_experts_cuda(float *out, const float *x, const int *idx, con
     gather_rows_kernel1<<<grid_for(n * H, 256), 256>>>(xe, x, d_rows, (int)n, H);
     CUDA_CHECK(cudaGetLastError());
     for (int e = 0; e < E; e++) {
-        const int r0 = start[e], ne = start[e + 1] - start[e];
+        const int r0 = (int)start[e], ne = (int)(start[e + 1] - start[e]);
         if (!ne) continue;
         matmul_forward_cuda(g + (int64_t)r0 * inter, xe + (int64_t)r0 * H, w_gate[e], NULL, ne, H, inter);
         matmul_forward_cuda(u + (int64_t)r0 * inter, xe + (int64_t)r0 * H, w_up[e], NULL, ne, H, inter);
@@ -158,5 +135,5 @@ extern "C" void moe_experts_cuda(float *out, const float *x, const int *idx, con
     CUDA_CHECK(cudaGetLastError());
     CUDA_CHECK(cudaDeviceSynchronize());  // the scratch goes back before returning
     cuda_free(d_rows), cuda_free(d_pos), cuda_free(d_wts), cuda_free(xe), cuda_free(ye), cuda_free(g), cuda_free(u);
-    free(h_idx), free(h_pos), free(h_rows), free(start), free(h_wt), free(h_wts), free(fill);
+    free(h_idx), free(h_pos), free(h_rows), free(start), free(slot), free(h_wt), free(h_wts);
 }
