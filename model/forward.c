@@ -325,10 +325,8 @@ int kvcache_check(const Model *m, Status *st) {
     return 0;
 }
 
-int kvcache_new(KvCache **out, const Model *m, int max_len, Status *st) {
+KvCache *kvcache_alloc(const Model *m, int max_len, void *(*alloc)(size_t bytes)) {
     const ModelConfig *c = &m->cfg;
-    *out = NULL;
-    if (kvcache_check(m, st)) return -1;
     SPINDLE_CHECK(max_len > 0);
     KvCache *kv = xcalloc(1, sizeof *kv);
     kv->max_len = max_len;
@@ -337,9 +335,28 @@ int kvcache_new(KvCache **out, const Model *m, int max_len, Status *st) {
     kv->k = xcalloc((size_t)c->n_layers, sizeof *kv->k);
     kv->v = xcalloc((size_t)c->n_layers, sizeof *kv->v);
     for (int l = 0; l < c->n_layers; l++) {
-        kv->k[l] = xmalloc(sizeof(float) * (size_t)max_len * kv->nkv);
-        kv->v[l] = xmalloc(sizeof(float) * (size_t)max_len * kv->nkv);
+        kv->k[l] = alloc(sizeof(float) * (size_t)max_len * kv->nkv);
+        kv->v[l] = alloc(sizeof(float) * (size_t)max_len * kv->nkv);
     }
+    return kv;
+}
+
+void kvcache_release(KvCache *kv, void (*release)(void *p)) {
+    if (!kv) return;
+    for (int l = 0; l < kv->n_layers; l++) release(kv->k[l]), release(kv->v[l]);
+    free(kv->k), free(kv->v);
+    for (int kind = 0; kind < 2; kind++) free(kv->cos_t[kind]), free(kv->sin_t[kind]);
+    free(kv);
+}
+
+// xmalloc as a function (it is a macro that names the call site).
+static void *host_alloc(size_t bytes) { return xmalloc(bytes); }
+
+int kvcache_new(KvCache **out, const Model *m, int max_len, Status *st) {
+    const ModelConfig *c = &m->cfg;
+    *out = NULL;
+    if (kvcache_check(m, st)) return -1;
+    KvCache *kv = kvcache_alloc(m, max_len, host_alloc);
     const size_t half = (size_t)(rope_rot_dims(c) / 2);
     for (int kind = 0; kind < (c->sliding_window ? 2 : 1); kind++) {
         kv->cos_t[kind] = xmalloc(sizeof(float) * ((size_t)max_len * half + 1));
@@ -354,10 +371,7 @@ int kvcache_new(KvCache **out, const Model *m, int max_len, Status *st) {
 void kvcache_free(KvCache *kv) {
     if (!kv) return;
     SPINDLE_CHECK(!kv->device);  // a GPU cache goes back through fwd_cuda_kvcache_free
-    for (int l = 0; l < kv->n_layers; l++) free(kv->k[l]), free(kv->v[l]);
-    free(kv->k), free(kv->v);
-    for (int kind = 0; kind < 2; kind++) free(kv->cos_t[kind]), free(kv->sin_t[kind]);
-    free(kv);
+    kvcache_release(kv, free);
 }
 
 // The lowest id of the largest logit.

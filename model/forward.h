@@ -96,6 +96,11 @@ int kvcache_check(const Model *m, Status *st);
 // 0, or -1 with st saying why. Caller frees with kvcache_free.
 int kvcache_new(KvCache **out, const Model *m, int max_len, Status *st);
 void kvcache_free(KvCache *kv);
+// What both twins' caches share: the struct and each layer's k, v arrays of
+// max_len rows from alloc (xmalloc, cuda_malloc), no RoPE tables; released
+// with the matching release (free, cuda_free), the host tables freed too.
+KvCache *kvcache_alloc(const Model *m, int max_len, void *(*alloc)(size_t bytes));
+void kvcache_release(KvCache *kv, void (*release)(void *p));
 
 typedef struct {
     const Sparsity *sparse;  // NULL: dense attention everywhere

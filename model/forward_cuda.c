@@ -563,6 +563,9 @@ static void *cuda_begin(void *twin, const int32_t *ids, int T, const ForwardOpts
     return p;
 }
 
+// The rows of the chunk that starts at t0: rc, or what is left of T.
+static int chunk_rows(const CudaPass *p, int t0) { return p->T - t0 < p->rc ? p->T - t0 : p->rc; }
+
 // Rows [t0, t0 + n) of an [T, C] array of 4-byte (fp32) or 2-byte (16-bit) elements.
 static float *rows_f32(float *a, int t0, int C) { return a + (size_t)t0 * C; }
 static void *rows_16(void *a, int t0, int C) { return (char *)a + 2 * (size_t)t0 * C; }
@@ -597,7 +600,7 @@ static void cuda_qkv(void *tw, int l) {
     const float *cos_t, *sin_t;
     rope_tables_dev(p->f, c->layer_kinds[l] == LAYER_SLIDING_ATTENTION, p->pos0 + p->T, &cos_t, &sin_t);
     for (int t0 = 0; t0 < p->T; t0 += p->rc) {
-        const int n = p->T - t0 < p->rc ? p->T - t0 : p->rc, r = p->f32_attn ? t0 : 0;
+        const int n = chunk_rows(p, t0), r = p->f32_attn ? t0 : 0;
         const void *in = attn_operand(p, l, t0, n);
         float *q = rows_f32(p->q, r, nq), *k = rows_f32(p->k, r, nkv), *v = rows_f32(p->v, r, nkv);
         const size_t at = (size_t)(p->pos0 + t0) * half;  // RoPE rows of positions pos0 + t0 …
@@ -702,7 +705,7 @@ static void cuda_attn_out(void *tw, int l) {
     const ModelConfig *c = &f->m->cfg;
     const int nq = c->n_heads * c->head_dim;
     for (int t0 = 0; t0 < p->T; t0 += p->rc) {
-        const int n = p->T - t0 < p->rc ? p->T - t0 : p->rc;
+        const int n = chunk_rows(p, t0);
         const int64_t m = (int64_t)n * nq;
         const void *in;
         if (p->att_bf16 && !w->wq_gate && f->half == HALF_BF16) {
@@ -729,7 +732,7 @@ static void cuda_linear_attn(void *tw, int l) {
     const int H = c->hidden, Hk = la->n_k_heads, Hv = la->n_v_heads, dk = la->k_dim, dv = la->v_dim;
     const int kd = Hk * dk, vd = Hv * dv, C = 2 * kd + vd, Kh = la->conv_kernel > 1 ? la->conv_kernel - 1 : 0;
     for (int t0 = 0; t0 < p->T; t0 += p->rc) {
-        const int n = p->T - t0 < p->rc ? p->T - t0 : p->rc;
+        const int n = chunk_rows(p, t0);
         const void *in = attn_operand(p, l, t0, n);
         // Conv input rows: Kh rows of history (zeros before the first token), then the chunk's.
         if (Kh) {
@@ -764,7 +767,7 @@ static void cuda_mlp(void *tw, int l) {
     const LayerDev *w = &f->layers[l];
     const int H = c->hidden, I = c->intermediate;
     for (int t0 = 0; t0 < p->T; t0 += p->rc) {
-        const int n = p->T - t0 < p->rc ? p->T - t0 : p->rc;
+        const int n = chunk_rows(p, t0);
         const void *in = norm_input(f, p->xn, p->hb, rows_f32(p->x, t0, H), w->mlp_norm, n, H, (float)c->rms_eps, 0);
         const void *down_in = p->hb;  // the down projection's operand
         if (f->prec == FWD_BF16 && !w->b_gate && !w->b_up) {
@@ -795,7 +798,7 @@ static void cuda_moe(void *tw, int l) {
     const MoeConfig *mo = &c->moe;
     const int H = c->hidden, E = mo->n_experts, k = mo->top_k, Is = mo->shared_intermediate;
     for (int t0 = 0; t0 < p->T; t0 += p->rc) {
-        const int n = p->T - t0 < p->rc ? p->T - t0 : p->rc;
+        const int n = chunk_rows(p, t0);
         float *x = rows_f32(p->x, t0, H);
         const void *in = norm_input(f, p->xn, p->hb, x, w->mlp_norm, n, H, (float)c->rms_eps, 1);  // xn in fp32 too
         matmul_forward_cuda(p->moe_logits, p->xn, w->moe_router, NULL, n, H, E);
@@ -890,31 +893,14 @@ void fwd_cuda_ttft(FwdCuda *f, const int32_t *ids, int T, const ForwardOpts *o, 
 }
 
 int fwd_cuda_kvcache_new(FwdCuda *f, int max_len, KvCache **out, Status *st) {
-    const ModelConfig *c = &f->m->cfg;
     *out = NULL;
     if (kvcache_check(f->m, st)) return -1;
-    SPINDLE_CHECK(max_len > 0);
-    KvCache *kv = xcalloc(1, sizeof *kv);
-    kv->max_len = max_len;
-    kv->n_layers = c->n_layers;
-    kv->nkv = c->n_kv_heads * c->head_dim;
-    kv->device = 1;
-    kv->k = xcalloc((size_t)c->n_layers, sizeof *kv->k);
-    kv->v = xcalloc((size_t)c->n_layers, sizeof *kv->v);
-    for (int l = 0; l < c->n_layers; l++) {
-        kv->k[l] = cuda_malloc(sizeof(float) * (size_t)max_len * kv->nkv);
-        kv->v[l] = cuda_malloc(sizeof(float) * (size_t)max_len * kv->nkv);
-    }
-    *out = kv;
+    *out = kvcache_alloc(f->m, max_len, cuda_malloc);
+    (*out)->device = 1;
     return 0;
 }
 
-void fwd_cuda_kvcache_free(KvCache *kv) {
-    if (!kv) return;
-    for (int l = 0; l < kv->n_layers; l++) cuda_free(kv->k[l]), cuda_free(kv->v[l]);
-    free(kv->k), free(kv->v);
-    free(kv);
-}
+void fwd_cuda_kvcache_free(KvCache *kv) { kvcache_release(kv, cuda_free); }
 
 static void cuda_last_logits(void *ctx, const int32_t *ids, int n, const ForwardOpts *opts, float *row) {
     fwd_cuda_ttft(ctx, ids, n, opts, row);
