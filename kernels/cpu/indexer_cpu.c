@@ -132,6 +132,26 @@ static void tile_lse(float *lse, float *S, float *D, const Proj *p, const int *p
     for (int i = 0; i < nr; i++) lse[i] = m[i] + logf(l[i]);
 }
 
+// The parameters' gradient from ∂L/∂q^I (dq, dw) and the per-thread ∂L/∂k^I
+// (dk_thr: summed in thread order into dk_thr[0]; threads that ran no tile
+// left NULL), through the query and key projections: the last phase of both
+// fused losses below.
+static void params_backward(float *grads, float **dk_thr, int n_threads, const float *dq, const float *dw,
+                            const IndexerConfig *cfg, const float *params, const float *x, const float *u,
+                            const float *stat, int n_keys, const int *queries, int nq) {
+    float *dk = dk_thr[0];
+    for (int th = 1; th < n_threads; th++) {
+        if (!dk_thr[th]) continue;
+        for (int64_t i = 0; i < (int64_t)n_keys * cfg->d_index; i++) dk[i] += dk_thr[th][i];
+    }
+    float *xq = xmalloc(sizeof(float) * (size_t)nq * cfg->d_model);
+    for (int r = 0; r < nq; r++)
+        memcpy(xq + (int64_t)r * cfg->d_model, x + (int64_t)queries[r] * cfg->d_model, sizeof(float) * cfg->d_model);
+    indexer_queries_backward(grads, dq, dw, cfg, xq, queries, nq);
+    indexer_keys_backward(grads, dk, cfg, params, x, u, stat, n_keys);
+    free(xq);
+}
+
 // Backward of one score tile: G [nr, BK] (row stride BK, 0 past each row's
 // visible keys) = ∂L/∂score of query rows r0.. against keys j0..j0+nk-1 into
 // dq^I (+=), dw (+=, expanded), dk^I (+=, a thread's buffer). D holds the
@@ -314,20 +334,7 @@ double indexer_kl_loss_cpu(float *grads, const IndexerConfig *cfg, const float *
     double loss = 0.0;
     for (int tile = 0; tile < n_tiles; tile++) loss += kl_tile[tile];
     loss /= nq;
-    if (grads) {
-        // dk^I = Σ over threads, in thread order (threads that ran no tile left zeros).
-        float *dk = dk_thr[0];
-        for (int th = 1; th < n_threads; th++) {
-            if (!dk_thr[th]) continue;
-            for (int64_t i = 0; i < (int64_t)n_keys * dI; i++) dk[i] += dk_thr[th][i];
-        }
-        float *xq = xmalloc(sizeof(float) * (size_t)nq * cfg->d_model);
-        for (int r = 0; r < nq; r++)
-            memcpy(xq + (int64_t)r * cfg->d_model, x + (int64_t)queries[r] * cfg->d_model, sizeof(float) * cfg->d_model);
-        indexer_queries_backward(grads, dq, dw, cfg, xq, queries, nq);
-        indexer_keys_backward(grads, dk, cfg, params, x, u, stat, n_keys);
-        free(xq);
-    }
+    if (grads) params_backward(grads, dk_thr, n_threads, dq, dw, cfg, params, x, u, stat, n_keys, queries, nq);
     for (int th = 0; th < n_threads; th++) free(dk_thr[th]);
     free(dk_thr), free(kl_tile), free(dq), free(dw), free(u), free(stat);
     proj_free(&p);
@@ -480,19 +487,7 @@ double indexer_objective_loss_cpu(float *grads, double *parts, const IndexerConf
     for (int b = 0; b < n_seg; b++) l_query += klq_seg[b], l_block += klb_seg[b];
     l_query /= nq, l_block /= n_seg;
     if (parts) parts[0] = l_query, parts[1] = l_block;
-    if (grads) {
-        float *dk = dk_thr[0];
-        for (int th = 1; th < n_threads; th++) {
-            if (!dk_thr[th]) continue;
-            for (int64_t i = 0; i < (int64_t)n_keys * dI; i++) dk[i] += dk_thr[th][i];
-        }
-        float *xq = xmalloc(sizeof(float) * (size_t)nq * cfg->d_model);
-        for (int r = 0; r < nq; r++)
-            memcpy(xq + (int64_t)r * cfg->d_model, x + (int64_t)queries[r] * cfg->d_model, sizeof(float) * cfg->d_model);
-        indexer_queries_backward(grads, dq, dw, cfg, xq, queries, nq);
-        indexer_keys_backward(grads, dk, cfg, params, x, u, stat, n_keys);
-        free(xq);
-    }
+    if (grads) params_backward(grads, dk_thr, n_threads, dq, dw, cfg, params, x, u, stat, n_keys, queries, nq);
     for (int th = 0; th < n_threads; th++) free(dk_thr[th]);
     free(dk_thr), free(klq_seg), free(klb_seg), free(seg), free(dq), free(dw), free(u), free(stat);
     proj_free(&p);
