@@ -381,6 +381,14 @@ void fwd_cuda_layer_qk(FwdCuda *f, int layer, const float *xn, int T, float *q, 
     void *hb = f->prec == FWD_FP32 ? NULL : cuda_malloc(2 * (size_t)T * c->hidden);
     layer_qk(f, &f->layers[layer], gemm_input(f, xn, hb, (int64_t)T * c->hidden), T, cos_t, sin_t, q, k, NULL,
              NULL);
+    if (f->prec == FWD_BF16) {  // the bf16 pass attends over bf16 q, k: the teacher's P and lse are theirs
+        const int64_t nq = (int64_t)T * c->n_heads * c->head_dim, nk = (int64_t)T * c->n_kv_heads * c->head_dim;
+        void *r = cuda_malloc(2 * (size_t)(nq > nk ? nq : nk));
+        cuda_f32_to_bf16(r, q, nq), cuda_bf16_to_f32(q, r, nq);
+        cuda_f32_to_bf16(r, k, nk), cuda_bf16_to_f32(k, r, nk);
+        cuda_sync();
+        cuda_free(r);
+    }
     cuda_sync();
     cuda_free(hb);
 }
@@ -666,6 +674,14 @@ static void cuda_tap(void *tw, int l, const ForwardTap *tap) {
     const ModelConfig *c = &p->f->m->cfg;
     const size_t TT = (size_t)p->T;
     const unsigned w = tap->wants & TAP_ALL ? tap->wants & TAP_ALL : TAP_ALL;  // only what the tap reads crosses the bus
+    // A bf16 pass attended over the bf16 roundings qb, kb, and its lse is
+    // theirs: the tap gets those q, k (widened), so that a teacher's P rebuilt
+    // from them sums to one. The unrounded fp32 q, k do not match that lse where
+    // logits are large (e.g. Qwen2's layer-0 key bias, |b| up to 354: logits in
+    // the thousands, bf16's rounding moves them by units). Nothing after the tap
+    // reads p->q, p->k of this layer.
+    if (p->bf16_attn && (w & TAP_Q)) cuda_bf16_to_f32(p->q, p->qb, (int64_t)TT * c->n_heads * c->head_dim);
+    if (p->bf16_attn && (w & TAP_K)) cuda_bf16_to_f32(p->k, p->kb, (int64_t)TT * c->n_kv_heads * c->head_dim);
     if (tap->wants & TAP_DEVICE) {  // the device arrays themselves, in stream order
         tap->fn(tap->ctx, l, w & TAP_XN ? p->xn_all : NULL, w & TAP_Q ? p->q : NULL, w & TAP_K ? p->k : NULL,
                 w & TAP_LSE ? p->lse : NULL, p->T);

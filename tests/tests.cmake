@@ -119,6 +119,10 @@ if(SPINDLE_CUDA)
            $<TARGET_FILE:spindle> ${GOLDENS} ${CMAKE_SOURCE_DIR}/models/smollm2 ${CMAKE_SOURCE_DIR}/corpus/train
            ${TEST_TMP}/gpu_train_online)
   set_tests_properties(gpu_train_online PROPERTIES SKIP_RETURN_CODE 77)
+  # The teacher of a bf16 pass (q, k as the pass rounded them) on a checkpoint with Qwen2-sized key biases.
+  add_test(NAME gpu_teacher_bf16 COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_gpu_teacher_bf16.sh
+           $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/gpu_teacher_bf16)
+  set_tests_properties(gpu_teacher_bf16 PROPERTIES SKIP_RETURN_CODE 77)
 endif()
 if(SPINDLE_NCCL)
   # mpirun -np 1 (the NCCL path on one GPU) against the plain run, online and from shards.
