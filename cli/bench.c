@@ -44,7 +44,8 @@
         {"--layers", 1, "run only the first N layers of the model in the TTFT and --train-online runs", NULL}, \
         {"--no-ttft", 0, "kernels only", NULL}, \
         {"--no-kernels", 0, "TTFT only", NULL}, \
-        {"--ttft", 1, "which TTFT runs, comma-separated: dense, indexer, indexer_block, oracle (default all)", NULL}, \
+        {"--ttft", 1, "which TTFT runs, comma-separated: dense, indexer, indexer_block, oracle (default: these four), " \
+                      "indexer_union (per-query supports run as block unions on tensor cores)", NULL}, \
         {"--max-reps", 1, "at most this many timed repeats per kernel (default 20)", NULL}, \
         {"--ttft-reps", 1, "timed repeats per TTFT (default 3; 1 past 64K)", NULL}, \
         {"--max-fp32-ctx", 1, "longest ctx for our fp32 dense kernel (default 32768)", NULL}, \
@@ -62,13 +63,14 @@
         {"--teacher-precision", 1, "with --train-online: fp32 (default) or bf16, as spindle train", NULL}, \
         {"--train-tokens", 1, "with --train-online: tokens of the training run whose GPU-hours are reported " \
                               "(default 2.1e9, DeepSeek-V3.2's indexer warm-up)", NULL}, \
+        {"--union-block", 1, "queries per block of the indexer_union TTFT run (default 16)", NULL}, \
     }
 static const char *const BENCH_REQUIRED[] = {"--ctx", "--json", NULL};
 #define BENCH_NO_CUDA "spindle " CMD ": built without CUDA; bench needs a build configured with -DSPINDLE_CUDA=ON"
 
 // The TTFT runs, in order; --ttft picks a subset by these names.
-static const char *const TTFT_RUNS[] = {"dense", "indexer", "indexer_block", "oracle"};
-enum { N_TTFT_RUNS = 4 };
+static const char *const TTFT_RUNS[] = {"dense", "indexer", "indexer_block", "oracle", "indexer_union"};
+enum { N_TTFT_RUNS = 5, N_TTFT_DEFAULT = 4 };  // indexer_union only when named
 // The synthetic models by name (synthetic_config).
 static const char *const SYNTHETIC[] = {"qwen3-8b", "qwen3-1.7b", "smollm2-135m", "qwen3.5-9b", "qwen3.5-0.8b"};
 enum { N_SYNTHETIC = 5 };
@@ -78,6 +80,7 @@ typedef struct {
     int ctxs[64], n_ctx, k, bsel, n_layers, max_reps, ttft_reps;
     int max_fp32, max_oracle, max_train, max_oracle_ttft;
     int warmup_ctx;  // 0: warm each TTFT run up at its own ctx
+    int union_block; // queries per block of the indexer_union run
     int ix_scores;  // FwdIndexerScores of the TTFT runs (model/forward.h)
     int want_ttft[N_TTFT_RUNS];
     int train_online, bf16_teacher;  // --train-online and its teacher precision
@@ -97,8 +100,11 @@ static int bench_args(const Flag *flags, int nf, BenchArgs *a) {
         fprintf(stderr, "spindle " CMD ": --device must be cuda (got \"%s\"): bench times the GPU twin\n", dev);
         return -1;
     }
-    for (int r = 0; r < N_TTFT_RUNS; r++) a->want_ttft[r] = 1;
+    for (int r = 0; r < N_TTFT_RUNS; r++) a->want_ttft[r] = r < N_TTFT_DEFAULT;
     if ((v0 = args_get(flags, nf, "--ttft")) && cli_names(CMD, "--ttft", v0, TTFT_RUNS, N_TTFT_RUNS, a->want_ttft))
+        return -1;
+    a->union_block = 16;
+    if ((v0 = args_get(flags, nf, "--union-block")) && cli_positive(CMD, "--union-block", v0, &a->union_block))
         return -1;
     a->k = 2048, a->bsel = 64, a->n_layers = 0;
     a->max_fp32 = 32768, a->max_oracle = 32768, a->max_train = 32768, a->max_oracle_ttft = 8192, a->warmup_ctx = 0;
@@ -536,15 +542,18 @@ static void k_ttft(void *p) {
     fwd_cuda_ttft(t->f, t->ids, t->T, &t->o, t->logits);
 }
 
+static void annotate(Bench *b, const char *key, double v);
+
 // want[r]: run TTFT_RUNS[r] (the others are not recorded at all).
 static void bench_ttft(Bench *b, FwdCuda *f, const ModelConfig *c, const IndexerSet *ix, int T, int k, int bsel,
                        int max_oracle_ttft, int ttft_reps, int warmup_ctx, const int want[N_TTFT_RUNS],
-                       int ix_scores) {
+                       int ix_scores, int union_block) {
     int32_t *ids = xmalloc(sizeof(int32_t) * (size_t)T);
     uint64_t z = 12345;
     for (int t = 0; t < T; t++) z = z * 6364136223846793005ull + 1442695040888963407ull, ids[t] = (int32_t)((z >> 33) % (uint64_t)c->vocab);
     float *logits = xmalloc(sizeof(float) * (size_t)c->vocab);
-    Sparsity per_query = {k, 1}, block = {k, bsel};
+    Sparsity per_query = {k, 1}, block = {k, bsel}, unioned = {.topk = k, .bsel = 1, .exec_block = union_block};
+    SparseStats us = {0};  // the union run's Σ |U_b| and blocks
     struct {
         const char *name;
         ForwardOpts o;
@@ -557,6 +566,8 @@ static void bench_ttft(Bench *b, FwdCuda *f, const ModelConfig *c, const Indexer
         {"ttft_indexer_block", {.sparse = &block, .indexer = ix, .indexer_scores = ix_scores}, k, bsel, 1,
          "indexer block-shared (tensor-core sparse attention), every full-attention layer"},
         {"ttft_oracle", {.sparse = &per_query}, k, 1, T <= max_oracle_ttft, "attention-mass oracle per query, every full-attention layer"},
+        {"ttft_indexer_union", {.sparse = &unioned, .indexer = ix, .indexer_scores = ix_scores, .stats = &us}, k, 1, 1,
+         "indexer per query, run as block unions on tensor cores, every full-attention layer"},
     };
     for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
         if (!want[r]) continue;
@@ -573,12 +584,22 @@ static void bench_ttft(Bench *b, FwdCuda *f, const ModelConfig *c, const Indexer
         Ttft w = t;
         if (warmup_ctx > 0 && warmup_ctx < T) w.T = warmup_ctx;
         k_ttft(&w);
+        us.union_keys = us.union_blocks = 0;  // the timed passes' sums only
         const double ms = cuda_time_ms(k_ttft, &t, 0, ttft_reps, all);
         int finite = 1;
         for (int i = 0; i < c->vocab; i++) finite &= isfinite(logits[i]);
-        char note[200];
+        char note[320];
         snprintf(note, sizeof note, "%s, %d layers%s", runs[r].note, c->n_layers, finite ? "" : "; NON-FINITE LOGITS");
+        if (r == 4) {
+            const double per_block = us.union_blocks > 0 ? us.union_keys / us.union_blocks : 0;
+            snprintf(note + strlen(note), sizeof note - strlen(note), "; blocks of %d queries, union %.0f keys per "
+                     "block = %.2f k", union_block, per_block, per_block / k);
+        }
         record(b, runs[r].name, T, ms, all, ttft_reps, 0, runs[r].k, runs[r].bsel, note);
+        if (r == 4) {
+            annotate(b, "union_block", union_block);
+            annotate(b, "union_keys_per_block", us.union_blocks > 0 ? us.union_keys / us.union_blocks : 0);
+        }
         if (r == 0 && config_full_layers(c->layer_kinds, c->n_layers, NULL) < c->n_layers) {
             // A hybrid: one more dense pass, timed op by op (a sync after each), for the share of the
             // prefill the full-attention layers' attention takes (what sparsity there can win at most).
@@ -801,7 +822,7 @@ int cmd_bench(int argc, char **argv) {
         }
         for (int i = 0; i < n_ctx; i++)
             bench_ttft(&b, f, c, &ix, ctxs[i], k, bsel, max_oracle_ttft, ctxs[i] > 65536 ? 1 : ttft_reps,
-                       a.warmup_ctx, want_ttft, a.ix_scores);
+                       a.warmup_ctx, want_ttft, a.ix_scores, a.union_block);
     }
     save(&b);
     fprintf(stderr, "spindle " CMD ": -> %s\n", b.json);

@@ -67,6 +67,25 @@ void support_attention_block_tc_cuda(void *out, const void *q, const void *k, co
 // shape (aligned pointers assumed), 0 when it falls back (for benchmarks).
 int support_attention_block_tc_takes(int Hq, int Hkv, int dh, int topk, int bsel);
 
+// Per-query supports (sel [T, topk], n_sel [T]: support_attention_cuda's
+// bsel 1) executed on tensor cores in blocks of ublock queries: each block
+// gathers the union of its queries' visible keys (query t's keys ≤ t) as dense
+// 64-key tiles once for the G query heads of a KV head, and a per-query
+// membership mask keeps for each query exactly its own keys — the output is
+// per-query sparse attention, not a block-shared one (a query with no visible
+// key attends to {t} alone). q, k, v bf16 as support_attention_block_tc_cuda,
+// with the same bf16 rounding of the weights; the union's bitmap lives in
+// shared memory (8 bytes per 32 keys: T up to about 900K on an H200). Shapes
+// that path does not take run support_attention_cuda (bsel 1) on fp32 copies.
+// *union_keys (may be NULL) = Σ_b |U_b|, the keys the blocks gathered.
+// Synchronises once (the union sizes come to the host to place the arrays).
+// Twin check: tests/twins/oracle.c. (sparse_attention_tc.cu)
+void support_attention_union_tc_cuda(void *out, const void *q, const void *k, const void *v, int T, int Hq, int Hkv,
+                                     int dh, float scale, int topk, int ublock, const int32_t *sel,
+                                     const int32_t *n_sel, DType out_type, int64_t *union_keys);
+// 1 when support_attention_union_tc_cuda takes the tensor-core path.
+int support_attention_union_tc_takes(int T, int Hq, int Hkv, int dh, int topk, int ublock);
+
 // oracle_select_cuda for bf16 q, k (void*, [T, H·dh] as the fp32 ones): on
 // tensor cores the same rows (P per query, A_B per block) from bf16 products
 // summed in fp32, the same exact top-k. lse fp32 [Hq, T] as given. The kernel

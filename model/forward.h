@@ -20,6 +20,12 @@ typedef struct {
     // its own recent most recent keys and the first sinks keys (0, 0: the
     // top-k support alone). The CPU twin only: the GPU forward takes 0, 0.
     int recent, sinks;
+    // Per-query supports (bsel 1) on the GPU in bf16: > 1 executes them in
+    // blocks of this many queries, each block's union of supports as dense
+    // tensor-core tiles with a per-query membership mask
+    // (support_attention_union_tc_cuda); the result is per-query attention
+    // either way, so the CPU twin ignores it. 0: per-query gathers.
+    int exec_block;
 } Sparsity;
 
 // What the sparse supports kept, summed over the full-attention layers (either

@@ -441,6 +441,7 @@ typedef struct {
     float *hidden_host, *last_logits_host;
     int bf16_attn;      // bf16 mode: dense attention through cuDNN SDPA (the op falls back where cuDNN declines)
     int f32_attn;       // q, k, v, att are [T, ·] fp32 (else rc rows: GEMM outputs and the gate's product)
+    double union_keys, union_blocks;  // per-query supports run as block unions: Σ |U_b|, Σ blocks (all layers)
     int att_bf16;       // the layer's attention output is in ob (else in att)
     int xn_layer;       // the layer whose normed attention input xn_all holds (−1: none)
     int pos0;           // position of the pass's first token (a decoding cache's length, else 0)
@@ -496,7 +497,8 @@ static void *cuda_begin(void *twin, const int32_t *ids, int T, const ForwardOpts
     // fp32 operands across T: fp32 kernels, the tap, statistics, the oracle, the
     // fp32 indexer path (per query, or k ≥ T), an f16 model's widened output.
     p->f32_attn = !p->bf16_attn || o->tap || o->kv ||  // a cache stores, and a decoding step reads, fp32 k, v, q
-                  (sp && (!ix || sp->topk >= T || sp->bsel <= 1 || want_stats || f->half != HALF_BF16));
+                  (sp && (!ix || sp->topk >= T || (sp->bsel <= 1 && sp->exec_block <= 1) || want_stats ||
+                          f->half != HALF_BF16));
     const size_t RC = (size_t)p->rc, RA = p->f32_attn ? TT : RC;
 
     p->d_ids = cuda_malloc(sizeof(int32_t) * TT);
@@ -633,7 +635,15 @@ static void cuda_attend(void *tw, int l, const AttendPlan *a) {
         // bf16 mode, block-shared, no statistics: bf16 operands through the
         // tensor-core kernel (which keeps no recall / support, and handles
         // shapes it does not take itself), straight into ob for a bf16 model.
-        if (p->bf16_attn && a->bsel > 1 && !a->stats) {
+        if (p->bf16_attn && a->bsel == 1 && a->exec_block > 1 && !a->stats) {
+            // Per-query supports in blocks of exec_block queries: their union as tensor-core tiles.
+            p->att_bf16 = f->half == HALF_BF16;
+            int64_t uk = 0;
+            support_attention_union_tc_cuda(p->att_bf16 ? p->ob : (void *)p->att, p->qb, p->kb, p->vb, T, Hq, Hkv,
+                                            dh, scale, a->topk, a->exec_block, p->sel, p->n_sel,
+                                            p->att_bf16 ? DT_BF16 : DT_F32, &uk);
+            p->union_keys += (double)uk, p->union_blocks += (T + a->exec_block - 1) / a->exec_block;
+        } else if (p->bf16_attn && a->bsel > 1 && !a->stats) {
             p->att_bf16 = f->half == HALF_BF16;
             support_attention_block_tc_cuda(p->att_bf16 ? p->ob : (void *)p->att, p->qb, p->kb, p->vb, T, Hq, Hkv,
                                             dh, scale, a->topk, a->bsel, p->sel, p->n_sel,
@@ -859,6 +869,8 @@ static void cuda_finish(void *tw, int stopped, const ForwardOpts *o) {
             cuda_to_host(p->hidden_host, p->x, sizeof(float) * TT * H);
         }
     }
+    if (o->stats && p->union_blocks > 0)
+        o->stats->union_keys += p->union_keys, o->stats->union_blocks += p->union_blocks;
     if (p->d_rec) {  // add this pass's sums into the caller's arrays
         float *tmp = xmalloc(sizeof(float) * TT);
         float *dst[2] = {o->stats->recall, o->stats->support}, *src[2] = {p->d_rec, p->d_sup};

@@ -37,6 +37,7 @@ static AttendPlan plan_layer(const ModelConfig *c, int l, int T, const ForwardOp
     p.bsel = sp->bsel;
     p.recent = sp->recent;
     p.sinks = sp->sinks;
+    p.exec_block = sp->exec_block;
     p.stats = want_stats;
     return p;
 }

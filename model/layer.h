@@ -34,6 +34,7 @@ typedef struct {
     int window;               // 0: every causal key; W > 0: keys t − W < j ≤ t (sliding layers)
     int topk, bsel;           // ORACLE, INDEXER: the supports
     int recent, sinks;        // ORACLE, INDEXER: each query's window and sink keys added to its support
+    int exec_block;           // INDEXER, bsel 1: Sparsity's exec_block (how the GPU runs the supports)
     int stats;                // add recall / support of this layer's supports into the pass's sums
     int lse;                  // DENSE: write the per-head log-sum-exp (the tap reads it)
     const IndexerConfig *ix_cfg;  // INDEXER: the indexers' shape

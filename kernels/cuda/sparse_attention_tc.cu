@@ -87,11 +87,22 @@ static __device__ __forceinline__ void store2(__nv_bfloat16 *p, float a, float b
 }
 static __device__ __forceinline__ void store2(__half *p, float a, float b) { *(__half2 *)p = __floats2half2_rn(a, b); }
 
-template <int D, typename OutT>
+// The union path's arrays (U = true), all device, made by union_build: block b
+// of bsel queries gathers the n_union[b] sorted keys at keys + koff[b]; query
+// row r of the block sees union key u when bit u of its mask row
+// mask + moff[b] + r·mw[b] (mw[b] words, two per tile of 64 keys) is set; n_vis[t]
+// counts query t's visible keys (0: it attends to {t} alone).
+struct UnionArgs {
+    const int32_t *keys, *n_union, *mw, *n_vis;
+    const int64_t *koff, *moff;
+    const uint32_t *mask;
+};
+
+template <int D, typename OutT, bool U>
 __global__ void __launch_bounds__(TC_MAX_ROWS * 2, D > 128 ? 1 : 2)
     support_attention_block_tc_kernel2(OutT *out, const __nv_bfloat16 *q, const __nv_bfloat16 *k,
                                        const __nv_bfloat16 *v, int T, int Hq, int Hkv, int hpc, float scale_log2,
-                                       int topk, int bsel, const int32_t *sel, const int32_t *n_sel) {
+                                       int topk, int bsel, const int32_t *sel, const int32_t *n_sel, UnionArgs ua) {
     constexpr int LDH = D + TILE_PAD;  // Qs, Ks, Vs rows (bf16 elements)
     constexpr int CH = D / 8;        // 16-byte chunks per row
     constexpr int ND = D / 8;        // n-tiles of O
@@ -111,9 +122,9 @@ __global__ void __launch_bounds__(TC_MAX_ROWS * 2, D > 128 ? 1 : 2)
     const int h = kh * G + hg * hpc + warp / strips, r0 = 16 * (warp % strips);
     const int t0 = b * bsel, nt = min(bsel, T - t0);
     const int64_t nq = (int64_t)Hq * D, nkv = (int64_t)Hkv * D;
-    const int32_t *keys = sel + (int64_t)b * topk;
-    const int n_all = min(max(n_sel[b], 0), topk);
-    const int n_keys = count_le(keys, n_all, t0 + nt - 1);  // keys visible to some row here
+    const int32_t *keys = U ? ua.keys + ua.koff[b] : sel + (int64_t)b * topk;
+    const int n_all = U ? ua.n_union[b] : min(max(n_sel[b], 0), topk);
+    const int n_keys = U ? n_all : count_le(keys, n_all, t0 + nt - 1);  // keys visible to some row here
 
     // Stage the q rows (zero rows past T), start the first tile.
     for (int e = threadIdx.x; e < rows * CH; e += blockDim.x) {
@@ -131,10 +142,18 @@ __global__ void __launch_bounds__(TC_MAX_ROWS * 2, D > 128 ? 1 : 2)
 
     // This lane's rows: r0 + g and r0 + g + 8; their visible prefix of the keys.
     const int ra = r0 + g, rb = r0 + g + 8;
-    const int nv_a = ra < nt ? count_le(keys, n_all, t0 + ra) : 0;
-    const int nv_b = rb < nt ? count_le(keys, n_all, t0 + rb) : 0;
+    // (U: their counts of visible keys, and their mask rows.)
+    const int nv_a = ra < nt ? (U ? ua.n_vis[t0 + ra] : count_le(keys, n_all, t0 + ra)) : 0;
+    const int nv_b = rb < nt ? (U ? ua.n_vis[t0 + rb] : count_le(keys, n_all, t0 + rb)) : 0;
     int nv_warp = max(nv_a, nv_b);
     for (int off = 16; off > 0; off >>= 1) nv_warp = max(nv_warp, __shfl_xor_sync(0xffffffffu, nv_warp, off));
+    const uint32_t *mrow_a = NULL, *mrow_b = NULL;
+    if (U) {
+        const int64_t mb = ua.moff[b];
+        const int w = ua.mw[b];
+        if (ra < nt) mrow_a = ua.mask + mb + (int64_t)ra * w;
+        if (rb < nt) mrow_b = ua.mask + mb + (int64_t)rb * w;
+    }
 
     // This lane's ldmatrix row of the warp's q rows (A fragments, re-read per tile).
     const __nv_bfloat16 *qrow = Qs + (warp * 16 + (lane % 8) + 8 * ((lane / 8) % 2)) * LDH + 8 * (lane / 16);
@@ -156,7 +175,15 @@ __global__ void __launch_bounds__(TC_MAX_ROWS * 2, D > 128 ? 1 : 2)
         __pipeline_wait_prior(1);   // this tile's group has landed (this thread's copies) …
         __syncthreads();            // … and every thread's
 
-        if (c0 < nv_warp) {  // warp-uniform: some row of the warp sees a key of this tile
+        // U: the rows' membership bits of this tile's 64 keys (bit i: key c0 + i).
+        uint64_t bits_a = 0, bits_b = 0;
+        if (U) {
+            if (mrow_a) bits_a = (uint64_t)mrow_a[2 * it] | (uint64_t)mrow_a[2 * it + 1] << 32;
+            if (mrow_b) bits_b = (uint64_t)mrow_b[2 * it] | (uint64_t)mrow_b[2 * it + 1] << 32;
+        }
+        // Warp-uniform: some row of the warp sees a key of this tile.
+        const bool live = U ? __any_sync(0xffffffffu, (bits_a | bits_b) != 0) : c0 < nv_warp;
+        if (live) {
             // S = Q·Kᵀ over the 64 keys: n-tile j holds keys c0 + 8j … + 7.
             float s[NS][4];
             mma_qk_tile<D, NS>(s, qrow, Ks, LDH);
@@ -167,8 +194,11 @@ __global__ void __launch_bounds__(TC_MAX_ROWS * 2, D > 128 ? 1 : 2)
                 const int col = c0 + 8 * j + 2 * c;
 #pragma unroll
                 for (int e = 0; e < 2; e++) {
-                    s[j][e] = col + e < nv_a ? s[j][e] * scale_log2 : -INFINITY;
-                    s[j][2 + e] = col + e < nv_b ? s[j][2 + e] * scale_log2 : -INFINITY;
+                    const int i = 8 * j + 2 * c + e;
+                    const bool va = U ? (bits_a >> i) & 1 : col + e < nv_a;
+                    const bool vb = U ? (bits_b >> i) & 1 : col + e < nv_b;
+                    s[j][e] = va ? s[j][e] * scale_log2 : -INFINITY;
+                    s[j][2 + e] = vb ? s[j][2 + e] * scale_log2 : -INFINITY;
                     mx_a = fmaxf(mx_a, s[j][e]);
                     mx_b = fmaxf(mx_b, s[j][2 + e]);
                 }
@@ -239,10 +269,10 @@ __global__ void __launch_bounds__(TC_MAX_ROWS * 2, D > 128 ? 1 : 2)
 
 // ---- launcher ---------------------------------------------------------------------------
 
-template <int D, typename OutT>
+template <int D, typename OutT, bool U>
 static int support_attention_block_tc_launch(OutT *out, const void *q, const void *k, const void *v, int T, int Hq,
                                              int Hkv, float scale, int topk, int bsel, const int32_t *sel,
-                                             const int32_t *n_sel) {
+                                             const int32_t *n_sel, UnionArgs ua) {
     const int G = Hq / Hkv;
     int hpc = 1;  // heads per thread block: the largest divisor of G with hpc·bsel ≤ 128
     for (int d = 1; d <= G; d++)
@@ -255,25 +285,37 @@ static int support_attention_block_tc_launch(OutT *out, const void *q, const voi
     if (smem > (size_t)max_smem) return -1;
     const int64_t n_blocks = (T + (int64_t)bsel - 1) / bsel, grid = n_blocks * Hkv * (G / hpc);
     if (grid > INT_MAX) return -1;
-    CUDA_CHECK(cudaFuncSetAttribute(support_attention_block_tc_kernel2<D, OutT>,
+    CUDA_CHECK(cudaFuncSetAttribute(support_attention_block_tc_kernel2<D, OutT, U>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    support_attention_block_tc_kernel2<D, OutT><<<(unsigned)grid, 32 * (rows / 16), smem>>>(
+    support_attention_block_tc_kernel2<D, OutT, U><<<(unsigned)grid, 32 * (rows / 16), smem>>>(
         out, (const __nv_bfloat16 *)q, (const __nv_bfloat16 *)k, (const __nv_bfloat16 *)v, T, Hq, Hkv, hpc,
-        scale * 1.4426950408889634f, topk, bsel, sel, n_sel);
+        scale * 1.4426950408889634f, topk, bsel, sel, n_sel, ua);
     CUDA_CHECK(cudaGetLastError());
     return 0;
 }
 
 // The launch for head size D with the output type chosen at run time.
-template <int D>
+template <int D, bool U>
 static int tc_launch_dt(void *out, DType out_type, const void *q, const void *k, const void *v, int T, int Hq, int Hkv,
-                        float scale, int topk, int bsel, const int32_t *sel, const int32_t *n_sel) {
+                        float scale, int topk, int bsel, const int32_t *sel, const int32_t *n_sel, UnionArgs ua) {
     if (out_type == DT_F32)
-        return support_attention_block_tc_launch<D>((float *)out, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel, n_sel);
+        return support_attention_block_tc_launch<D, float, U>((float *)out, q, k, v, T, Hq, Hkv, scale, topk, bsel,
+                                                              sel, n_sel, ua);
     if (out_type == DT_BF16)
-        return support_attention_block_tc_launch<D>((__nv_bfloat16 *)out, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel,
-                                                    n_sel);
-    return support_attention_block_tc_launch<D>((__half *)out, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel, n_sel);
+        return support_attention_block_tc_launch<D, __nv_bfloat16, U>((__nv_bfloat16 *)out, q, k, v, T, Hq, Hkv,
+                                                                      scale, topk, bsel, sel, n_sel, ua);
+    return support_attention_block_tc_launch<D, __half, U>((__half *)out, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel,
+                                                           n_sel, ua);
+}
+
+// The launch for the head size dh (64, 128 or 256).
+template <bool U>
+static int tc_launch_dh(void *out, DType out_type, const void *q, const void *k, const void *v, int T, int Hq, int Hkv,
+                        int dh, float scale, int topk, int bsel, const int32_t *sel, const int32_t *n_sel,
+                        UnionArgs ua) {
+    if (dh == 64) return tc_launch_dt<64, U>(out, out_type, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel, n_sel, ua);
+    if (dh == 128) return tc_launch_dt<128, U>(out, out_type, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel, n_sel, ua);
+    return tc_launch_dt<256, U>(out, out_type, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel, n_sel, ua);
 }
 
 // The shape checks of the kernel: 1 when it takes the call.
@@ -312,10 +354,152 @@ extern "C" void support_attention_block_tc_cuda(void *out, const void *q, const 
     // cp.async and the uint4 loads of q need 16-byte aligned rows (cudaMalloc gives 256).
     const int aligned = !(((uintptr_t)q | (uintptr_t)k | (uintptr_t)v) & 15);
     int rc = -1;
-    if (aligned && tc_takes(Hq, Hkv, dh, topk, bsel)) {
-        if (dh == 64) rc = tc_launch_dt<64>(out, out_type, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel, n_sel);
-        else if (dh == 128) rc = tc_launch_dt<128>(out, out_type, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel, n_sel);
-        else rc = tc_launch_dt<256>(out, out_type, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel, n_sel);
-    }
+    if (aligned && tc_takes(Hq, Hkv, dh, topk, bsel))
+        rc = tc_launch_dh<false>(out, out_type, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel, UnionArgs{});
     if (rc != 0) tc_widened(out, out_type, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel);
+}
+
+// ---- per-query supports as block unions --------------------------------------------------
+
+// The visible keys of block b's queries (query t's keys ≤ t) into the bitmap
+// bm over keys [0, t0 + nt − 1] (shared memory, zeroed), once per key; with
+// count, n_vis[t] += query t's visible keys.
+static __device__ void union_mark(uint32_t *bm, const int32_t *sel, const int32_t *n_sel, int t0, int nt, int topk) {
+    for (int64_t e = threadIdx.x; e < (int64_t)nt * topk; e += blockDim.x) {
+        const int r = (int)(e / topk), i = (int)(e % topk), t = t0 + r;
+        if (i >= min(max(n_sel[t], 0), topk)) continue;
+        const int j = sel[(int64_t)t * topk + i];
+        if (j >= 0 && j <= t) atomicOr(&bm[j >> 5], 1u << (j & 31));
+    }
+}
+
+static __device__ void union_bitmap(uint32_t *bm, int W, const int32_t *sel, const int32_t *n_sel, int t0, int nt,
+                                    int topk) {
+    for (int w = threadIdx.x; w < W; w += blockDim.x) bm[w] = 0;
+    __syncthreads();
+    union_mark(bm, sel, n_sel, t0, nt, topk);
+    __syncthreads();
+}
+
+// n_union[b] = |∪_{t ∈ block b} {j ∈ S_t : j ≤ t}|. One thread block per block.
+__global__ void union_count_kernel(int32_t *n_union, const int32_t *sel, const int32_t *n_sel, int T, int topk,
+                                   int B) {
+    extern __shared__ uint32_t ubm[];
+    __shared__ int total;
+    const int b = blockIdx.x, t0 = b * B, nt = min(B, T - t0), W = (t0 + nt - 1) / 32 + 1;
+    if (threadIdx.x == 0) total = 0;
+    union_bitmap(ubm, W, sel, n_sel, t0, nt, topk);
+    int cnt = 0;
+    for (int w = threadIdx.x; w < W; w += blockDim.x) cnt += __popc(ubm[w]);
+    atomicAdd(&total, cnt);
+    __syncthreads();
+    if (threadIdx.x == 0) n_union[b] = total;
+}
+
+// The union's sorted keys at keys + koff[b], each query's membership bits
+// (mask zeroed before) and n_vis (zeroed before). Shared memory: the bitmap and
+// the exclusive prefix of its words' popcounts (a key's rank in the union).
+__global__ void union_fill_kernel(int32_t *keys, uint32_t *mask, int32_t *n_vis, const int64_t *koff,
+                                  const int64_t *moff, const int32_t *mw, const int32_t *sel, const int32_t *n_sel,
+                                  int T, int topk, int B) {
+    extern __shared__ uint32_t ubm[];
+    __shared__ int part[256];
+    const int b = blockIdx.x, t0 = b * B, nt = min(B, T - t0), W = (t0 + nt - 1) / 32 + 1;
+    uint32_t *pre = ubm + W;
+    union_bitmap(ubm, W, sel, n_sel, t0, nt, topk);
+    // pre[w] = Σ_{w' < w} popc(bm[w']): each thread a run of words, the runs' sums scanned by one thread.
+    const int per = (W + blockDim.x - 1) / blockDim.x, w0 = min(W, (int)threadIdx.x * per), w1 = min(W, w0 + per);
+    int run = 0;
+    for (int w = w0; w < w1; w++) run += __popc(ubm[w]);
+    part[threadIdx.x] = run;
+    __syncthreads();
+    if (threadIdx.x == 0)
+        for (int i = 0, acc = 0; i < (int)blockDim.x; i++) {
+            const int x = part[i];
+            part[i] = acc, acc += x;
+        }
+    __syncthreads();
+    run = part[threadIdx.x];
+    for (int w = w0; w < w1; w++) pre[w] = run, run += __popc(ubm[w]);
+    __syncthreads();
+    int32_t *kb = keys + koff[b];
+    for (int w = threadIdx.x; w < W; w += blockDim.x) {
+        uint32_t bits = ubm[w];
+        int p = pre[w];
+        while (bits) {
+            kb[p++] = 32 * w + __ffs(bits) - 1;
+            bits &= bits - 1;
+        }
+    }
+    uint32_t *mb = mask + moff[b];
+    const int words = mw[b];
+    for (int64_t e = threadIdx.x; e < (int64_t)nt * topk; e += blockDim.x) {
+        const int r = (int)(e / topk), i = (int)(e % topk), t = t0 + r;
+        if (i >= min(max(n_sel[t], 0), topk)) continue;
+        const int j = sel[(int64_t)t * topk + i];
+        if (j < 0 || j > t) continue;
+        const int u = pre[j >> 5] + __popc(ubm[j >> 5] & ((1u << (j & 31)) - 1u));
+        atomicOr(&mb[(int64_t)r * words + (u >> 5)], 1u << (u & 31));
+        atomicAdd(&n_vis[t], 1);
+    }
+}
+
+// The bitmap and its prefix for T keys: 8 bytes per 32 keys.
+static size_t union_smem(int T) { return 8 * (size_t)((T - 1) / 32 + 1); }
+
+extern "C" int support_attention_union_tc_takes(int T, int Hq, int Hkv, int dh, int topk, int ublock) {
+    int dev = 0, max_smem = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    return T > 0 && tc_takes(Hq, Hkv, dh, topk, ublock) && union_smem(T) <= (size_t)max_smem - 2048;
+}
+
+extern "C" void support_attention_union_tc_cuda(void *out, const void *q, const void *k, const void *v, int T, int Hq,
+                                                int Hkv, int dh, float scale, int topk, int ublock,
+                                                const int32_t *sel, const int32_t *n_sel, DType out_type,
+                                                int64_t *union_keys) {
+    if (union_keys) *union_keys = 0;
+    if (T <= 0) return;
+    const int aligned = !(((uintptr_t)q | (uintptr_t)k | (uintptr_t)v) & 15);
+    if (!aligned || !support_attention_union_tc_takes(T, Hq, Hkv, dh, topk, ublock)) {
+        tc_widened(out, out_type, q, k, v, T, Hq, Hkv, dh, scale, topk, 1, sel, n_sel);
+        return;
+    }
+    const int nb = (T + ublock - 1) / ublock;
+    const size_t smem = union_smem(T);
+    CUDA_CHECK(cudaFuncSetAttribute(union_count_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem / 2));
+    CUDA_CHECK(cudaFuncSetAttribute(union_fill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    int32_t *d_nu = (int32_t *)cuda_malloc(sizeof(int32_t) * (size_t)nb);
+    union_count_kernel<<<nb, 256, smem / 2>>>(d_nu, sel, n_sel, T, topk, ublock);
+    CUDA_CHECK(cudaGetLastError());
+    // Offsets on the host: the keys' (Σ |U_b|) and the masks' (ublock rows of
+    // two words per 64-key tile each).
+    int32_t *nu = (int32_t *)malloc(sizeof(int32_t) * (size_t)nb * 2);
+    int64_t *off = (int64_t *)malloc(sizeof(int64_t) * (size_t)nb * 2);
+    if (!nu || !off) abort();
+    int32_t *mw = nu + nb;
+    cuda_to_host(nu, d_nu, sizeof(int32_t) * (size_t)nb);
+    int64_t nk = 0, nm = 0;
+    for (int b = 0; b < nb; b++) {
+        mw[b] = 2 * ((nu[b] + TC_BK - 1) / TC_BK);
+        off[b] = nk, off[nb + b] = nm;
+        nk += nu[b], nm += (int64_t)ublock * mw[b];
+    }
+    int32_t *d_keys = (int32_t *)cuda_malloc(sizeof(int32_t) * (size_t)(nk > 0 ? nk : 1));
+    uint32_t *d_mask = (uint32_t *)cuda_malloc(sizeof(uint32_t) * (size_t)(nm > 0 ? nm : 1));
+    int32_t *d_vis = (int32_t *)cuda_malloc(sizeof(int32_t) * (size_t)T);
+    int32_t *d_mw = (int32_t *)cuda_malloc(sizeof(int32_t) * (size_t)nb);
+    int64_t *d_off = (int64_t *)cuda_malloc(sizeof(int64_t) * (size_t)nb * 2);
+    cuda_memset(d_mask, 0, sizeof(uint32_t) * (size_t)(nm > 0 ? nm : 1));
+    cuda_memset(d_vis, 0, sizeof(int32_t) * (size_t)T);
+    cuda_to_device(d_mw, mw, sizeof(int32_t) * (size_t)nb);
+    cuda_to_device(d_off, off, sizeof(int64_t) * (size_t)nb * 2);
+    union_fill_kernel<<<nb, 256, smem>>>(d_keys, d_mask, d_vis, d_off, d_off + nb, d_mw, sel, n_sel, T, topk, ublock);
+    CUDA_CHECK(cudaGetLastError());
+    UnionArgs ua = {d_keys, d_nu, d_mw, d_vis, d_off, d_off + nb, d_mask};
+    if (tc_launch_dh<true>(out, out_type, q, k, v, T, Hq, Hkv, dh, scale, topk, ublock, sel, n_sel, ua) != 0)
+        tc_widened(out, out_type, q, k, v, T, Hq, Hkv, dh, scale, topk, 1, sel, n_sel);
+    if (union_keys) *union_keys = nk;
+    cuda_free(d_nu), cuda_free(d_keys), cuda_free(d_mask), cuda_free(d_vis), cuda_free(d_mw), cuda_free(d_off);
+    free(nu), free(off);
 }

@@ -415,18 +415,64 @@ static void check_support_random(const Layer *L, int topk, int bsel, int stats) 
 #define TC_NMSE 2e-5
 #define TC_MAX (1.0 / 64)
 
-static void check_support_block_tc(int T, int Hq, int Hkv, int dh, int topk, int bsel) {
+// Per-query supports for the union op: each query t's sorted keys from
+// [lo, hi): mostly the causal range [0, t], for 1 query in 4 reaching up to 40
+// keys past t (which it must not see), 1 in 8 empty, 1 in 8 only keys after t
+// (the {t} fallback); the queries of a block overlap as much as chance makes them.
+static void random_query_supports(int32_t *sel, int32_t *n_sel, int T, int topk) {
+    int *scratch = zalloc((size_t)T + 64, sizeof *scratch);
+    for (int t = 0; t < T; t++) {
+        const int kind = (int)(twins_u64() % 8);
+        int lo = 0, hi = t + 1;
+        if (kind == 1 || kind == 2) hi = t + 41 < T ? t + 41 : T;
+        if (kind == 3) lo = t + 1, hi = t + 41 < T ? t + 41 : T;
+        const int cap = topk < hi - lo ? topk : hi - lo;
+        const int n = kind == 4 || cap <= 0 ? 0 : 1 + (int)(twins_u64() % (uint64_t)cap);
+        random_keys(sel + (int64_t)t * topk, n, lo, hi, scratch);
+        for (int i = n; i < topk; i++) sel[(int64_t)t * topk + i] = -1;
+        n_sel[t] = n;
+    }
+    free(scratch);
+}
+
+// Σ_b |∪_{t ∈ block b} {j ∈ S_t : j ≤ t}| over blocks of ublock queries.
+static int64_t union_total(const int32_t *sel, const int32_t *n_sel, int T, int topk, int ublock) {
+    unsigned char *seen = zalloc((size_t)T, 1);
+    int64_t total = 0;
+    for (int t0 = 0; t0 < T; t0 += ublock) {
+        memset(seen, 0, (size_t)T);
+        for (int t = t0; t < t0 + ublock && t < T; t++)
+            for (int i = 0; i < n_sel[t]; i++) {
+                const int j = sel[(int64_t)t * topk + i];
+                if (j >= 0 && j <= t && !seen[j]) seen[j] = 1, total++;
+            }
+    }
+    free(seen);
+    return total;
+}
+
+// ublock 0: support_attention_block_tc_cuda on block-shared supports (bsel);
+// ublock > 0: support_attention_union_tc_cuda on per-query supports run in
+// blocks of ublock queries (bsel is 1 then), against the per-query CPU twin.
+static void check_support_block_tc(int T, int Hq, int Hkv, int dh, int topk, int bsel, int ublock) {
+    if (ublock > 0) bsel = 1;
     const int rows = (T + bsel - 1) / bsel;
     const int64_t nq = (int64_t)Hq * dh, nkv = (int64_t)Hkv * dh;
     const float scale = 1.0f / sqrtf((float)dh);
-    char shape[160];
-    snprintf(shape, sizeof shape, "T=%d Hq=%d Hkv=%d dh=%d k=%d bsel=%d (random supports, bf16 in)", T, Hq, Hkv,
-             dh, topk, bsel);
+    const char *op = ublock > 0 ? "support_attention_union_tc" : "support_attention_block_tc";
+    char shape[160], name[80];
+    if (ublock > 0)
+        snprintf(shape, sizeof shape, "T=%d Hq=%d Hkv=%d dh=%d k=%d per query, blocks of %d (bf16 in)", T, Hq, Hkv, dh,
+                 topk, ublock);
+    else
+        snprintf(shape, sizeof shape, "T=%d Hq=%d Hkv=%d dh=%d k=%d bsel=%d (random supports, bf16 in)", T, Hq, Hkv,
+                 dh, topk, bsel);
     float *q = randn(T * nq, 1.5f), *k = randn(T * nkv, 1.0f), *v = randn(T * nkv, 1.0f);
     for (int64_t i = 0; i < T * nq; i++) q[i] = bf16_round(q[i]);
     for (int64_t i = 0; i < T * nkv; i++) k[i] = bf16_round(k[i]), v[i] = bf16_round(v[i]);
     int32_t *sel = zalloc((size_t)rows * topk, sizeof *sel), *n_sel = zalloc((size_t)rows, sizeof *n_sel);
-    random_supports(sel, n_sel, T, topk, bsel);
+    if (ublock > 0) random_query_supports(sel, n_sel, T, topk);
+    else random_supports(sel, n_sel, T, topk, bsel);
     float *out_c = host_alloc(T * nq);
     support_attention_cpu(out_c, NULL, NULL, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel);
 
@@ -435,24 +481,39 @@ static void check_support_block_tc(int T, int Hq, int Hkv, int dh, int topk, int
          *b_v = cuda_malloc(2 * (size_t)(T * nkv));
     cuda_f32_to_bf16(b_q, d_q, T * nq), cuda_f32_to_bf16(b_k, d_k, T * nkv), cuda_f32_to_bf16(b_v, d_v, T * nkv);
     int32_t *d_sel = dev_from_i32(sel, (int64_t)rows * topk), *d_n = dev_from_i32(n_sel, rows);
-    if (!support_attention_block_tc_takes(Hq, Hkv, dh, topk, bsel))
-        snprintf(shape + strlen(shape), sizeof shape - strlen(shape), " (fp32 fallback)");
+    const int takes = ublock > 0 ? support_attention_union_tc_takes(T, Hq, Hkv, dh, topk, ublock)
+                                 : support_attention_block_tc_takes(Hq, Hkv, dh, topk, bsel);
+    if (!takes) snprintf(shape + strlen(shape), sizeof shape - strlen(shape), " (fp32 fallback)");
     float *d_out = dev_poisoned(T * nq);
-    support_attention_block_tc_cuda(d_out, b_q, b_k, b_v, T, Hq, Hkv, dh, scale, topk, bsel, d_sel, d_n, DT_F32);
+    int64_t got_union = -1;
+    if (ublock > 0)
+        support_attention_union_tc_cuda(d_out, b_q, b_k, b_v, T, Hq, Hkv, dh, scale, topk, ublock, d_sel, d_n, DT_F32,
+                                        &got_union);
+    else support_attention_block_tc_cuda(d_out, b_q, b_k, b_v, T, Hq, Hkv, dh, scale, topk, bsel, d_sel, d_n, DT_F32);
     float *out_g = host_from_dev(d_out, T * nq);
-    compare("support_attention_block_tc", shape, out_g, out_c, T * nq, TC_NMSE, TC_MAX);
+    compare(op, shape, out_g, out_c, T * nq, TC_NMSE, TC_MAX);
+    if (ublock > 0 && takes) {  // the keys the blocks gathered: the exact union sizes
+        const int64_t want = union_total(sel, n_sel, T, topk, ublock);
+        char got[96];
+        snprintf(got, sizeof got, "Σ|U_b| %lld, expected %lld", (long long)got_union, (long long)want);
+        record(op, shape, got_union == want, got);
+    }
     // 16-bit outputs: the same values rounded to bf16 / f16, bit for bit.
     for (int h = 0; h < 2; h++) {
         void *b_out = cuda_malloc(2 * (size_t)(T * nq));
         float *d_wide = dev_poisoned(T * nq), *want = host_alloc(T * nq);
         cuda_memset(b_out, 0xFF, 2 * (size_t)(T * nq));  // a NaN in either type
-        support_attention_block_tc_cuda(b_out, b_q, b_k, b_v, T, Hq, Hkv, dh, scale, topk, bsel, d_sel, d_n,
-                                        h == 0 ? DT_BF16 : DT_F16);
+        if (ublock > 0)
+            support_attention_union_tc_cuda(b_out, b_q, b_k, b_v, T, Hq, Hkv, dh, scale, topk, ublock, d_sel, d_n,
+                                            h == 0 ? DT_BF16 : DT_F16, NULL);
+        else
+            support_attention_block_tc_cuda(b_out, b_q, b_k, b_v, T, Hq, Hkv, dh, scale, topk, bsel, d_sel, d_n,
+                                            h == 0 ? DT_BF16 : DT_F16);
         cuda_half_to_f32(d_wide, b_out, T * nq, h == 0 ? HALF_BF16 : HALF_F16);
         float *out_16 = host_from_dev(d_wide, T * nq);
         for (int64_t i = 0; i < T * nq; i++) want[i] = h == 0 ? bf16_round(out_g[i]) : f16_round(out_g[i]);
-        compare(h == 0 ? "support_attention_block_tc bf16 out" : "support_attention_block_tc f16 out", shape, out_16,
-                want, T * nq, 0.0, 0.0);
+        snprintf(name, sizeof name, "%s %s out", op, h == 0 ? "bf16" : "f16");
+        compare(name, shape, out_16, want, T * nq, 0.0, 0.0);
         cuda_free(b_out), cuda_free(d_wide);
         free(out_16), free(want);
     }
@@ -578,12 +639,23 @@ void twins_oracle(int quick) {
                 for (int ik = 0; ik < (tc_Ts[it] >= 1000 ? 3 : 2); ik++)
                     for (int ib = 0; ib < (quick ? 2 : 3); ib++)
                         check_support_block_tc(tc_Ts[it], tc_shapes[is][0], tc_shapes[is][1], tc_shapes[is][2],
-                                               tc_ks[ik], tc_bsels[ib]);
+                                               tc_ks[ik], tc_bsels[ib], 0);
         // The shapes the kernel does not take, served inside the op: per query
         // (Gemma 3's 4 / 1 heads at dh 256), dh 80, bsel 24.
-        for (int it = 0; it < n_T; it++) check_support_block_tc(tc_Ts[it], 4, 1, 256, tc_ks[1], 1);
-        check_support_block_tc(130, 4, 2, 80, 16, 16);
-        check_support_block_tc(130, 8, 2, 64, 16, 24);
+        for (int it = 0; it < n_T; it++) check_support_block_tc(tc_Ts[it], 4, 1, 256, tc_ks[1], 1, 0);
+        check_support_block_tc(130, 4, 2, 80, 16, 16, 0);
+        check_support_block_tc(130, 8, 2, 64, 16, 24, 0);
         check_tc_takes();
+        // Per-query supports as block unions: blocks of 16 and 64 queries (unions of up to
+        // 16·k keys: several tiles), every tensor-core shape; T = 1000 crosses many blocks
+        // and a partial last one; dh 80 and blocks of 24 fall back inside the op.
+        for (int it = 0; it < n_T; it++)
+            for (int is = 0; is < n_shapes; is++)
+                for (int ik = 0; ik < (tc_Ts[it] >= 1000 ? 3 : 2); ik++)
+                    for (int ub = 16; ub <= 64; ub *= 4)
+                        check_support_block_tc(tc_Ts[it], tc_shapes[is][0], tc_shapes[is][1], tc_shapes[is][2],
+                                               tc_ks[ik], 1, ub);
+        check_support_block_tc(130, 4, 2, 80, 16, 1, 16);
+        check_support_block_tc(130, 8, 2, 64, 16, 1, 24);
     }
 }
