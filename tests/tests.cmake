@@ -86,6 +86,11 @@ add_test(NAME train_resume_export COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_tr
 # seed, exact resume, bad usage, and the hybrid stack's full-attention layers only.
 add_test(NAME train_online COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_train_online.sh
          $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/train_online)
+# Online training on a synthetic model (--synthetic tiny, --random-ids) and
+# several sequences per step (--batch): exact resume after a stop or SIGKILL,
+# the mean of the gradients, refusals.
+add_test(NAME train_synth COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_train_synth.sh
+         $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/train_synth)
 # Training objectives (query | block | mix): config and export carry them, exact
 # resume of a block run, refusals of bad or conflicting flags.
 add_test(NAME train_objective COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_train_objective.sh
