@@ -93,6 +93,18 @@ check "--batch 2 of one window twice == --batch 1 (KL and grad norm at every ste
   "[ \$(wc -l <rep2/metrics.csv) = 25 ] && agree rep1/metrics.csv rep2/metrics.csv"
 check "control: on distinct windows --batch 2 logs another KL / grad norm than --batch 1" \
   "! agree distinct1/metrics.csv distinct2/metrics.csv"
+# The weights: ‖dw‖/‖w‖ after export (AdamW's first steps move a weight by about ±lr whatever its gradient's
+# size, so an element that rounding moves across zero differs by 2·lr: the norm is the rounding-sized measure).
+floats() { local n; n=$(od -An -tu8 -N8 "$1" | tr -d ' '); od -An -v -tf4 -w4 -j $((8 + n)) "$1"; }
+l2rel() {
+  paste <(floats "$1") <(floats "$2") | awk '{d = $1 - $2; dd += d * d; aa += $1 * $1; n++}
+    END {if (n == 0 || aa == 0) print "nan"; else printf "%.3g\n", sqrt(dd / aa)}'
+}
+for r in rep1 rep2 distinct1 distinct2; do "$bin" export --run $r --out x_$r 2>/dev/null; done
+rel=$(l2rel x_rep1/model.safetensors x_rep2/model.safetensors) ctl=$(l2rel x_distinct1/model.safetensors x_distinct2/model.safetensors)
+echo "--batch 2 of one window twice vs --batch 1: ‖dw‖/‖w‖ = $rel (distinct windows: $ctl)"
+check "--batch 2 of one window twice: the weights of --batch 1 within rounding ($rel <= 1e-3; distinct windows $ctl > 1e-2)" \
+  "awk -v r='$rel' -v c='$ctl' 'BEGIN {exit !(r != \"nan\" && r + 0 <= 1e-3 && c + 0 > 1e-2)}'"
 
 # --- refusals.
 expect() {  # expect RC PATTERN ARGS...: exit RC with PATTERN on stderr, no folder bad/

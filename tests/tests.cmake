@@ -124,6 +124,12 @@ if(SPINDLE_CUDA)
            $<TARGET_FILE:spindle> ${GOLDENS} ${CMAKE_SOURCE_DIR}/models/smollm2 ${CMAKE_SOURCE_DIR}/corpus/train
            ${TEST_TMP}/gpu_train_online)
   set_tests_properties(gpu_train_online PROPERTIES SKIP_RETURN_CODE 77)
+  # Online training on the synthetic Qwen3-8B (all 36 layers, --random-ids): exact
+  # resume after a stop and after SIGKILL at ctx 256 (also --batch 2), then tokens/s
+  # and peak memory at ctx 32768.
+  add_test(NAME gpu_train_synth COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_gpu_train_synth.sh
+           $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/gpu_train_synth)
+  set_tests_properties(gpu_train_synth PROPERTIES SKIP_RETURN_CODE 77)
 endif()
 if(SPINDLE_NCCL)
   # mpirun -np 1 (the NCCL path on one GPU) against the plain run, online and from shards.
