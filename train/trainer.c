@@ -952,8 +952,8 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
                     gpu.on.f ? fwd_cuda_describe(gpu.on.f) : fwd_cuda_describe(gpu.f), L, (long long)np);
         if (writer && gpu.ix.dist)
             fprintf(stderr, "spindle train: data parallel: %d rank(s) over NCCL, %d sequence(s) per step (rank r: "
-                            "cursor + r, + r + %d, ...: %d each); gradients all-reduced: %lld bytes per rank per step "
-                            "(%d layer(s) x %lld fp32)\n", world, B, world, Bl, (long long)(4 * np * L), L,
+                            "the sequences at cursor + r + %d j, j < %d); gradients all-reduced: %lld bytes per rank "
+                            "per step (%d layer(s) x %lld fp32)\n", world, B, world, Bl, (long long)(4 * np * L), L,
                     (long long)np);
     }
 #endif
