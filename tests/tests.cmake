@@ -148,8 +148,8 @@ add_test(NAME cli_grammar COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_cli.sh
 # same or a lower folder compiles and a header of a higher folder is refused.
 set(layering_cases
   "spindle_base|status.h,fileio.h,progress.h,rng.h|ops.h,indexer.h,model.h"
-  "spindle_kernels|ops.h,indexer.h,indexer_ops.h,status.h,rng.h|model.h,forward.h,config.h,family.h,rope.h,export.h"
-  "spindle_model|forward.h,backbone.h,family.h,rope.h,tokenizer.h,indexer.h,fileio.h|shard.h,corpus.h,npy.h,export.h,trainer.h"
+  "spindle_kernels|ops.h,indexer.h,indexer_ops.h,status.h,rng.h|model.h,forward.h,config.h,family.h,rope.h,export.h,synthetic.h"
+  "spindle_model|forward.h,backbone.h,family.h,rope.h,tokenizer.h,synthetic.h,indexer.h,fileio.h|shard.h,corpus.h,npy.h,export.h,trainer.h"
   "spindle_data|shard.h,corpus.h,ids.h,npy.h,model.h|export.h,run_state.h,trainer.h,eval.h,cli_util.h"
   "spindle_checkpoints|export.h,run_state.h,shard.h|teacher.h,trainer.h,adamw.h,eval.h,cli_util.h"
   "spindle_teacher|teacher.h,shard.h,corpus.h,backbone.h|export.h,run_state.h,trainer.h,eval.h,cli_util.h,cli_layers.h"
