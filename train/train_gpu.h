@@ -18,6 +18,12 @@
 // trained layer. Nothing crosses the bus but the scalars the step returns (the
 // loss, the gradient norm) and the query check of the loss; no activation is
 // kept past its layer.
+//
+// Several sequences per step and rank (--batch): each sequence's pass only adds
+// every trained layer's gradients into that layer's sum on the device
+// (gpu_online_accumulate, gpu_layer_accumulate); after the last pass
+// gpu_layer_apply takes the mean, all-reduces it over the ranks and runs the
+// clip and AdamW, layer by layer.
 #pragma once
 #ifdef SPINDLE_HAVE_CUDA
 #include <stdint.h>
