@@ -176,49 +176,8 @@ int cmd_bench(int argc, char **argv) {
 #include "oracle_cuda.h"
 #include "sdpa_cuda.h"
 #include "rng.h"
+#include "synthetic.h"
 #include "train_gpu.h"
-
-// ---- synthetic models ----------------------------------------------------------------
-
-// The architectures of the named checkpoints (their config.json values).
-static int synthetic_config(const char *name, ModelConfig *c) {
-    memset(c, 0, sizeof *c);
-    c->rope.type = ROPE_DEFAULT, c->rope.partial_rotary_factor = 1.0, c->rope.attention_factor = -1;
-    if (!strcmp(name, "qwen3-8b")) {
-        c->family = FAMILY_QWEN3, c->hidden = 4096, c->n_layers = 36, c->n_heads = 32, c->n_kv_heads = 8;
-        c->head_dim = 128, c->intermediate = 12288, c->vocab = 151936, c->rms_eps = 1e-6, c->qk_norm = 1;
-        c->rope.theta = 1e6, c->tie_embeddings = 0;
-    } else if (!strcmp(name, "qwen3-1.7b")) {
-        c->family = FAMILY_QWEN3, c->hidden = 2048, c->n_layers = 28, c->n_heads = 16, c->n_kv_heads = 8;
-        c->head_dim = 128, c->intermediate = 6144, c->vocab = 151936, c->rms_eps = 1e-6, c->qk_norm = 1;
-        c->rope.theta = 1e6, c->tie_embeddings = 1;
-    } else if (!strcmp(name, "smollm2-135m")) {
-        c->family = FAMILY_LLAMA, c->hidden = 576, c->n_layers = 30, c->n_heads = 9, c->n_kv_heads = 3;
-        c->head_dim = 64, c->intermediate = 1536, c->vocab = 49152, c->rms_eps = 1e-5;
-        c->rope.theta = 1e5, c->tie_embeddings = 1;
-    } else if (!strcmp(name, "qwen3.5-9b") || !strcmp(name, "qwen3.5-0.8b")) {
-        // The hybrid of the source report: Gated DeltaNet layers with every 4th layer gated full
-        // attention (d_h 256, partial RoPE 0.25, theta 1e7); 9B: Hq 16 / Hkv 4 and the rest as
-        // transformers' Qwen3_5TextConfig defaults; 0.8B: Hq 8 / Hkv 2, hidden 1024, 24 layers.
-        const int big = !strcmp(name, "qwen3.5-9b");
-        c->family = FAMILY_QWEN3_5, c->hidden = big ? 4096 : 1024, c->n_layers = big ? 32 : 24;
-        c->n_heads = big ? 16 : 8, c->n_kv_heads = big ? 4 : 2, c->head_dim = 256;
-        c->intermediate = big ? 12288 : 3584, c->vocab = 248320, c->rms_eps = 1e-6, c->qk_norm = 1;
-        c->attn_out_gate = 1, c->rope.theta = 1e7, c->rope.partial_rotary_factor = 0.25, c->tie_embeddings = !big;
-        c->lin.n_k_heads = 16, c->lin.n_v_heads = big ? 32 : 16, c->lin.k_dim = 128, c->lin.v_dim = 128;
-        c->lin.conv_kernel = 4;
-    } else
-        return -1;
-    snprintf(c->model_type, sizeof c->model_type, "%s",
-             c->family == FAMILY_QWEN3 ? "qwen3" : c->family == FAMILY_QWEN3_5 ? "qwen3_5_text" : "llama");
-    c->max_pos = 1 << 20;
-    c->attn_scale = 1.0 / sqrt((double)c->head_dim);
-    c->act = ACT_SILU, c->embed_scale = 1.0f;  // a plain dense decoder, as config_load leaves one
-    c->rope_local = c->rope;
-    c->layer_kinds = xcalloc((size_t)c->n_layers, sizeof *c->layer_kinds);
-    if (c->lin.n_v_heads) config_layer_kinds_periodic(c->layer_kinds, c->n_layers, 4, LAYER_LINEAR_ATTENTION);
-    return 0;
-}
 
 // ---- timing ----------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@
 #include "npy.h"
 #include "model.h"
 #include "shard.h"
+#include "synthetic.h"
 #include "trainer.h"
 
 #define CMD "train"
@@ -76,6 +77,7 @@ static int apply_flags(TrainConfig *tc, const Flag *flags, int nf) {
     INT_FLAG("--seed", tc->seed, 1, 1 << 30);
     INT_FLAG("--warmup", tc->warmup, 0, 1 << 30);
     INT_FLAG("--min-pos", tc->min_pos, 0, 1 << 30);
+    INT_FLAG("--batch", tc->batch, 1, TRAIN_MAX_BATCH);
     NUM_FLAG("--lr", tc->lr, 1e-9, 10);
     NUM_FLAG("--min-lr-frac", tc->min_lr_frac, 0, 1);
     NUM_FLAG("--weight-decay", tc->weight_decay, 0, 10);
@@ -193,14 +195,22 @@ static int check_against_run(TrainConfig *tc, const TrainConfig *run, const Flag
     char a[4096], b[4096];
     // The data source: shards or online, and the online stream's paths and ctx.
     const Flag *text = flag_named(flags, nf, "--text");
-    const char *ids = args_get(flags, nf, "--ids");
-    if (run->shards_dir && (text->value || ids || args_get(flags, nf, "--ctx")))
-        return refuse(tc->run_dir, ids ? "--ids" : text->value ? "--text" : "--ctx", "not set (the run trains from shards)",
-                      "given");
+    const char *ids = args_get(flags, nf, "--ids"), *synth = args_get(flags, nf, "--synthetic");
+    const int random_ids = args_get(flags, nf, "--random-ids") != NULL;
+    if (run->shards_dir && (text->value || ids || random_ids || args_get(flags, nf, "--ctx")))
+        return refuse(tc->run_dir, ids ? "--ids" : text->value ? "--text" : random_ids ? "--random-ids" : "--ctx",
+                      "not set (the run trains from shards)", "given");
     if (!run->shards_dir && args_get(flags, nf, "--shards"))
         return refuse(tc->run_dir, "--shards", "not set (the run trains online)", "given");
-    if (!run->shards_dir && (text->value || ids) && !same_stream(&run->online, text, ids, a, b, sizeof a))
+    if (!run->shards_dir && run->online.random && (text->value || ids))
+        return refuse(tc->run_dir, ids ? "--ids" : "--text", "not set (the run trains on --random-ids)", "given");
+    if (!run->shards_dir && !run->online.random && random_ids)
+        return refuse(tc->run_dir, "--random-ids", "not set (the run reads --text/--ids)", "given");
+    if (!run->shards_dir && !run->online.random && (text->value || ids) &&
+        !same_stream(&run->online, text, ids, a, b, sizeof a))
         return refuse(tc->run_dir, ids ? "--ids" : "--text", a, b);
+    if (synth && (!run->synthetic || strcmp(synth, run->synthetic)))
+        return refuse(tc->run_dir, "--synthetic", run->synthetic ? run->synthetic : "not set (the run has --model)", synth);
     const Flag *htext = flag_named(flags, nf, "--heldout-text");
     const char *hids = args_get(flags, nf, "--heldout-ids");
     if ((htext->value || hids) && !same_stream(&run->heldout_stream, htext, hids, a, b, sizeof a))
@@ -249,6 +259,7 @@ static int check_against_run(TrainConfig *tc, const TrainConfig *run, const Flag
     SAME("--weight-decay", weight_decay);
     SAME("--clip", clip);
     SAME("--query-frac", query_frac);
+    SAME("--batch", batch);
     SAME("--objective-bsel", objective.bsel);
     SAME("--block-weight", objective.block_weight);
 #undef SAME
@@ -282,11 +293,16 @@ static int check_against_run(TrainConfig *tc, const TrainConfig *run, const Flag
 
 int cmd_train(int argc, char **argv) {
     Flag flags[] = {
-        {"--model", 1, "the frozen checkpoint the shards came from (required unless --resume)", NULL},
+        {"--model", 1, "the frozen checkpoint the shards came from (required unless --resume or --synthetic)", NULL},
+        {"--synthetic", 1, "online training on a random-weight model built in memory instead of --model: "
+                           SYNTHETIC_ALL_NAMES " (model/synthetic.h; on the CPU the dense ones of at most 2^30 "
+                           "parameters); with --ids or --random-ids", NULL},
         {"--shards", 1, "teacher shards folder, spindle teacher --out (or --text/--ids: online)", NULL},
         {"--text", 2, "online training: text file(s) or folder(s), tokenized and concatenated as spindle teacher "
                       "reads them; the backbone runs in the same pass (no shards)", NULL},
         {"--ids", 1, "online training: token ids file instead of --text", NULL},
+        {"--random-ids", 0, "online training: seeded random token ids instead of --text/--ids (window c from "
+                            "(--seed, c): an endless stream)", NULL},
         {"--ctx", 1, "online training: tokens per sequence (the windows spindle teacher --ctx cuts)", NULL},
         {"--out", 1, "run folder: config.json, checkpoints/, log.jsonl, metrics.csv", NULL},
         {"--heldout", 1, "held-out shards folder for recall@k every --eval-every steps", NULL},
@@ -295,7 +311,9 @@ int cmd_train(int argc, char **argv) {
         {"--heldout-ids", 1, "held-out token ids file instead (as --heldout-text)", NULL},
         {"--layers", 1, "full-attention layers to train (default: every layer in the shards; online: every "
                         "full-attention layer, e.g. 0,4,8-11)", NULL},
-        {"--steps", 1, "optimizer steps, one teacher sequence each (default 200; with --resume, larger extends the run)", NULL},
+        {"--steps", 1, "optimizer steps, --batch teacher sequences each (default 200; with --resume, larger extends the run)", NULL},
+        {"--batch", 1, "sequences per optimizer step (default 1; under mpirun -np N: N), AdamW on the mean of their "
+                       "gradients; under mpirun a multiple of N, rank r taking sequences r, r+N, ...", NULL},
         {"--lr", 1, "peak learning rate (default 3e-3)", NULL},
         {"--warmup", 1, "linear warm-up steps (default 20), then cosine to --min-lr-frac", NULL},
         {"--min-lr-frac", 1, "final learning rate / peak (default 0.1)", NULL},
@@ -376,20 +394,44 @@ int cmd_train(int argc, char **argv) {
         fprintf(stderr, "spindle " CMD ": --ctx is for online training (--text/--ids); the shards fix their ctx\n");
         return 2;
     }
+    const char *synth = args_get(flags, nf, "--synthetic");
+    const int random_ids = args_get(flags, nf, "--random-ids") != NULL;
+    if (random_ids && (text->value || ids || shards)) {
+        fprintf(stderr, "spindle " CMD ": --random-ids replaces --%s (the token ids are drawn from --seed)\n",
+                ids ? "ids" : text->value ? "text" : "shards");
+        return 2;
+    }
+    if (synth && (args_get(flags, nf, "--model") || shards || text->value)) {
+        fprintf(stderr, "spindle " CMD ": --synthetic %s: %s\n", synth,
+                args_get(flags, nf, "--model") ? "it replaces --model (give one of them)"
+                : shards ? "it trains online only (--ids or --random-ids, no --shards)"
+                         : "a synthetic model has no tokenizer: give --ids or --random-ids instead of --text");
+        return 2;
+    }
+    if (synth && (htext->value || args_get(flags, nf, "--heldout"))) {
+        fprintf(stderr, "spindle " CMD ": --synthetic %s: held-out recall from --heldout-ids only (no tokenizer, no "
+                        "shards of a synthetic model)\n", synth);
+        return 2;
+    }
     if (fresh) {
-        const int online = text->value || ids;
-        if (!args_get(flags, nf, "--model") || (!shards && !online)) {
-            fprintf(stderr, "spindle " CMD ": %s is required to start a run (--out RUN --resume alone continues one)\n",
-                    !args_get(flags, nf, "--model") ? "--model" : "--shards (or --text/--ids for online training)");
+        const int online = text->value || ids || random_ids;
+        const char *model = args_get(flags, nf, "--model");
+        if ((!model && !synth) || (!shards && !online)) {
+            fprintf(stderr, "spindle " CMD ": %s is required to start a run (%s; --out RUN --resume alone continues one)\n",
+                    !model && !synth ? "--model" : "--shards",
+                    !model && !synth ? "or --synthetic NAME" : "or --text/--ids/--random-ids for online training");
             return 2;
         }
         if (online && !args_get(flags, nf, "--ctx")) {
-            fprintf(stderr, "spindle " CMD ": online training (--%s) needs --ctx\n", ids ? "ids" : "text");
+            fprintf(stderr, "spindle " CMD ": online training (--%s) needs --ctx\n",
+                    ids ? "ids" : random_ids ? "random-ids" : "text");
             return 2;
         }
-        tc.model_dir = args_get(flags, nf, "--model");
+        tc.model_dir = model;
+        tc.synthetic = synth;
         tc.shards_dir = shards;
         tc.heldout_dir = args_get(flags, nf, "--heldout");
+        tc.online.random = random_ids;
         if (online) {
             if (text->value && text->n_values > TRAIN_MAX_TEXT) {
                 fprintf(stderr, "spindle " CMD ": --text: %d paths, at most %d (give folders)\n", text->n_values,
@@ -425,17 +467,22 @@ int cmd_train(int argc, char **argv) {
             }
         }
         ModelConfig mc;
-        if (config_load(&mc, tc.model_dir, &st)) return cli_fail(CMD, &st);
+        if (synth && synthetic_config(synth, &mc)) {
+            fprintf(stderr, "spindle " CMD ": --synthetic must be one of " SYNTHETIC_ALL_NAMES " (got \"%s\")\n", synth);
+            return 2;
+        }
+        if (!synth && config_load(&mc, tc.model_dir, &st)) return cli_fail(CMD, &st);
         tc.icfg = indexer_config_default(mc.hidden);
         rc = apply_flags(&tc, flags, nf);
+        tc.online.random_seed = tc.seed;  // --random-ids: the windows come from the run's seed
         if (!rc && online) {
             // Online: --layers as spindle teacher takes it (ranges, sorted; default every full-attention layer).
             if (cli_layers(CMD, "--layers", args_get(flags, nf, "--layers"), mc.layer_kinds, mc.n_layers,
                            TRAIN_MAX_LAYERS, tc.layers, &tc.n_layers))
                 rc = 2;
             else if (tc.ctx > mc.max_pos) {
-                fprintf(stderr, "spindle " CMD ": --ctx %d is longer than the model supports (%s/config.json: "
-                                "max_position_embeddings %d)\n", tc.ctx, tc.model_dir, mc.max_pos);
+                fprintf(stderr, "spindle " CMD ": --ctx %d is longer than the model supports (%s: "
+                                "max_position_embeddings %d)\n", tc.ctx, synth ? synth : tc.model_dir, mc.max_pos);
                 rc = 2;
             }
         }
@@ -528,8 +575,22 @@ int cmd_train(int argc, char **argv) {
     // -DSPINDLE_NCCL=ON; otherwise, and without mpirun, one rank).
     static Dist dist;
     if (tc.use_cuda) {
-        if (dist_init(&dist, &st)) return cli_fail(CMD, &st);
+        if (dist_init(&dist, &st)) {
+            rc = cli_fail(CMD, &st);
+            dist_abort(&dist, rc);  // ranks already past MPI_Init may wait for this one
+            return rc;
+        }
         tc.dist = &dist;
+    }
+    // The batch: by default one sequence per rank; a multiple of the ranks (every rank checks the same).
+    const int world = tc.use_cuda ? dist.world : 1;
+    if (fresh && !args_get(flags, nf, "--batch")) tc.batch = world;
+    if (tc.batch % world) {
+        fprintf(stderr, "spindle " CMD ": %s%d sequence(s) per step do not split over %d ranks: give a --batch "
+                        "that is a multiple of the mpirun -np\n", fresh ? "--batch " : "the run's batch ", tc.batch,
+                world);
+        if (tc.use_cuda) dist_finalize(&dist);
+        return 2;
     }
     rc = train_run(&tc, !fresh, &st) ? cli_fail(CMD, &st) : 0;
     if (rc) dist_abort(&dist, rc);  // the other ranks may wait in a collective

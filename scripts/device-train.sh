@@ -12,6 +12,9 @@
 #            text files over 20 KB (default .dev/t16)
 #   bench    spindle bench --train-online on the synthetic Qwen3-8B: CTX_FP32 (default 32768) with the
 #            fp32 teacher and CTX_BF16 (default 32768,131072) with the bf16 teacher
+#   synth    tests/test_gpu_train_synth.sh: spindle train --synthetic qwen3-8b --random-ids (all 36 layers, bf16
+#            backbone) at ctx 256, resume after a stop and after SIGKILL (also --batch 2) to the same bytes, then
+#            a few steps at CTX_LONG (default 32768) with tokens/s and peak GPU memory
 # Results in $OUT (default ./device-out).
 set -uo pipefail
 ROOT=$(pwd)
@@ -62,8 +65,14 @@ bench)
     tail -16 "$OUT/train-online-bf16.txt"
     exit $rc
     ;;
+synth)
+    say "tests/test_gpu_train_synth.sh (synthetic qwen3-8b, ctx 256 and ${CTX_LONG:-32768})"
+    SPINDLE_REQUIRE_GPU=1 CTX_LONG=${CTX_LONG:-32768} bash tests/test_gpu_train_synth.sh "$B/spindle" tests/goldens \
+        /tmp/spindle-gpu-train-synth 2>&1 | tee "$OUT/gpu_train_synth.txt"
+    exit "${PIPESTATUS[0]}"
+    ;;
 *)
-    echo "usage: scripts/device-train.sh nccl|smollm2|online|bench" >&2
+    echo "usage: scripts/device-train.sh nccl|smollm2|online|bench|synth" >&2
     exit 2
     ;;
 esac

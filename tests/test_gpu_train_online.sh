@@ -123,7 +123,7 @@ check "(c) progress lines carry the GPU's peak memory, log.jsonl gpu_mem_peak_by
   "grep -q '^spindle train: progress step .*tokens/s, GPU peak [0-9.]* GB (in use [0-9.]* GB)' '$work/on.log' &&
    grep -q '\"gpu_mem_peak_bytes\":[1-9]' '$work/on/log.jsonl' && grep -q 'GPU memory: peak' '$work/on.log'"
 check "(c) online: the backbone in bf16, tapped at 4 layers, stopping after layer 29" \
-  "grep -q 'online: .* the backbone (bf16.*) runs once per step, tapped at 4 layer(s), stopping after layer 29' '$work/on.log'"
+  "grep -q 'online: .* the backbone (bf16.*) runs once per sequence, tapped at 4 layer(s), stopping after layer 29' '$work/on.log'"
 check "(c) online on the GPU lowers the KL" \
   "awk -F, -v s=$steps 'NR>1 && \$1<=3 {a+=\$3; na++} NR>1 && \$1>s-3 {b+=\$3; nb++} END {exit !(b/nb < 0.95*a/na)}' '$work/on/metrics.csv'"
 check "(c) held-out recall@16 online on the GPU for the 4 layers, each in [0, 1]" \

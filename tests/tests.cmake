@@ -86,6 +86,11 @@ add_test(NAME train_resume_export COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_tr
 # seed, exact resume, bad usage, and the hybrid stack's full-attention layers only.
 add_test(NAME train_online COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_train_online.sh
          $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/train_online)
+# Online training on a synthetic model (--synthetic tiny, --random-ids) and
+# several sequences per step (--batch): exact resume after a stop or SIGKILL,
+# the mean of the gradients, refusals.
+add_test(NAME train_synth COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_train_synth.sh
+         $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/train_synth)
 # Training objectives (query | block | mix): config and export carry them, exact
 # resume of a block run, refusals of bad or conflicting flags.
 add_test(NAME train_objective COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_train_objective.sh
@@ -123,6 +128,12 @@ if(SPINDLE_CUDA)
   add_test(NAME gpu_teacher_bf16 COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_gpu_teacher_bf16.sh
            $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/gpu_teacher_bf16)
   set_tests_properties(gpu_teacher_bf16 PROPERTIES SKIP_RETURN_CODE 77)
+  # Online training on the synthetic Qwen3-8B (all 36 layers, --random-ids): exact
+  # resume after a stop and after SIGKILL at ctx 256 (also --batch 2), then tokens/s
+  # and peak memory at ctx 32768.
+  add_test(NAME gpu_train_synth COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_gpu_train_synth.sh
+           $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/gpu_train_synth)
+  set_tests_properties(gpu_train_synth PROPERTIES SKIP_RETURN_CODE 77)
 endif()
 if(SPINDLE_NCCL)
   # mpirun -np 1 (the NCCL path on one GPU) against the plain run, online and from shards.
@@ -141,8 +152,8 @@ add_test(NAME cli_grammar COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_cli.sh
 # same or a lower folder compiles and a header of a higher folder is refused.
 set(layering_cases
   "spindle_base|status.h,fileio.h,progress.h,rng.h|ops.h,indexer.h,model.h"
-  "spindle_kernels|ops.h,indexer.h,indexer_ops.h,status.h,rng.h|model.h,forward.h,config.h,family.h,rope.h,export.h"
-  "spindle_model|forward.h,backbone.h,family.h,rope.h,tokenizer.h,indexer.h,fileio.h|shard.h,corpus.h,npy.h,export.h,trainer.h"
+  "spindle_kernels|ops.h,indexer.h,indexer_ops.h,status.h,rng.h|model.h,forward.h,config.h,family.h,rope.h,export.h,synthetic.h"
+  "spindle_model|forward.h,backbone.h,family.h,rope.h,tokenizer.h,synthetic.h,indexer.h,fileio.h|shard.h,corpus.h,npy.h,export.h,trainer.h"
   "spindle_data|shard.h,corpus.h,ids.h,npy.h,model.h|export.h,run_state.h,trainer.h,eval.h,cli_util.h"
   "spindle_checkpoints|export.h,run_state.h,shard.h|teacher.h,trainer.h,adamw.h,eval.h,cli_util.h"
   "spindle_teacher|teacher.h,shard.h,corpus.h,backbone.h|export.h,run_state.h,trainer.h,eval.h,cli_util.h,cli_layers.h"

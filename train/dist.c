@@ -51,14 +51,25 @@ int dist_init(Dist *d, Status *st) {
     return 0;
 }
 
+// A failed collective cannot be retried and the other ranks may wait in it:
+// the message, then MPI_Abort, which ends every rank of the job.
+static void nccl_fatal(const Dist *d, const char *what, ncclResult_t r) {
+    fprintf(stderr, "spindle: rank %d of %d: %s: %s; stopping every rank (MPI_Abort)\n", d->rank, d->world, what,
+            ncclGetErrorString(r));
+    if (d->mpi || d->world > 1) MPI_Abort(MPI_COMM_WORLD, 1);
+    abort();
+}
+
 void dist_allreduce_mean(const Dist *d, float *dev, size_t n) {
     if (!d->nccl || n == 0) return;
     // ncclAvg: the sum scaled by 1/world inside the collective (for one rank, × 1: the value itself).
     const ncclResult_t r = ncclAllReduce(dev, dev, n, ncclFloat32, ncclAvg, (ncclComm_t)d->nccl, 0);
-    if (r != ncclSuccess) {
-        fprintf(stderr, "spindle: ncclAllReduce: %s\n", ncclGetErrorString(r));
-        abort();
-    }
+    if (r != ncclSuccess) nccl_fatal(d, "ncclAllReduce", r);
+    // An error the communicator met asynchronously (a peer gone, a network
+    // failure) shows here rather than as a wait that never ends.
+    ncclResult_t async = ncclSuccess;
+    if (ncclCommGetAsyncError((ncclComm_t)d->nccl, &async) != ncclSuccess || (async != ncclSuccess && async != ncclInProgress))
+        nccl_fatal(d, "the NCCL communicator", async);
 }
 
 void dist_finalize(Dist *d) {
@@ -68,7 +79,10 @@ void dist_finalize(Dist *d) {
 }
 
 void dist_abort(const Dist *d, int rc) {
-    if (d->world > 1) MPI_Abort(MPI_COMM_WORLD, rc);
+    if (d->world > 1) {
+        fprintf(stderr, "spindle: rank %d of %d failed (exit %d); stopping every rank (MPI_Abort)\n", d->rank, d->world, rc);
+        MPI_Abort(MPI_COMM_WORLD, rc);
+    }
 }
 #else
 int dist_init(Dist *d, Status *st) {

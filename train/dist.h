@@ -28,10 +28,15 @@ int dist_init(Dist *d, Status *st);
 // dev[0..n) (device floats) = the mean over the ranks, in place, in stream
 // order on the default stream (ncclAllReduce with ncclAvg). Without NCCL:
 // nothing. With NCCL it runs even for one rank (the same code path), where the
-// mean is the value itself.
+// mean is the value itself. A failed call, or an error the communicator
+// reports asynchronously (ncclCommGetAsyncError: a peer gone), prints the
+// rank and the error and ends the whole job with MPI_Abort: no rank is left
+// waiting in a collective that will not complete.
 void dist_allreduce_mean(const Dist *d, float *dev, size_t n);
 // Ends the communicator and MPI (after a failure on one rank, dist_abort instead).
 void dist_finalize(Dist *d);
 // Stops every rank (MPI_Abort) with code rc: a rank that fails while the others
-// wait in a collective would leave them hanging. World 1: returns.
+// wait in a collective would leave them hanging. World 1: returns. (A rank
+// killed outright, e.g. by SIGKILL, never gets here: Open MPI's mpirun ends
+// the job when one of its processes dies; docs/gpu.md.)
 void dist_abort(const Dist *d, int rc);

@@ -48,6 +48,17 @@ void gpu_indexers_download(const GpuIndexers *g, RunState *rs) {
     }
 }
 
+void gpu_indexers_accumulators(GpuIndexers *g) {
+    if (g->acc) return;
+    g->acc = xcalloc((size_t)g->n_layers, sizeof(float *));
+    for (int i = 0; i < g->n_layers; i++) {
+        g->acc[i] = cuda_malloc(sizeof(float) * (size_t)g->np);
+        cuda_memset(g->acc[i], 0, sizeof(float) * (size_t)g->np);
+    }
+    g->row0 = cuda_malloc(sizeof(int32_t));
+    cuda_memset(g->row0, 0, sizeof(int32_t));
+}
+
 void gpu_indexers_set_queries(GpuIndexers *g, const int *queries, int n) {
     SPINDLE_CHECK(sizeof(int) == sizeof(int32_t));
     cuda_to_device(g->queries, queries, sizeof(int32_t) * (size_t)n);
@@ -56,6 +67,8 @@ void gpu_indexers_set_queries(GpuIndexers *g, const int *queries, int n) {
 void gpu_indexers_close(GpuIndexers *g) {
     if (!g->grads) return;
     for (int i = 0; i < g->n_layers; i++) cuda_free(g->params[i]), cuda_free(g->m[i]), cuda_free(g->v[i]);
+    for (int i = 0; g->acc && i < g->n_layers; i++) cuda_free(g->acc[i]);
+    free(g->acc), cuda_free(g->row0);
     free(g->params), free(g->m), free(g->v), free(g->parts);
     cuda_free(g->grads), cuda_free(g->queries), cuda_free(g->decay);
     memset(g, 0, sizeof *g);
@@ -93,6 +106,41 @@ double gpu_layer_step(GpuIndexers *g, int i, const float *x, const float *tq, co
     return kl;
 }
 
+double gpu_layer_accumulate(GpuIndexers *g, int i, const float *x, const float *tq, const float *tk, const float *lse,
+                            int T, const GpuTeacher *te, int n_queries, GpuStepTimes *tm) {
+    SPINDLE_CHECK(g->acc);
+    double t0 = 0;
+    if (tm) t0 = omp_get_wtime(), lap(&t0);
+    const double kl = indexer_objective_loss_cuda(g->acc[i], g->parts[i], &g->cfg, &g->obj, g->params[i], x, tq, tk,
+                                                  lse, T, te->Hq, te->Hkv, te->dh, te->scale, g->queries, n_queries,
+                                                  te->bf16_teacher);
+    if (tm) tm->loss += lap(&t0);
+    return kl;
+}
+
+double gpu_layer_apply(GpuIndexers *g, int i, int n_seq, int finite, const AdamW *opt, long t, double clip,
+                       GpuStepTimes *tm) {
+    SPINDLE_CHECK(g->acc && n_seq >= 1);
+    double t0 = 0;
+    if (tm) t0 = omp_get_wtime(), lap(&t0);
+    const size_t np = (size_t)g->np;
+    // grads = acc × (1/n_seq): the embedding gather of row 0 of a one-row
+    // "table" (acc) with its scale, which is exactly one fp32 multiply per
+    // element (kernels/ops_cuda.h), as the CPU twin's mean.
+    embedding_forward_cuda(g->grads, g->row0, g->acc[i], 1, (int)np, (float)(1.0 / n_seq));
+    cuda_memset(g->acc[i], 0, sizeof(float) * np);
+    if (g->dist) {
+        dist_allreduce_mean(g->dist, g->grads, np);
+        if (tm) tm->comm += lap(&t0);
+    }
+    if (!finite) return NAN;
+    const double norm = grad_clip_cuda(g->grads, np, clip);
+    adamw_step_cuda(opt->lr, opt->beta1, opt->beta2, opt->eps, opt->weight_decay, t, g->params[i], g->grads, g->m[i],
+                    g->v[i], np, g->decay);
+    if (tm) tm->opt += lap(&t0);
+    return norm;
+}
+
 // ---- online: the tap ------------------------------------------------------------------------
 
 // Called by the CUDA forward at every full-attention layer with that pass's
@@ -105,6 +153,10 @@ static void online_tap(void *ctx, int layer, const float *xn, const float *q, co
     if (o->mode == GPU_PASS_TRAIN) {
         o->kl[i] = gpu_layer_step(o->g, i, xn, q, k, lse, T, &o->te, o->n_queries, o->opt, o->t, o->clip, &o->gn[i],
                                   o->times);
+        return;
+    }
+    if (o->mode == GPU_PASS_ACCUMULATE) {
+        o->kl[i] = gpu_layer_accumulate(o->g, i, xn, q, k, lse, T, &o->te, o->n_queries, o->times);
         return;
     }
     o->rec[i] = indexer_mass_recall_cuda(NULL, &o->g->cfg, o->g->params[i], xn, q, k, lse, T, o->te.Hq, o->te.Hkv,
@@ -146,6 +198,12 @@ static void online_pass(GpuOnline *o, const int32_t *ids, int T, int tapped) {
 void gpu_online_train(GpuOnline *o, const int32_t *ids, int T, int n_queries, const AdamW *opt, long t, double clip) {
     o->mode = GPU_PASS_TRAIN, o->n_queries = n_queries, o->opt = opt, o->t = t, o->clip = clip;
     for (int i = 0; i < o->g->n_layers; i++) o->kl[i] = NAN, o->gn[i] = NAN;
+    online_pass(o, ids, T, 1);
+}
+
+void gpu_online_accumulate(GpuOnline *o, const int32_t *ids, int T, int n_queries) {
+    o->mode = GPU_PASS_ACCUMULATE, o->n_queries = n_queries;
+    for (int i = 0; i < o->g->n_layers; i++) o->kl[i] = NAN;
     online_pass(o, ids, T, 1);
 }
 

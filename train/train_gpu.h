@@ -18,6 +18,12 @@
 // trained layer. Nothing crosses the bus but the scalars the step returns (the
 // loss, the gradient norm) and the query check of the loss; no activation is
 // kept past its layer.
+//
+// Several sequences per step and rank (--batch): each sequence's pass only adds
+// every trained layer's gradients into that layer's sum on the device
+// (gpu_online_accumulate, gpu_layer_accumulate); after the last pass
+// gpu_layer_apply takes the mean, all-reduces it over the ranks and runs the
+// clip and AdamW, layer by layer.
 #pragma once
 #ifdef SPINDLE_HAVE_CUDA
 #include <stdint.h>
@@ -40,6 +46,10 @@ typedef struct {
     const Dist *dist;          // data parallel: gradients averaged over the ranks before the clip (NULL: one process)
     IndexerObjective obj;      // the run's objective (per query or block-aware)
     double (*parts)[2];        // [n_layers] the last step's kl_query, kl_block per layer
+    // Several sequences per step and rank (gpu_indexers_accumulators): per
+    // layer the gradient sum over them, device [np] each; NULL: one sequence.
+    float **acc;
+    int32_t *row0;             // device [1] = {0}: the row index of the mean's scaling (gpu_layer_apply)
 } GpuIndexers;
 
 // Uploads rs->params/m/v (rs->n_layers layers of rs->n_params) and decay
@@ -50,6 +60,8 @@ void gpu_indexers_open(GpuIndexers *g, const IndexerConfig *cfg, const IndexerOb
                        const unsigned char *decay, int max_T);
 // Copies the device's parameters and moments into rs (before a checkpoint).
 void gpu_indexers_download(const GpuIndexers *g, RunState *rs);
+// Allocates g->acc (zeroed): for runs with several sequences per step and rank.
+void gpu_indexers_accumulators(GpuIndexers *g);
 // queries[0..n) (host; ascending, distinct, each below the pass's T) onto the device.
 void gpu_indexers_set_queries(GpuIndexers *g, const int *queries, int n);
 void gpu_indexers_close(GpuIndexers *g);
@@ -78,9 +90,22 @@ double gpu_layer_step(GpuIndexers *g, int i, const float *x, const float *tq, co
                       int T, const GpuTeacher *te, int n_queries, const AdamW *opt, long t, double clip,
                       double *grad_norm, GpuStepTimes *tm);
 
+// Several sequences per step: layer i's loss of one sequence on the n_queries
+// positions set last, its gradients added (+=) into g->acc[i] (parts into
+// g->parts[i]). Returns the KL. No all-reduce, no step: gpu_layer_apply.
+double gpu_layer_accumulate(GpuIndexers *g, int i, const float *x, const float *tq, const float *tk, const float *lse,
+                            int T, const GpuTeacher *te, int n_queries, GpuStepTimes *tm);
+// After n_seq gpu_layer_accumulate calls for layer i: grads = acc[i] × (1/n_seq)
+// (one fp32 multiply each: the mean), with g->dist averaged over the ranks
+// (always, so no rank is left waiting in the collective), then — when finite —
+// clipped to clip and AdamW at step t; acc[i] is zeroed for the next step.
+// Returns the norm before clipping (NaN when not finite).
+double gpu_layer_apply(GpuIndexers *g, int i, int n_seq, int finite, const AdamW *opt, long t, double clip,
+                       GpuStepTimes *tm);
+
 // Online training on one upload of the backbone (f, any precision; training
 // uses FWD_BF16): the tap, which layers it trains, and what the last pass gave.
-typedef enum { GPU_PASS_TRAIN = 0, GPU_PASS_RECALL = 1, GPU_PASS_TEACHER = 2 } GpuPassMode;
+typedef enum { GPU_PASS_TRAIN = 0, GPU_PASS_RECALL = 1, GPU_PASS_TEACHER = 2, GPU_PASS_ACCUMULATE = 3 } GpuPassMode;
 typedef struct {
     GpuIndexers *g;
     FwdCuda *f;
@@ -106,6 +131,10 @@ void gpu_online_free(GpuOnline *o);
 // One training pass over ids[0..T) (host): every trained layer's step at
 // optimizer step t on the n_queries positions set last; o->kl, o->gn filled.
 void gpu_online_train(GpuOnline *o, const int32_t *ids, int T, int n_queries, const AdamW *opt, long t, double clip);
+// A pass of a step with several sequences per rank: every trained layer's loss
+// on the n_queries positions set last, its gradients added into g->acc
+// (gpu_layer_accumulate); o->kl filled. The step itself: gpu_layer_apply.
+void gpu_online_accumulate(GpuOnline *o, const int32_t *ids, int T, int n_queries);
 // One pass that only measures: o->rec[i] = recall@k of layer i's indexer on
 // the n_queries positions set last (indexer_mass_recall_cuda).
 void gpu_online_recall(GpuOnline *o, const int32_t *ids, int T, int n_queries, int k);

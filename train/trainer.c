@@ -34,6 +34,7 @@
 #include "run_state.h"
 #include "schedule.h"
 #include "shard.h"
+#include "synthetic.h"
 #include "teacher.h"
 #ifdef SPINDLE_HAVE_CUDA
 #include "forward_cuda.h"
@@ -52,6 +53,7 @@ TrainConfig train_config_default(void) {
     tc.eval_every = 50, tc.recall_k = 256, tc.eval_queries = 256;
     tc.ckpt_every = 25, tc.keep_ckpts = 2;
     tc.backbone_prec = -1;
+    tc.batch = 1, tc.synthetic_seed = 1;
     return tc;
 }
 
@@ -132,12 +134,29 @@ static int shardset_read(ShardSet *ss, int64_t g, int layer, float *x, size_t n_
     return shard_read(ss->open, g - ss->first[i], layer, NULL, 0, x, n_x, lse, n_lse, st);
 }
 
+// The token windows of online training: a loaded stream's (epochs wrap), or
+// the random stream's (TrainStream.random), made on demand into buf.
+typedef struct {
+    const TeacherStream *stream;
+    int random, vocab, T;
+    uint64_t seed;
+    int32_t *buf;  // [T] (random only)
+} Windows;
+
+// Window g: T ids.
+static const int32_t *window_ids(Windows *w, int64_t g) {
+    if (!w->random) return w->stream->starts[g % (int64_t)w->stream->n_win];
+    uint64_t s = w->seed ^ (0xD1B54A32D192ED03ull * (uint64_t)(g + 1));
+    for (int t = 0; t < w->T; t++) w->buf[t] = (int32_t)rng_below(&s, (uint64_t)w->vocab);
+    return w->buf;
+}
+
 // Where a step's teacher data comes from: shards (x, lse read per layer), or
 // online (the frozen backbone over the window, tapped at every trained layer
 // in one pass; on the CPU the tap also hands the teacher q and k).
 typedef struct {
     ShardSet *shards;            // shard mode
-    const TeacherStream *stream;  // online mode
+    Windows *win;                // online mode
     TeacherTap *tap;
     const Backbone *bb;
     int64_t tapped;  // the global sequence the tap holds (-1: none)
@@ -156,7 +175,7 @@ static int source_layer(TrainSource *s, int64_t g, int i, int layer, const float
         return 0;
     }
     if (s->tapped != g) {
-        teacher_tap_forward(s->tap, s->bb, s->stream->starts[g % (int64_t)s->stream->n_win], s->T);
+        teacher_tap_forward(s->tap, s->bb, window_ids(s->win, g), s->T);
         s->tapped = g;
     }
     *x = s->tap->x[i], *lse = s->tap->lse[i];
@@ -172,6 +191,11 @@ enum { TRAIN_RUN_FORMAT = 2 };
 static cJSON *stream_json(cJSON *o, const char *key, const TrainStream *ts, const TeacherStream *loaded) {
     char abs[4096];
     cJSON *on = cJSON_AddObjectToObject(o, key);
+    if (ts->random) {  // no paths: the seed makes every window
+        cJSON_AddStringToObject(on, "source", "random");
+        cJSON_AddNumberToObject(on, "seed", (double)ts->random_seed);
+        return on;
+    }
     cJSON_AddStringToObject(on, "source", ts->ids_path ? "ids" : "text");
     cJSON *paths = cJSON_AddArrayToObject(on, "paths");
     const int n = ts->ids_path ? 1 : ts->n_text;
@@ -190,7 +214,15 @@ static int stream_from_json(TrainStream *ts, const cJSON *on, const char *file, 
     const cJSON *paths = cJSON_GetObjectItemCaseSensitive(on, "paths"), *p;
     const int ids = cJSON_IsString(src) && !strcmp(src->valuestring, "ids");
     const int n = cJSON_IsArray(paths) ? cJSON_GetArraySize(paths) : 0;
-    ts->n_text = 0, ts->ids_path = NULL;
+    ts->n_text = 0, ts->ids_path = NULL, ts->random = 0, ts->random_seed = 0;
+    if (cJSON_IsString(src) && !strcmp(src->valuestring, "random")) {
+        const cJSON *seed = cJSON_GetObjectItemCaseSensitive(on, "seed");
+        if (!cJSON_IsNumber(seed) || seed->valuedouble < 0 || seed->valuedouble > 9007199254740992.0 ||
+            seed->valuedouble != floor(seed->valuedouble))
+            return status_fail(st, "%s: \"%s\" of source random needs a non-negative integer \"seed\"", file, key);
+        ts->random = 1, ts->random_seed = (uint64_t)seed->valuedouble;
+        return 0;
+    }
     if (!cJSON_IsObject(on) || !cJSON_IsString(src) || (!ids && strcmp(src->valuestring, "text")) || n < 1 ||
         n > TRAIN_MAX_TEXT || (ids && n != 1))
         return status_fail(st, "%s: \"%s\" missing or incomplete (source, paths)", file, key);
@@ -211,14 +243,26 @@ static cJSON *config_json(const TrainConfig *tc, const char *fingerprint, int ct
     char abs[4096];
     cJSON_AddStringToObject(o, "format", "spindle-run");
     cJSON_AddNumberToObject(o, "format_version", TRAIN_RUN_FORMAT);
-    cJSON_AddStringToObject(o, "model", realpath(tc->model_dir, abs) ? abs : tc->model_dir);
+    if (tc->synthetic) {  // no folder: the name and seed rebuild the same weights
+        cJSON_AddStringToObject(o, "model", "");
+        cJSON *sy = cJSON_AddObjectToObject(o, "synthetic");
+        cJSON_AddStringToObject(sy, "name", tc->synthetic);
+        cJSON_AddNumberToObject(sy, "seed", (double)tc->synthetic_seed);
+    } else
+        cJSON_AddStringToObject(o, "model", realpath(tc->model_dir, abs) ? abs : tc->model_dir);
     cJSON_AddStringToObject(o, "model_fingerprint", fingerprint);
     cJSON_AddStringToObject(o, "shards", !tc->shards_dir ? "" : realpath(tc->shards_dir, abs) ? abs : tc->shards_dir);
     if (stream) {  // online: the stream, its windows and what the data cursor counts
         cJSON *on = stream_json(o, "online", &tc->online, stream);
         cJSON_AddNumberToObject(on, "ctx", ctx);
-        cJSON_AddStringToObject(on, "cursor", "sequences consumed; the step at cursor c trains on window c mod windows "
-                                              "(window i = tokens [i*ctx, (i+1)*ctx) of the stream, as spindle teacher cuts it)");
+        // (One sequence per step: the words of runs from before "batch", which resume unchanged.)
+        cJSON_AddStringToObject(on, "cursor", tc->online.random ?
+            "sequences consumed; the step at cursor c trains on windows c .. c+batch-1, window i = ctx token ids "
+            "uniform in [0, vocab) from splitmix64 seeded by (seed, i)" : tc->batch == 1 ?
+            "sequences consumed; the step at cursor c trains on window c mod windows "
+            "(window i = tokens [i*ctx, (i+1)*ctx) of the stream, as spindle teacher cuts it)" :
+            "sequences consumed; the step at cursor c trains on windows c .. c+batch-1 mod windows "
+            "(window i = tokens [i*ctx, (i+1)*ctx) of the stream, as spindle teacher cuts it)");
     }
     if (held_stream) stream_json(o, "heldout_online", &tc->heldout_stream, held_stream);  // recall on its window 0
     cJSON_AddStringToObject(o, "heldout", !tc->heldout_dir ? "" : realpath(tc->heldout_dir, abs) ? abs : tc->heldout_dir);
@@ -241,7 +285,7 @@ static cJSON *config_json(const TrainConfig *tc, const char *fingerprint, int ct
 #define NUM(f) cJSON_AddNumberToObject(o, #f, (double)tc->f)
     NUM(steps), NUM(warmup), NUM(lr), NUM(min_lr_frac), NUM(weight_decay), NUM(beta1), NUM(beta2), NUM(eps);
     NUM(clip), NUM(seed), NUM(query_frac), NUM(min_pos), NUM(eval_every), NUM(recall_k), NUM(eval_queries);
-    NUM(ckpt_every), NUM(schedule_steps);
+    NUM(ckpt_every), NUM(schedule_steps), NUM(batch);
 #undef NUM
     cJSON_AddStringToObject(o, "device", tc->use_cuda ? "cuda" : "cpu");
     cJSON_AddStringToObject(o, "teacher_precision", tc->bf16_teacher ? "bf16" : "fp32");
@@ -250,8 +294,7 @@ static cJSON *config_json(const TrainConfig *tc, const char *fingerprint, int ct
     const int bprec = train_backbone_prec(tc);
     if (tc->use_cuda && (stream || bprec != TRAIN_PREC_FP32))
         cJSON_AddStringToObject(o, "backbone_precision", train_prec_name(bprec));
-    // Data parallel: the ranks (each step trains on that many sequences).
-    if (tc->dist && tc->dist->world > 1) cJSON_AddNumberToObject(o, "world_size", tc->dist->world);
+    // The ranks are not part of the run: any N dividing "batch" resumes it.
     return o;
 }
 
@@ -288,6 +331,11 @@ static int run_config(const TrainConfig *tc, const char *fingerprint, int ctx, c
             const cJSON *h = cJSON_GetObjectItemCaseSensitive(have, w->string);
             // A run from before objectives were recorded trained per query.
             if (!h && !strcmp(w->string, "objective") && tc->objective.kind == INDEXER_OBJ_QUERY) continue;
+            // A run from before "batch" took one sequence per rank ("world_size", absent: 1).
+            if (!h && !strcmp(w->string, "batch")) {
+                const cJSON *ws = cJSON_GetObjectItemCaseSensitive(have, "world_size");
+                if ((cJSON_IsNumber(ws) ? (int)ws->valuedouble : 1) == tc->batch) continue;
+            }
             char *a = cJSON_PrintUnformatted(w), *b = h ? cJSON_PrintUnformatted(h) : NULL;
             int same = b && !strcmp(a, b);
             if (!same)
@@ -346,6 +394,32 @@ int train_config_load(TrainConfig *tc, const char *run_dir, Status *st) {
     tc->model_dir = tc->path_store[0], tc->shards_dir = sv[1][0] ? tc->path_store[1] : NULL;
     tc->heldout_dir = sv[2][0] ? tc->path_store[2] : NULL;
     tc->run_dir = run_dir;
+    // A synthetic model ({name, seed}) instead of the model folder ("model" is then "").
+    const cJSON *sy = cJSON_GetObjectItemCaseSensitive(o, "synthetic");
+    tc->synthetic = NULL, tc->synthetic_seed = 1;
+    if (sy) {
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(sy, "name"), *sd = cJSON_GetObjectItemCaseSensitive(sy, "seed");
+        if (!cJSON_IsString(nm) || strlen(nm->valuestring) >= sizeof tc->synthetic_store || !cJSON_IsNumber(sd) ||
+            sd->valuedouble < 0 || sd->valuedouble > 9007199254740992.0 || sd->valuedouble != floor(sd->valuedouble)) {
+            status_fail(st, "%s: \"synthetic\" must be {name, seed}", path);
+            goto done;
+        }
+        snprintf(tc->synthetic_store, sizeof tc->synthetic_store, "%s", nm->valuestring);
+        tc->synthetic = tc->synthetic_store, tc->synthetic_seed = (uint64_t)sd->valuedouble;
+        tc->model_dir = NULL;
+    } else if (!sv[0][0]) {
+        status_fail(st, "%s: \"model\" is empty and there is no \"synthetic\" model", path);
+        goto done;
+    }
+    // Sequences per step; absent (runs from before it was recorded): one per rank.
+    const cJSON *bt = cJSON_GetObjectItemCaseSensitive(o, "batch"), *ws = cJSON_GetObjectItemCaseSensitive(o, "world_size");
+    tc->batch = cJSON_IsNumber(ws) ? (int)ws->valuedouble : 1;
+    if (bt && (!cJSON_IsNumber(bt) || bt->valuedouble < 1 || bt->valuedouble > TRAIN_MAX_BATCH ||
+               bt->valuedouble != floor(bt->valuedouble))) {
+        status_fail(st, "%s: \"batch\" must be an integer in [1, %d]", path, TRAIN_MAX_BATCH);
+        goto done;
+    }
+    if (bt) tc->batch = (int)bt->valuedouble;
     if ((strcmp(sv[3], "cpu") && strcmp(sv[3], "cuda")) || (strcmp(sv[4], "fp32") && strcmp(sv[4], "bf16"))) {
         status_fail(st, "%s: device \"%s\" / teacher_precision \"%s\" unknown", path, sv[3], sv[4]);
         goto done;
@@ -625,7 +699,12 @@ static void gpu_mem_note(char *buf, size_t len) {
 
 int train_run(const TrainConfig *tc, int resume, Status *st) {
     Model m;
-    if (model_load(&m, tc->model_dir, st)) return -1;
+    if (tc->synthetic && tc->shards_dir) return status_fail(st, "--synthetic trains online only (no --shards)");
+    // A synthetic model holds host weights for the CPU twin only (the GPU fills its own).
+    if (tc->synthetic ? synthetic_model(&m, tc->synthetic, tc->synthetic_seed, !tc->use_cuda, st)
+                      : model_load(&m, tc->model_dir, st))
+        return -1;
+    const char *model_name = tc->synthetic ? tc->synthetic : tc->model_dir;  // for messages
     char fp[65];
     ShardSet train = {0}, held = {0};
     TeacherStream stream = {0}, hstream = {0};
@@ -633,12 +712,16 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
     const int held_online = tc->heldout_stream.ids_path || tc->heldout_stream.n_text;
     Backbone bb = {&m, NULL};
     const int online = !tc->shards_dir;
-    // Data parallel: rank `rank` of `world` trains on the sequence at cursor + rank; rank 0 writes.
+    // Data parallel: rank `rank` of `world` trains on the step's sequences cursor + rank + j·world
+    // (j < batch / world); rank 0 writes.
     const int world = tc->dist ? tc->dist->world : 1, rank = tc->dist ? tc->dist->rank : 0, writer = rank == 0;
+    const int B = tc->batch, Bl = B > 0 && B % world == 0 ? B / world : 0;
+    Windows win = {&stream, tc->online.random, m.cfg.vocab, tc->ctx, tc->online.random_seed, NULL};
+    Windows hwin = {&hstream, 0, m.cfg.vocab, 0, 0, NULL};
     RunState rs = {0};
     FILE *log = NULL, *csv = NULL;
     float *x = NULL, *lse = NULL, *tq = NULL, *tk = NULL, *grads = NULL, *cos_t = NULL, *sin_t = NULL;
-    int *queries = NULL;
+    int *queries = NULL, *qsets = NULL, *nqs = NULL;
     unsigned char *decay = NULL;
     int rc = -1;
 #ifdef SPINDLE_HAVE_CUDA
@@ -653,7 +736,12 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
         status_fail(st, "%d ranks: data-parallel training runs on the GPU only (--device cuda)", world);
         goto done;
     }
-    if (model_fingerprint(tc->model_dir, &m.st, fp, st)) goto done;
+    if (Bl < 1 || B > TRAIN_MAX_BATCH) {
+        status_fail(st, "batch %d is not a positive multiple (at most %d) of the %d rank(s)", B, TRAIN_MAX_BATCH, world);
+        goto done;
+    }
+    if (tc->synthetic) synthetic_fingerprint(fp, tc->synthetic, tc->synthetic_seed);
+    else if (model_fingerprint(tc->model_dir, &m.st, fp, st)) goto done;
     if (indexer_config_check(&tc->icfg, st)) goto done;
     if (tc->schedule_steps < 1 || tc->steps < 1) {
         status_fail(st, "%s: steps %ld / schedule_steps %ld must be positive", tc->run_dir, tc->steps, tc->schedule_steps);
@@ -666,10 +754,11 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
     if (online) {
         if (tc->ctx < 1 || tc->ctx > m.cfg.max_pos) {
             status_fail(st, "--ctx %d is not in [1, %d] (%s/config.json: max_position_embeddings)", tc->ctx,
-                        m.cfg.max_pos, tc->model_dir);
+                        m.cfg.max_pos, model_name);
             goto done;
         }
-        if (teacher_stream_load(&stream, &m.cfg, tc->model_dir, tc->online.ids_path ? NULL : tc->online.text, tc->online.n_text,
+        if (tc->online.random) win.buf = xmalloc(sizeof(int32_t) * (size_t)tc->ctx);
+        else if (teacher_stream_load(&stream, &m.cfg, tc->model_dir, tc->online.ids_path ? NULL : tc->online.text, tc->online.n_text,
                                 tc->online.ids_path, tc->ctx, 0, st))
             goto done;
     } else if (shardset_open(&train, tc->shards_dir, fp, &m.cfg, st))
@@ -685,12 +774,12 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
     for (int i = 0; i < tc->n_layers; i++) {
         if (online && (tc->layers[i] >= m.cfg.n_layers || (i && tc->layers[i] <= tc->layers[i - 1]))) {
             status_fail(st, "%s/config.json: layer %d is not a layer of %s (it has %d), or the layers are not "
-                            "ascending", tc->run_dir, tc->layers[i], tc->model_dir, m.cfg.n_layers);
+                            "ascending", tc->run_dir, tc->layers[i], model_name, m.cfg.n_layers);
             goto done;
         }
         if (tc->layers[i] >= 0 && tc->layers[i] < m.cfg.n_layers && m.cfg.layer_kinds[tc->layers[i]] != LAYER_FULL_ATTENTION) {
             status_fail(st, "%s/config.json: layer %d is not a full-attention layer of %s; indexers are trained for "
-                            "full-attention layers only", tc->run_dir, tc->layers[i], tc->model_dir);
+                            "full-attention layers only", tc->run_dir, tc->layers[i], model_name);
             goto done;
         }
         if (online) continue;
@@ -732,10 +821,10 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
         const int lrc = run_state_load_newest(tc->run_dir, "train", tc->steps, writer, &rs, &step, st);
         if (lrc < 0) goto done;
         if (lrc == 0) {
-            if (rs.cursor != rs.step * world || rs.tokens != rs.cursor * (int64_t)T) {
+            if (rs.cursor != rs.step * B || rs.tokens != rs.cursor * (int64_t)T) {
                 status_fail(st, "%s: step %lld with data cursor %lld and %lld tokens does not fit this run (ctx %d, "
-                            "%d rank(s): %d sequence(s) per step)", tc->run_dir, (long long)rs.step,
-                            (long long)rs.cursor, (long long)rs.tokens, T, world, world);
+                            "batch %d: %d sequence(s) per step)", tc->run_dir, (long long)rs.step,
+                            (long long)rs.cursor, (long long)rs.tokens, T, B, B);
                 goto done;
             }
             resumed_at = rs.step;
@@ -802,14 +891,18 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
         tq = xmalloc(sizeof(float) * (size_t)T * Hq * dh);
         tk = xmalloc(sizeof(float) * (size_t)T * Hkv * dh);
     }
-    grads = xmalloc(sizeof(float) * (size_t)np);
+    // The CPU step's gradients: one buffer, or with several sequences per rank one per layer (summed over them).
+    grads = xmalloc(sizeof(float) * (size_t)np * (tc->use_cuda || Bl == 1 ? 1 : (size_t)L));
     cos_t = xmalloc(sizeof(float) * (size_t)T * half);
     sin_t = xmalloc(sizeof(float) * (size_t)T * half);
     queries = xmalloc(sizeof(int) * (size_t)T);
+    qsets = xmalloc(sizeof(int) * (size_t)T * (size_t)Bl);  // this rank's sequences' sampled queries
+    nqs = xmalloc(sizeof(int) * (size_t)Bl);
+    hwin.T = T;
     rope_tables(c, T, cos_t, sin_t);
     const float scale = (float)c->attn_scale;
-    TrainSource src = {online ? NULL : &train, &stream, &tap, &bb, -1, x, lse, T, D, Hq};
-    TrainSource hsrc = {held_online ? NULL : &held, &hstream, &htap, &bb, -1, x, lse, T, D, Hq};
+    TrainSource src = {online ? NULL : &train, &win, &tap, &bb, -1, x, lse, T, D, Hq};
+    TrainSource hsrc = {held_online ? NULL : &held, &hwin, &htap, &bb, -1, x, lse, T, D, Hq};
     // On the CPU a tap keeps each trained layer's x, lse, q and k of the window
     // on the host. On the GPU the step runs inside the pass on the device
     // arrays (train_gpu.h): online training taps the backbone (bf16 by
@@ -817,6 +910,11 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
     // also rebuilds the shards' q/k (fp32 by default).
     if (online && !tc->use_cuda) teacher_tap_init(&tap, c, tc->layers, L, T, 1);
     if (held_online && !tc->use_cuda) teacher_tap_init(&htap, c, tc->layers, L, T, 1);
+#ifdef SPINDLE_HAVE_CUDA
+    if (tc->synthetic && tc->use_cuda) {  // bench's in-memory model: the weights filled on the device from the seed
+        if (fwd_cuda_synthetic(&m, (FwdPrecision)train_backbone_prec(tc), tc->synthetic_seed, &bb.gpu, st)) goto done;
+    } else
+#endif
     if ((online || held_online) &&
         backbone_open(&bb, &m, tc->use_cuda, tc->use_cuda ? train_backbone_prec(tc) : TRAIN_PREC_FP32, st))
         goto done;
@@ -824,10 +922,19 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
         fprintf(stderr, "spindle train: held-out recall on window 0 of %s (%d tokens; %s)\n", hstream.source, T,
                 tc->use_cuda ? "one tapped forward per measurement" : "one forward, kept");
     if (online && writer) {
-        fprintf(stderr, "spindle train: online: %zu window(s) of %d tokens from %s (%zu tokens); the backbone (%s) "
-                        "runs once per step, tapped at %d layer(s), stopping after layer %d\n",
-                stream.n_win, T, stream.source, stream.n_ids, backbone_describe(&bb), L, tc->layers[L - 1]);
-    }
+        char what[sizeof stream.source + 96];
+        if (tc->online.random)
+            snprintf(what, sizeof what, "random token ids (seed %llu, vocabulary %d), windows of %d tokens",
+                     (unsigned long long)tc->online.random_seed, m.cfg.vocab, T);
+        else
+            snprintf(what, sizeof what, "%zu window(s) of %d tokens from %s (%zu tokens)", stream.n_win, T,
+                     stream.source, stream.n_ids);
+        fprintf(stderr, "spindle train: online: %s%s%s; the backbone (%s) runs once per sequence, tapped at %d "
+                        "layer(s), stopping after layer %d; %d sequence(s) per step\n",
+                what, tc->synthetic ? "; synthetic model " : "", tc->synthetic ? tc->synthetic : "",
+                backbone_describe(&bb), L, tc->layers[L - 1], B);
+    } else if (writer && B > 1)
+        fprintf(stderr, "spindle train: %d sequence(s) per step\n", B);
 
     // A fresh run checkpoints its initialisation as step 0: the untrained
     // indexer can be exported and evaluated as the floor.
@@ -836,6 +943,7 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
     if (tc->use_cuda) {
         if (gpu_open(&gpu, &m, tc, &rs, decay, T, bb.gpu, reads_shards, st)) goto done;
         if (tc->dist && tc->dist->nccl) gpu.ix.dist = tc->dist;  // an NCCL build all-reduces even for one rank
+        if (Bl > 1) gpu_indexers_accumulators(&gpu.ix);  // one gradient sum per layer across the rank's sequences
         if (writer)
             fprintf(stderr, "spindle train: GPU: backbone weights %.2f GB (%s), %d indexer(s) of %lld parameters "
                             "with their AdamW moments in fp32\n",
@@ -843,9 +951,10 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
                         (gpu.own_f ? fwd_cuda_weight_bytes(gpu.f) : 0) / 1e9,
                     gpu.on.f ? fwd_cuda_describe(gpu.on.f) : fwd_cuda_describe(gpu.f), L, (long long)np);
         if (writer && gpu.ix.dist)
-            fprintf(stderr, "spindle train: data parallel: %d rank(s) over NCCL, %d sequence(s) per step (rank r: the "
-                            "one at cursor + r); gradients all-reduced: %lld bytes per rank per step (%d layer(s) x "
-                            "%lld fp32)\n", world, world, (long long)(4 * np * L), L, (long long)np);
+            fprintf(stderr, "spindle train: data parallel: %d rank(s) over NCCL, %d sequence(s) per step (rank r: "
+                            "the sequences at cursor + r + %d j, j < %d); gradients all-reduced: %lld bytes per rank "
+                            "per step (%d layer(s) x %lld fp32)\n", world, B, world, Bl, (long long)(4 * np * L), L,
+                    (long long)np);
     }
 #endif
     Progress pr;
@@ -863,63 +972,110 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
         const double lr = lr_at(step, tc->warmup, tc->schedule_steps, tc->lr, tc->min_lr_frac);
         const AdamW opt = {lr, tc->beta1, tc->beta2, tc->eps, tc->weight_decay};
         const IndexerObjective *obj = &tc->objective;
-        const int nq = sample_queries(queries, T, tc->min_pos, tc->query_frac,
-                                      obj->kind == INDEXER_OBJ_QUERY ? 1 : obj->bsel, &rs.rng);
-        double kl[TRAIN_MAX_LAYERS], gn[TRAIN_MAX_LAYERS], kl_mean = 0, parts[TRAIN_MAX_LAYERS][2];
+        // The query sets of the step's B sequences, drawn in sequence order by
+        // every rank (the PRNG advances the same everywhere); this rank keeps
+        // those of its own sequences, j = rank, rank + world, ...
+        int nq = 0;  // this rank's queries over its sequences (the log's "queries")
+        for (int j = 0; j < B; j++) {
+            const int mine = j % world == rank;
+            int *dst = mine ? qsets + (size_t)(j / world) * T : queries;
+            const int n = sample_queries(dst, T, tc->min_pos, tc->query_frac,
+                                         obj->kind == INDEXER_OBJ_QUERY ? 1 : obj->bsel, &rs.rng);
+            if (mine) nqs[j / world] = n, nq += n;
+        }
+        // Per layer: the mean over this rank's sequences of the loss and its parts.
+        double kl[TRAIN_MAX_LAYERS] = {0}, gn[TRAIN_MAX_LAYERS], kl_mean = 0, parts[TRAIN_MAX_LAYERS][2] = {{0}};
+        int finite = 1, bad_layer = 0;
+        double bad_kl = 0;
 #ifdef SPINDLE_HAVE_CUDA
-        if (tc->use_cuda) gpu_indexers_set_queries(&gpu.ix, queries, nq);
-        if (tc->use_cuda && online) {  // every trained layer's step inside one pass of the backbone
-            gpu_online_train(&gpu.on, stream.starts[(rs.cursor + rank) % (int64_t)stream.n_win], T, nq, &opt, step,
-                             tc->clip);
+        if (tc->use_cuda && online) {  // every trained layer's loss inside one pass of the backbone per sequence
+            for (int j = 0; j < Bl; j++) {
+                const int32_t *ids = window_ids(&win, rs.cursor + rank + (int64_t)j * world);
+                gpu_indexers_set_queries(&gpu.ix, qsets + (size_t)j * T, nqs[j]);
+                // One sequence per rank: its step right in the pass. Several: their gradients summed, the step after.
+                if (Bl == 1) gpu_online_train(&gpu.on, ids, T, nqs[j], &opt, step, tc->clip);
+                else gpu_online_accumulate(&gpu.on, ids, T, nqs[j]);
+                for (int i = 0; i < L; i++) {
+                    kl[i] += gpu.on.kl[i] / Bl;
+                    parts[i][0] += gpu.ix.parts[i][0] / Bl, parts[i][1] += gpu.ix.parts[i][1] / Bl;
+                    if (!isfinite(gpu.on.kl[i]) && finite) finite = 0, bad_layer = tc->layers[i], bad_kl = gpu.on.kl[i];
+                }
+            }
+            for (int i = 0; i < L; i++)  // Bl > 1: the mean over the rank's sequences, averaged over the ranks, the step
+                gn[i] = Bl == 1 ? gpu.on.gn[i] : gpu_layer_apply(&gpu.ix, i, Bl, finite, &opt, step, tc->clip, NULL);
+        }
+#endif
+        for (int j = 0; j < Bl && !(tc->use_cuda && online); j++) {
+            const int64_t seq = rs.cursor + rank + (int64_t)j * world;
+            const int *qj = qsets + (size_t)j * T;
+#ifdef SPINDLE_HAVE_CUDA
+            if (tc->use_cuda) gpu_indexers_set_queries(&gpu.ix, qj, nqs[j]);
+#endif
             for (int i = 0; i < L; i++) {
-                kl[i] = gpu.on.kl[i], gn[i] = gpu.on.gn[i];
-                parts[i][0] = gpu.ix.parts[i][0], parts[i][1] = gpu.ix.parts[i][1];
-                if (!isfinite(kl[i])) {
-                    status_fail(st, "step %ld, layer %d: the loss is not finite (%g); lower --lr", step, tc->layers[i],
-                                kl[i]);
+                const float *xl, *ll, *ql, *kq;
+                double kj, pj[2];
+                float *gi = grads + (Bl == 1 || tc->use_cuda ? 0 : (size_t)i * np);  // the CPU step's gradients
+                if (source_layer(&src, seq, i, tc->layers[i], &xl, &ll, &ql, &kq, st)) goto done;
+#ifdef SPINDLE_HAVE_CUDA
+                if (tc->use_cuda) {
+                    gpu_load_layer(&gpu, &m, tc->layers[i], xl, ll, T);
+                    const GpuTeacher te = {Hq, Hkv, dh, scale, tc->bf16_teacher};
+                    if (Bl == 1)
+                        kj = gpu_layer_step(&gpu.ix, i, gpu.x, gpu.tq, gpu.tk, gpu.lse, T, &te, nqs[j], &opt, step,
+                                            tc->clip, &gn[i], NULL);
+                    else
+                        kj = gpu_layer_accumulate(&gpu.ix, i, gpu.x, gpu.tq, gpu.tk, gpu.lse, T, &te, nqs[j], NULL);
+                    pj[0] = gpu.ix.parts[i][0], pj[1] = gpu.ix.parts[i][1];
+                } else
+#endif
+                {
+                    if (!ql) {
+                        forward_layer_qk(&m, tc->layers[i], xl, T, cos_t, sin_t, tq, tk);
+                        ql = tq, kq = tk;
+                    }
+                    // One sequence: the step right here. Several: layer i's gradients summed over them.
+                    if (j == 0) memset(gi, 0, sizeof(float) * (size_t)np);
+                    kj = indexer_objective_loss_cpu(gi, pj, &tc->icfg, obj, rs.params[i], xl, ql, kq, ll, T, Hq, Hkv,
+                                                    dh, scale, qj, nqs[j]);
+                }
+                kl[i] += kj / Bl;
+                parts[i][0] += pj[0] / Bl, parts[i][1] += pj[1] / Bl;
+                if (!isfinite(kj)) {
+                    status_fail(st, "step %ld, layer %d: the loss is not finite (%g); lower --lr", step, tc->layers[i], kj);
                     goto done;
+                }
+                if (!tc->use_cuda && Bl == 1) {
+                    gn[i] = grad_clip(gi, (size_t)np, tc->clip);
+                    adamw_step(&opt, step, rs.params[i], gi, rs.m[i], rs.v[i], (size_t)np, decay);
                 }
             }
         }
-#endif
-        for (int i = 0; i < L && !(tc->use_cuda && online); i++) {
-            const float *xl, *ll, *ql, *kq;
-            if (source_layer(&src, rs.cursor + rank, i, tc->layers[i], &xl, &ll, &ql, &kq, st)) goto done;
+        // Several sequences per rank: AdamW on the mean of their gradients (the GPU's online pass did it above).
+        for (int i = 0; Bl > 1 && !(tc->use_cuda && online) && i < L; i++) {
 #ifdef SPINDLE_HAVE_CUDA
             if (tc->use_cuda) {
-                gpu_load_layer(&gpu, &m, tc->layers[i], xl, ll, T);
-                const GpuTeacher te = {Hq, Hkv, dh, scale, tc->bf16_teacher};
-                kl[i] = gpu_layer_step(&gpu.ix, i, gpu.x, gpu.tq, gpu.tk, gpu.lse, T, &te, nq, &opt, step, tc->clip,
-                                       &gn[i], NULL);
-                parts[i][0] = gpu.ix.parts[i][0], parts[i][1] = gpu.ix.parts[i][1];
-            } else
+                gn[i] = gpu_layer_apply(&gpu.ix, i, Bl, 1, &opt, step, tc->clip, NULL);
+                continue;
+            }
 #endif
-            {
-                if (!ql) {
-                    forward_layer_qk(&m, tc->layers[i], xl, T, cos_t, sin_t, tq, tk);
-                    ql = tq, kq = tk;
-                }
-                memset(grads, 0, sizeof(float) * (size_t)np);
-                kl[i] = indexer_objective_loss_cpu(grads, parts[i], &tc->icfg, obj, rs.params[i], xl, ql, kq, ll, T,
-                                                   Hq, Hkv, dh, scale, queries, nq);
-            }
-            if (!isfinite(kl[i])) {
-                status_fail(st, "step %ld, layer %d: the loss is not finite (%g); lower --lr", step, tc->layers[i], kl[i]);
-                goto done;
-            }
-            if (!tc->use_cuda) {
-                gn[i] = grad_clip(grads, (size_t)np, tc->clip);
-                adamw_step(&opt, step, rs.params[i], grads, rs.m[i], rs.v[i], (size_t)np, decay);
-            }
+            float *gi = grads + (size_t)i * np;
+            const float inv = (float)(1.0 / Bl);  // one fp32 multiply, as the GPU's mean
+            for (int64_t p = 0; p < np; p++) gi[p] *= inv;
+            gn[i] = grad_clip(gi, (size_t)np, tc->clip);
+            adamw_step(&opt, step, rs.params[i], gi, rs.m[i], rs.v[i], (size_t)np, decay);
+        }
+        if (!finite) {
+            status_fail(st, "step %ld, layer %d: the loss is not finite (%g); lower --lr", step, bad_layer, bad_kl);
+            goto done;
         }
         for (int i = 0; i < L; i++) {
             kl_mean += kl[i] / L;
             kl_tail[i][steps_here % KL_TAIL] = kl[i];
         }
-        rs.cursor += world;
+        rs.cursor += B;
         rs.step = step;
-        rs.tokens += (int64_t)T * world;
-        const double tps = (double)T * world / (omp_get_wtime() - t0);
+        rs.tokens += (int64_t)T * B;
+        const double tps = (double)T * B / (omp_get_wtime() - t0);
 
         // Held-out recall@k of every layer's indexer.
         double rec[TRAIN_MAX_LAYERS];
@@ -1035,6 +1191,7 @@ done:
     for (int i = 0; rs.params && i < rs.n_layers; i++) free(rs.params[i]), free(rs.m[i]), free(rs.v[i]);
     free(rs.params), free(rs.m), free(rs.v);
     free(x), free(lse), free(tq), free(tk), free(grads), free(cos_t), free(sin_t), free(queries), free(decay);
+    free(qsets), free(nqs), free(win.buf);
     shardset_close(&train);
     if (held.paths) shardset_close(&held);
     teacher_tap_free(&tap), teacher_tap_free(&htap);

@@ -9,7 +9,7 @@
 #include "indexer.h"
 #include "status.h"
 
-enum { TRAIN_MAX_LAYERS = 256, TRAIN_MAX_TEXT = 16 };
+enum { TRAIN_MAX_LAYERS = 256, TRAIN_MAX_TEXT = 16, TRAIN_MAX_BATCH = 4096 };
 enum { TRAIN_PREC_FP32 = 0, TRAIN_PREC_MIXED = 1, TRAIN_PREC_BF16 = 2 };
 // "fp32" | "mixed" | "bf16" -> 0 | 1 | 2; -1 for anything else.
 int train_prec_parse(const char *s);
@@ -21,15 +21,25 @@ int train_backbone_prec(const struct TrainConfig *tc);
 
 // A token stream by its paths, read and windowed as `spindle teacher` does
 // (teacher_stream_load): text files/folders, or one ids file; neither: none.
+// Or random (training only): window c holds ctx token ids uniform in
+// [0, vocab) from splitmix64 seeded by (random_seed, c), an endless stream.
 typedef struct {
     const char *text[TRAIN_MAX_TEXT];
     int n_text;
     const char *ids_path;
+    int random;
+    uint64_t random_seed;
     char store[TRAIN_MAX_TEXT][4096];  // the paths read from a run's config.json
 } TrainStream;
 
 typedef struct TrainConfig {
     const char *model_dir, *shards_dir, *run_dir;  // paths (train_config_load points them into path_store)
+    // Instead of model_dir: the random-weight model of this name
+    // (model/synthetic.h), built in memory from synthetic_seed — on the GPU by
+    // fwd_cuda_synthetic (bench's model), on the CPU with host weights. Online only.
+    const char *synthetic;
+    uint64_t synthetic_seed;
+    char synthetic_store[64];  // the name read from a run's config.json
     // Online mode (shards_dir NULL): the token stream `spindle teacher` reads
     // (text files/folders tokenized and concatenated, or an ids file), cut into
     // the same non-overlapping windows of ctx tokens; the step with data
@@ -63,10 +73,17 @@ typedef struct TrainConfig {
     int backbone_prec;
     int bf16_teacher;   // with use_cuda: the teacher's P on bf16 tensor cores ("teacher_precision")
     long stop_after;    // testing aid: exit (as if killed) after this many steps of this process (0: off)
-    // Data parallel (train/dist.h; NULL: one process). With world N each step
-    // trains on N sequences, rank r on the one at cursor + r, the gradients
-    // averaged over the ranks before the clip; rank 0 alone writes the run
-    // folder. GPU only.
+    // Sequences per optimizer step ("batch" in the run's config; ≥ 1): the
+    // step with data cursor c trains on sequences c .. c + batch − 1, each with
+    // its own sampled queries (drawn in that order), and AdamW sees the mean of
+    // their gradients — so --lr and --clip mean what they mean for one
+    // sequence. Data parallel (dist, train/dist.h; NULL: one process): batch
+    // is the global batch, a multiple of the N ranks; rank r trains on the
+    // sequences c + r, c + r + N, ... (its batch / N of them), takes the mean of
+    // its gradients, and the ranks average those over NCCL before the clip, so
+    // N ranks compute the one-rank step up to rounding. Rank 0 alone writes the
+    // run folder. Multi-rank runs are GPU only.
+    int batch;
     const struct Dist *dist;
     char path_store[3][4096];  // model, shards, held-out paths read from a run's config.json
 } TrainConfig;
