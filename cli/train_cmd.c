@@ -544,6 +544,9 @@ int cmd_export(int argc, char **argv) {
         {"--k", 1, "default k written to config.json (default 256)", NULL},
         {"--bsel", 1, "default b_sel written to config.json (default 1)", NULL},
         {"--step", 1, "export this checkpoint's step (default: the newest; 0 = the untrained initialisation)", NULL},
+        {"--layout", 1, "tensor names, shapes and config keys: spindle (default; what --indexer loads), dsa "
+                        "(DeepSeek-V3.2's indexer; head-expanded, LayerNorm key) or qsa (Qwen4-Exp's GQA indexer; "
+                        "head-collapsed, RMSNorm key)", NULL},
     };
     const int nf = N_FLAGS(flags);
     int rc = cli_parse(argc, argv, flags, nf, "export", (const char *const[]){"--run", "--out", NULL});
@@ -555,8 +558,14 @@ int cmd_export(int argc, char **argv) {
         ((v = args_get(flags, nf, "--bsel")) && cli_positive("export", "--bsel", v, &bsel)) ||
         ((v = args_get(flags, nf, "--step")) && flag_int("export", "--step", v, 0, LONG_MAX, &step)))
         return 2;
+    int layout = EXPORT_LAYOUT_SPINDLE;
+    if ((v = args_get(flags, nf, "--layout")) && (layout = export_layout_parse(v)) < 0) {
+        fprintf(stderr, "spindle export: --layout must be spindle, dsa or qsa (got \"%s\")\n", v);
+        return 2;
+    }
     Status st;
-    if (export_indexer(flags[0].value, flags[1].value, step, k, bsel, &st)) return cli_fail("export", &st);
+    if (export_indexer_as(flags[0].value, flags[1].value, step, k, bsel, (ExportLayout)layout, &st))
+        return cli_fail("export", &st);
     fprintf(stderr, "spindle export: %s -> %s\n", flags[0].value, flags[1].value);
     return 0;
 }
