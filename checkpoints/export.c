@@ -418,7 +418,7 @@ int indexer_set_load(IndexerSet *s, const char *dir, int n_model_layers, const c
         goto done;
     }
     const cJSON *lay = cJSON_GetObjectItemCaseSensitive(o, "layout");
-    if (lay) {
+    if (lay && (!cJSON_IsString(lay) || strcmp(lay->valuestring, "spindle"))) {
         status_fail(st, "%s: exported with --layout %s, for other stacks (python/spindle_indexer.py reads it); "
                         "spindle reads the default layout (export --layout spindle)", path,
                     cJSON_IsString(lay) ? lay->valuestring : "?");

@@ -132,10 +132,11 @@ class Indexer:
         """score[t, j] for t in rows (array), every j < T; -inf for j > t."""
         c = self.cfg
         rows = np.asarray(rows)
-        if c["variant"] == "collapsed":
+        if c["variant"] == "collapsed" and self.native and self.layout == "qsa":
+            # Qwen4-Exp: sum over query heads of ReLU(q_h . k) / sqrt(d)
+            s = np.maximum(np.einsum("nhd,jd->nhj", q[rows], k), 0).sum(1) / math.sqrt(c["d_index"])
+        elif c["variant"] == "collapsed":
             s = np.einsum("nhd,jd->nj", q[rows], k) / math.sqrt(c["d_index"])
-            if self.native and self.layout == "qsa":
-                s = np.maximum(s, 0)
         else:
             s = np.einsum("nh,nhj->nj", w[rows], np.maximum(np.einsum("nhd,jd->nhj", q[rows], k), 0))
         s[np.arange(k.shape[0])[None, :] > rows[:, None]] = -np.inf
@@ -222,10 +223,10 @@ class Indexer:
 
             u = rot(u, cos, sin)
             q = rot(q, cos[:, None, :], sin[:, None, :])
-        if c["variant"] == "collapsed":
+        if c["variant"] == "collapsed" and self.native and self.layout == "qsa":
+            s = torch.relu(torch.einsum("thd,jd->thj", q, u)).sum(1) / math.sqrt(d)
+        elif c["variant"] == "collapsed":
             s = q[:, 0, :] @ u.T / math.sqrt(d)
-            if self.native and self.layout == "qsa":
-                s = s.clamp_min(0)
         else:
             w = x @ f(p.ww).T
             s = torch.einsum("th,thj->tj", w, torch.relu(torch.einsum("thd,jd->thj", q, u)))
