@@ -605,6 +605,9 @@ int cmd_export(int argc, char **argv) {
         {"--k", 1, "default k written to config.json (default 256)", NULL},
         {"--bsel", 1, "default b_sel written to config.json (default 1)", NULL},
         {"--step", 1, "export this checkpoint's step (default: the newest; 0 = the untrained initialisation)", NULL},
+        {"--layout", 1, "tensor names, shapes and config keys: spindle (default; what --indexer loads), dsa "
+                        "(DeepSeek-V3.2's indexer; head-expanded, LayerNorm key) or qsa (Qwen4-Exp's GQA indexer; "
+                        "head-collapsed, RMSNorm key)", NULL},
     };
     const int nf = N_FLAGS(flags);
     int rc = cli_parse(argc, argv, flags, nf, "export", (const char *const[]){"--run", "--out", NULL});
@@ -616,8 +619,14 @@ int cmd_export(int argc, char **argv) {
         ((v = args_get(flags, nf, "--bsel")) && cli_positive("export", "--bsel", v, &bsel)) ||
         ((v = args_get(flags, nf, "--step")) && flag_int("export", "--step", v, 0, LONG_MAX, &step)))
         return 2;
+    int layout = EXPORT_LAYOUT_SPINDLE;
+    if ((v = args_get(flags, nf, "--layout")) && (layout = export_layout_parse(v)) < 0) {
+        fprintf(stderr, "spindle export: --layout must be spindle, dsa or qsa (got \"%s\")\n", v);
+        return 2;
+    }
     Status st;
-    if (export_indexer(flags[0].value, flags[1].value, step, k, bsel, &st)) return cli_fail("export", &st);
+    if (export_indexer_as(flags[0].value, flags[1].value, step, k, bsel, (ExportLayout)layout, &st))
+        return cli_fail("export", &st);
     fprintf(stderr, "spindle export: %s -> %s\n", flags[0].value, flags[1].value);
     return 0;
 }
@@ -633,22 +642,38 @@ int cmd_scores(int argc, char **argv) {
         {"--layer", 1, "model layer", NULL},
         {"--positions", 1, "query positions, comma-separated", NULL},
         {"--out", 1, ".npy float32 [n_positions, ctx]: score_{t,j}, -inf for j > t", NULL},
+        {"--dump-selection", 1, ".npy float32 [rows, k]: the indexer's supports over the whole sequence (rows: ctx "
+                                "per query, ceil(ctx/bsel) per block), key indices ascending, then -1", NULL},
+        {"--k", 1, "with --dump-selection: keys per support", NULL},
+        {"--bsel", 1, "with --dump-selection: queries per shared block (default 1: per query)", NULL},
     };
     const int nf = N_FLAGS(flags);
-    int rc = cli_parse(argc, argv, flags, nf, "scores",
-                       (const char *const[]){"--indexer", "--shard", "--layer", "--positions", "--out", NULL});
+    int rc = cli_parse(argc, argv, flags, nf, "scores", (const char *const[]){"--indexer", "--shard", "--layer", NULL});
     if (rc) return rc;
-    int pos[64], n_pos;
+    int pos[64], n_pos = 0, sel_k = 0, bsel = 1;
     long seq = 0, layer;
-    const char *v;
+    const char *v, *sel_out = args_get(flags, nf, "--dump-selection");
+    const char *pos_v = args_get(flags, nf, "--positions"), *out = args_get(flags, nf, "--out");
+    if (!pos_v != !out || (!pos_v && !sel_out)) {
+        fprintf(stderr, "spindle scores: --positions and --out go together, and one of them or --dump-selection "
+                        "is needed\n");
+        return 2;
+    }
+    if (!sel_out != !args_get(flags, nf, "--k") || (!sel_out && args_get(flags, nf, "--bsel"))) {
+        fprintf(stderr, "spindle scores: --dump-selection needs --k (and takes --bsel); --k and --bsel need it\n");
+        return 2;
+    }
     if (((v = args_get(flags, nf, "--seq")) && flag_int("scores", "--seq", v, 0, 1 << 30, &seq)) ||
         flag_int("scores", "--layer", args_get(flags, nf, "--layer"), 0, 1 << 20, &layer) ||
-        cli_list("scores", "--positions", args_get(flags, nf, "--positions"), 0, pos, &n_pos))
+        (pos_v && cli_list("scores", "--positions", pos_v, 0, pos, &n_pos)) ||
+        (sel_out && cli_positive("scores", "--k", args_get(flags, nf, "--k"), &sel_k)) ||
+        ((v = args_get(flags, nf, "--bsel")) && cli_positive("scores", "--bsel", v, &bsel)))
         return 2;
     Status st;
     ShardReader *r = NULL;
     IndexerSet set = {0};
-    float *x = NULL, *scores = NULL;
+    float *x = NULL, *scores = NULL, *self = NULL;
+    int *sel = NULL, *n_sel = NULL;
     rc = 1;
     if (shard_open(&r, args_get(flags, nf, "--shard"), NULL, NULL, &st)) goto done;
     const ShardHeader *h = shard_header(r);
@@ -674,20 +699,35 @@ int cmd_scores(int argc, char **argv) {
         }
     x = xmalloc(sizeof(float) * (size_t)h->ctx * h->d_model);
     if (shard_read(r, seq, (int)layer, NULL, 0, x, (size_t)h->ctx * h->d_model, NULL, 0, &st)) goto done;
-    scores = xmalloc(sizeof(float) * (size_t)n_pos * h->ctx);
-    indexer_forward_cpu(scores, NULL, &set.cfg, set.params[layer], x, h->ctx, pos, n_pos);
     NpyWriter w;
-    if (npy_writer_open(&w, flags[5].value, n_pos, h->ctx, &st)) goto done;
-    if (npy_writer_rows(&w, scores, n_pos, &st)) {
-        npy_writer_abort(&w);
-        goto done;
+    if (out) {
+        scores = xmalloc(sizeof(float) * (size_t)n_pos * h->ctx);
+        indexer_forward_cpu(scores, NULL, &set.cfg, set.params[layer], x, h->ctx, pos, n_pos);
+        if (npy_writer_open(&w, out, n_pos, h->ctx, &st)) goto done;
+        if (npy_writer_rows(&w, scores, n_pos, &st)) {
+            npy_writer_abort(&w);
+            goto done;
+        }
+        if (npy_writer_close(&w, &st)) goto done;
     }
-    if (npy_writer_close(&w, &st)) goto done;
+    if (sel_out) {  // the supports sparse prefill would use on this x (kernels/indexer_ops.h)
+        const int T = h->ctx, k = sel_k < T ? sel_k : T, rows = (T + bsel - 1) / bsel;
+        sel = xmalloc(sizeof(int) * (size_t)rows * k), n_sel = xmalloc(sizeof(int) * (size_t)rows);
+        self = xmalloc(sizeof(float) * (size_t)rows * k);
+        indexer_select_cpu(sel, n_sel, &set.cfg, set.params[layer], x, T, k, bsel);
+        for (size_t i = 0; i < (size_t)rows * k; i++) self[i] = (float)sel[i];
+        if (npy_writer_open(&w, sel_out, rows, k, &st)) goto done;
+        if (npy_writer_rows(&w, self, rows, &st)) {
+            npy_writer_abort(&w);
+            goto done;
+        }
+        if (npy_writer_close(&w, &st)) goto done;
+    }
     rc = 0;
 done:
     if (rc) cli_fail("scores", &st);
     if (r) shard_close(r);
     indexer_set_free(&set);
-    free(x), free(scores);
+    free(x), free(scores), free(sel), free(n_sel), free(self);
     return rc;
 }

@@ -47,13 +47,13 @@ expect 2 "unknown command \"nope\"" "$bin" help nope
 # marked where the command requires them outright.
 declare -A flags=(
   [info]="--model" [tokenize]="--model --text --out" [logits]="--model --ids --out --oracle-k --bsel --indexer --k --threads"
-  [teacher]="--model --ctx --out --resume" [train]="--out --resume" [export]="--run --out"
-  [scores]="--indexer --shard --layer --out"
+  [teacher]="--model --ctx --out --resume" [train]="--out --resume" [export]="--run --out --layout"
+  [scores]="--indexer --shard --layer --out --dump-selection --k --bsel"
   [eval]="--model --text --ids --ctx --k --bsel --json --csv --md --indexer"
   [bench]="--model --synthetic --ctx --k --bsel --json")
 declare -A required=(
   [info]="--model" [tokenize]="--model --text" [logits]="--model --ids --out" [teacher]="--out" [export]="--run --out"
-  [scores]="--indexer --out" [eval]="--model --ctx --k --bsel --json" [bench]="--ctx --json")
+  [scores]="--indexer --shard --layer" [eval]="--model --ctx --k --bsel --json" [bench]="--ctx --json")
 for c in info tokenize logits teacher train export scores eval bench; do
   n=$((n + 1))
   "$bin" "$c" --help >"$work/help" 2>"$work/help.err"; rc=$?

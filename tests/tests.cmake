@@ -91,6 +91,13 @@ add_test(NAME train_online COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_train_onl
 # the mean of the gradients, refusals.
 add_test(NAME train_synth COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_train_synth.sh
          $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/train_synth)
+# Export layouts other stacks read (spindle | dsa | qsa): python/spindle_indexer.py's numpy path
+# reproduces spindle's supports and scores; refusals; the safetensors package reads each file's tensors.
+add_test(NAME export_layouts COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_export_layouts.sh
+         $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/export_layouts)
+add_test(NAME export_layouts_safetensors COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_export_layouts.sh
+         $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/export_layouts_st names)
+set_tests_properties(export_layouts export_layouts_safetensors PROPERTIES SKIP_RETURN_CODE 77)
 # Training objectives (query | block | mix): config and export carry them, exact
 # resume of a block run, refusals of bad or conflicting flags.
 add_test(NAME train_objective COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_train_objective.sh
