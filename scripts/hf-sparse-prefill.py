@@ -113,7 +113,9 @@ def spindle_logits(binary, model_dir, ids_file, out, device, indexer=None, k=Non
     cmd = [binary, "logits", "--model", model_dir, "--ids", ids_file, "--out", out, "--device", device]
     if indexer:
         cmd += ["--indexer", indexer, "--k", str(k), "--bsel", str(bsel)]
-    subprocess.run(cmd, check=True, stderr=subprocess.DEVNULL)
+    r = subprocess.run(cmd, stderr=subprocess.PIPE, text=True)
+    if r.returncode != 0:  # spindle's own message names the file and the problem
+        sys.exit(f"hf-sparse-prefill: {' '.join(cmd)} exited {r.returncode}: {r.stderr.strip()}")
     return np.load(out)
 
 
