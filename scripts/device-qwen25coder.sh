@@ -296,7 +296,7 @@ convert)
         rm -f "$STATE/q.gguf"
     fi
     (cd "$M" && sha256sum ./*) >"$OUT/sums.txt"; cat "$OUT/sums.txt"
-    for prec in ${CHECK_PRECISIONS:-fp32 bf16}; do
+    for prec in ${CHECK_PRECISIONS-fp32 bf16}; do  # CHECK_PRECISIONS= (empty) skips the HF check
         PYTHONPATH=/tmp/site python3 scripts/check-gemma3-spindle.py --model "$M" --text .dev/c1/text/check.txt \
             --spindle "$B/spindle" --device cuda --precision "$prec" --out-dir "$STATE/check-$prec" \
             --json "$OUT/check-$prec.json" >"$OUT/check-$prec.txt" 2>&1

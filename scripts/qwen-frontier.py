@@ -68,6 +68,10 @@ class Frontier:
         self.rope, self.commands, self.models, self.devices, self.bench_env = {}, [], {}, {}, None
         self.task_files = {}
 
+    def model_at(self, L, model):
+        if model and not self.models.get(L):
+            self.models[L] = model
+
     def command(self, kind, path, cmd):
         secs = side(path, ".secs")
         self.commands.append({"kind": kind, "json": path, "command": cmd or side(path, ".cmd") or "?",
@@ -84,7 +88,7 @@ class Frontier:
             L, kk = r["ctx"], key(r["mode"], r["k"], r["bsel"])
             if r.get("recent") or r.get("sinks"):
                 continue
-            self.models.setdefault(L, prov.get("model"))
+            self.model_at(L, prov.get("model"))
             dev = prov.get("device")
             if dev and prov.get("precision"):
                 dev += f" ({prov['precision']})"
@@ -105,7 +109,7 @@ class Frontier:
             L, kk = r["ctx"], key(r["mode"], r["k"], r["bsel"])
             p = r.get("provenance", prov)
             self.rope.setdefault(L, p.get("rope"))
-            self.models.setdefault(L, p.get("model"))
+            self.model_at(L, p.get("model"))
             self.devices.setdefault(("ruler", L), p.get("device"))
             self.task_files.setdefault(L, (p.get("tasks_file"), p.get("tasks_sha256"), p.get("generator"),
                                            p.get("seeds"), p.get("template"), p.get("sentence_splitter")))
@@ -121,6 +125,7 @@ class Frontier:
     def add_ttft(self, path, doc):
         cid = self.command("ttft", path, None)
         self.bench_env = self.bench_env or doc.get("env")
+        model = (doc.get("env") or {}).get("model")
         names = {"ttft_dense": "dense", "ttft_indexer": "indexer", "ttft_indexer_block": "indexer",
                  "ttft_oracle": "oracle"}
         for r in doc.get("results", []):
@@ -132,6 +137,7 @@ class Frontier:
                      "reps": r.get("reps")}
             if entry["ms"] is None and not entry["error"]:
                 entry["error"] = "no time"
+            self.model_at(r["ctx"], model)
             cur = self.ttft.setdefault(r["ctx"], {}).get(kk)
             if cur is None or (cur["ms"] is None and entry["ms"] is not None):
                 self.ttft[r["ctx"]][kk] = entry
@@ -330,7 +336,7 @@ def markdown(rows, fr, args):
         o.append("")
         for L in sorted(fr.tasks):
             cfgs = sorted({c for t in fr.tasks[L].values() for c in t},
-                          key=lambda c: (c[0] != "dense", c[1], c[2], c[0]))
+                          key=lambda c: (c[0] != "dense", c[1], c[2], MODES.index(c[0])))
             names = ["dense" if c[0] == "dense" else f"{c[0]} k{c[1]} b{c[2]}" for c in cfgs]
             tf = fr.task_files.get(L)
             o.append(f"{ctx_name(L)}{' (' + fr.rope[L] + ')' if yarn(fr.rope.get(L)) else ''}: tasks file "
@@ -369,12 +375,12 @@ def plot(rows, fr, path, title):
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.8))
     lengths = fr.lengths()
     bsels = sorted({r["bsel"] for r in rows if r["mode"] != "dense"})
-    cmap = plt.get_cmap("viridis")
+    cmap = plt.get_cmap("tab10")
     styles = ["-", "--", ":", "-."]
     for ax, (ykey, ylabel) in zip(axes, (("druler", "ΔRULER average vs dense (points)"),
                                           ("dnll", "ΔNLL vs dense (nats/token)"))):
         for li, L in enumerate(lengths):
-            color = cmap(li / max(1, len(lengths) - 1))
+            color = cmap(li % 10)
             lab = ctx_name(L) + (" YaRN" if yarn(fr.rope.get(L)) else "")
             for bi, b in enumerate(bsels):
                 pts = sorted(((r[xkey], r[ykey], r["k"]) for r in rows if r["ctx"] == L and r["mode"] == "indexer"
