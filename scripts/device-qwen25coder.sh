@@ -168,7 +168,7 @@ call() {
             say "budget of $BUDGET_S s spent before $name: rerun this stage to continue"
             exit 3
         fi
-        rm -f "$RES/$name".*
+        rm -f "$RES/$name".* "$RES/$name-preds.jsonl"
         say "$name: $cmd"
         t=$(date +%s)
         timeout -s TERM "$l" "$@" >"$RES/$name.log" 2>&1 || rc=$?
@@ -185,6 +185,7 @@ call() {
         fi
     fi
     cp "$RES/$name".* "$OUT/" 2>/dev/null
+    [ -f "$RES/$name-preds.jsonl" ] && cp "$RES/$name-preds.jsonl" "$OUT/"
     return 0
 }
 
