@@ -25,7 +25,8 @@
 #                      --text .dev/c1/text/train.txt --device cuda --teacher-precision bf16, held-out
 #                      recall on .dev/c1/text/heldout.txt every EVAL_EVERY steps, a checkpoint every
 #                      CKPT_EVERY) for STEPS steps (default 300), stopped at the stage budget; the next
-#                      `train` (same STEPS) resumes from the newest checkpoint. Each call then exports the
+#                      `train` with the same STEPS resumes from the newest checkpoint (another STEPS starts a
+#                      new run in /root/q25/run-ctxCTX-stepsSTEPS). Each call then exports the
 #                      newest checkpoint to /root/q25/idx (the indexer the other stages use)
 #   ruler LEN [K] [BSEL]  spindle eval --tasks-file tasks_LEN (YaRN folder above 32K): with K "dense"
 #                      the dense rows only; else one call per k of K (default GRID_K), each with dense,
@@ -82,7 +83,6 @@ GRID_BSEL=${GRID_BSEL:-1,16,64}
 BUDGET_S=${BUDGET_S:-540}
 RES=$STATE/res
 IDX=${INDEXER:-$STATE/idx}
-RUN=$STATE/run
 GGUF_SHA=cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046
 GGUF_BYTES=1117320768
 T0=$(date +%s)
@@ -319,6 +319,9 @@ train)
     [[ $steps =~ ^[1-9][0-9]*$ ]] || { echo "device-qwen25coder: train STEPS: a positive integer, not $steps" >&2; exit 2; }
     need_model "$M"
     stash_tasks
+    # One run folder per (ctx, STEPS): the same STEPS resumes, another starts afresh (a resumed run keeps
+    # the cosine horizon of its first call).
+    RUN=$STATE/run-ctx$TRAIN_CTX-steps$steps
     train_ids=$(ids_of "$TRAIN_TEXT") && heldout_ids=$(ids_of "$HELDOUT_TEXT") || exit 1
     # The export needs time after the budget: keep EXPORT_S (default 40 s) for it.
     budget=$(($(left) - ${EXPORT_S:-40}))
