@@ -6,8 +6,8 @@
 #
 # What travels (docs/gpu.md): .deb/ in the first call; .dev/c1/ (text/check.txt, text/heldout.txt,
 # text/train.txt and the gguf wheel); the RULER task files .dev/ruler-qwen/tasks_{4k,8k,16k,32k,64k,128k}
-# .jsonl.gz (scripts/ruler-tasks.py; 0.6 + 1.2 + 2.4 + 4.7 MB for 4K-32K, 64K and 128K below in
-# docs/qwen25coder.md), each carried once: every stage copies the ones it finds into /root/q25/tasks/;
+# .jsonl.gz (scripts/ruler-tasks.py; 0.6, 1.2, 2.4, 4.7, 3.8 and 7.5 MB: docs/ruler.md), each carried
+# once: every stage copies the ones it finds into /root/q25/tasks/;
 # the GGUF in parts .dev/qp/pNN made here with
 #     split -b BYTES -d -a 2 models/../.cache/qwen25coder/<file>.gguf .dev/qp/p
 # with BYTES such that the tree plus one part stay under the 64 MiB a call carries (the tree is about
