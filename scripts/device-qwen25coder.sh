@@ -14,6 +14,8 @@
 # 36 MB: 30,000,000 gives 38 parts; without docs/ and tests/goldens/, 64,000,000). A part call may run
 # other GPU work after keeping its part (CMD), so the transfer calls are not idle.
 #
+#   stash              keep the task files found in .dev/ruler-qwen/ in /root/q25/tasks/ (unpacked; every
+#                      stage does this too, so a file needs to travel only once)
 #   part NN [CMD...]   keep .dev/qp/pNN in /root/q25/, then run CMD (if any) from the repository root
 #   convert            join /root/q25/p?? in order, check size and sha256 (cc324af0…b046), convert to
 #                      models/qwen25coder-1.5b (scripts/gguf_to_hf.py, float32), then spindle's logits
@@ -45,7 +47,7 @@
 #
 # Order of a session and expected durations (H200; docs/qwen25coder.md "The paired frontier"):
 #   1. first call with .deb/, .dev/c1/ and tasks_{4k,8k,16k,32k} (49.5 MB with the tree without docs/
-#      and tests/goldens/): ONLY_BUILD=1 bash scripts/device-check.sh                             ~3 min
+#      and tests/goldens/): ONLY_BUILD=1 bash scripts/device-check.sh; bash … stash              ~3 min
 #   2. part 00 … part 17 (~7 s each), then part 18 carrying also tasks_64k and tasks_128k with
 #      `CHECK_PRECISIONS= bash scripts/device-qwen25coder.sh convert` and `… yarn` as its CMD      ~5.5 min
 #   3. `train 300` (budget 540 s: ~300 steps expected with the bf16 teacher; BUDGET_S=360 for ~200)  9 min
@@ -125,7 +127,7 @@ tasks_file() {
     [ -s "$f" ] || { echo "device-qwen25coder: no $f (carry $TASKS/tasks_$(($1 / 1024))k.jsonl.gz)" >&2; return 1; }
     if [ -n "${RULER_PER_TASK:-}" ]; then
         local g="${f%.jsonl}_n$RULER_PER_TASK.jsonl"
-        if [ ! -s "$g" ]; then
+        if [ ! -s "$g" ] || [ "$f" -nt "$g" ]; then
             python3 - "$f" "$RULER_PER_TASK" "$g" <<'PYEOF' || return 1
 import collections, json, os, sys
 src, n, dst = sys.argv[1], int(sys.argv[2]), sys.argv[3]
@@ -309,6 +311,10 @@ convert)
     done
     rm -rf "$STATE"/check-*
     ;;
+stash)
+    stash_tasks
+    ls -l "$STATE/tasks"
+    ;;
 yarn)
     need_model "$M"
     bash scripts/get-qwen25coder.sh --yarn --base "$M" --out "$MY" && cp "$MY/config.json" "$OUT/yarn-config.json"
@@ -387,7 +393,7 @@ frontier)
     exit $rc
     ;;
 *)
-    echo "usage: scripts/device-qwen25coder.sh part NN [CMD...] | convert | yarn | train [STEPS] |" \
+    echo "usage: scripts/device-qwen25coder.sh stash | part NN [CMD...] | convert | yarn | train [STEPS] |" \
         "ruler LEN [K] [BSEL] | ruler FILE | nll LEN [K] [BSEL] | ttft LENS [K] [BSEL] | frontier LEN [K] [BSEL]" >&2
     exit 2
     ;;
