@@ -11,6 +11,12 @@
 #   scripts/get-qwen25coder.sh --force         # rebuild it
 #   scripts/get-qwen25coder.sh --bf16          # build models/qwen25coder-1.5b-bf16 (weights rounded to bfloat16)
 #   scripts/get-qwen25coder.sh --out DIR       # build DIR instead
+#   scripts/get-qwen25coder.sh --yarn [--base DIR] [--out DIR]
+#       models/qwen25coder-1.5b-yarn from an existing folder (default models/qwen25coder-1.5b): its
+#       config.json with Qwen's documented YaRN rope_scaling added ({"type": "yarn", "factor": 4.0,
+#       "original_max_position_embeddings": 32768}) and max_position_embeddings raised to 131072 (factor x
+#       original, so `spindle eval --ctx` accepts 64K/128K; with the factor given explicitly that changes
+#       nothing else, docs/ruler.md); every other file a symlink to the base folder's. Needs only python3.
 #
 # See docs/qwen25coder.md.
 set -euo pipefail
@@ -48,16 +54,56 @@ GGUF_BYTES=1117320768
 GGUF_SHA256=cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046
 
 PY="${PYTHON:-python3}"
-FORCE=0 BF16=0 OUT=""
+FORCE=0 BF16=0 YARN=0 OUT="" BASE=""
 while (($#)); do
   case "$1" in
     --force) FORCE=1 ;;
     --bf16) BF16=1 ;;
+    --yarn) YARN=1 ;;
     --out) [[ $# -ge 2 && -n "$2" ]] || { echo "get-qwen25coder: --out needs a folder" >&2; exit 2; }; OUT=$2; shift ;;
-    *) echo "get-qwen25coder: unknown argument $1 (use --force, --bf16, --out DIR)" >&2; exit 2 ;;
+    --base) [[ $# -ge 2 && -n "$2" ]] || { echo "get-qwen25coder: --base needs a folder" >&2; exit 2; }; BASE=$2; shift ;;
+    *) echo "get-qwen25coder: unknown argument $1 (use --force, --bf16, --yarn, --base DIR, --out DIR)" >&2; exit 2 ;;
   esac
   shift
 done
+((YARN && BF16)) && { echo "get-qwen25coder: --yarn and --bf16 conflict (use --yarn --base DIR)" >&2; exit 2; }
+[[ -n "$BASE" ]] && ((YARN == 0)) && { echo "get-qwen25coder: --base needs --yarn" >&2; exit 2; }
+
+# --- the YaRN variant: a config.json of its own, every other file a symlink to the base folder's ---
+if ((YARN)); then
+  BASE="${BASE:-$ROOT/models/qwen25coder-1.5b}"
+  [[ -f "$BASE/config.json" && -f "$BASE/model.safetensors" ]] ||
+    { echo "get-qwen25coder: $BASE: no config.json / model.safetensors (build it first: scripts/get-qwen25coder.sh)" >&2; exit 1; }
+  BASE="$(cd "$BASE" && pwd -P)"
+  OUT="${OUT:-$ROOT/models/qwen25coder-1.5b-yarn}"
+  OUT="${OUT%/}"
+  [[ -e "$OUT.tmp" ]] && { echo "get-qwen25coder: removing $OUT.tmp, left by an interrupted run"; rm -rf "$OUT.tmp"; }
+  mkdir -p "$OUT.tmp"
+  for f in "$BASE"/*; do
+    case "${f##*/}" in config.json | SHA256SUMS | SOURCE.txt) ;; *) ln -s "$f" "$OUT.tmp/${f##*/}" ;; esac
+  done
+  python3 - "$BASE/config.json" "$OUT.tmp/config.json" <<'PYEOF' || { rm -rf "$OUT.tmp"; exit 1; }
+import json, sys
+c = json.load(open(sys.argv[1]))
+if c.get("rope_scaling"):
+    sys.exit(f"get-qwen25coder: {sys.argv[1]}: already has rope_scaling {c['rope_scaling']}")
+orig = int(c["max_position_embeddings"])
+c["rope_scaling"] = {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": orig}
+c["max_position_embeddings"] = 4 * orig
+with open(sys.argv[2], "w") as f:
+    json.dump(c, f, indent=2)
+    f.write("\n")
+PYEOF
+  {
+    echo "model: the YaRN variant of $BASE (every file but config.json and this one a symlink to it)"
+    echo 'rope_scaling: {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768} (Qwen2.5, beyond 32K)'
+    echo "max_position_embeddings: 131072 (factor x original; spindle eval --ctx refuses a context above it)"
+  } >"$OUT.tmp/SOURCE.txt"
+  rm -rf "$OUT"
+  mv "$OUT.tmp" "$OUT"
+  echo "get-qwen25coder: done: $OUT (YaRN factor 4 over $BASE)"
+  exit 0
+fi
 CACHE="$ROOT/.cache/qwen25coder"
 if [[ -z "$OUT" ]]; then
   OUT="$ROOT/models/qwen25coder-1.5b"

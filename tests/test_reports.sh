@@ -10,6 +10,7 @@
 #   3. scripts/frontier.sh's argument checks (bad counts exit 2 before any work).
 #   4. scripts/gemma3-report.py on a recorded run (tests/fixtures/gemma3-report/) and
 #      scripts/gemma3-report.sh's argument checks.
+#   5. scripts/qwen-frontier.py on small inputs written here (eval, RULER and bench JSON shapes).
 # Usage: tests/test_reports.sh SOURCE_DIR TMP_DIR
 set -uo pipefail
 src=$1 tmp=$2
@@ -160,6 +161,61 @@ python3 "$src/scripts/gemma3-report.py" --manifest "$g3/manifest.tsv" --out "$g3
     --device cuda >"$g3/log" 2>&1 &&
     grep -q "| 256 | – | 2 | trained by an earlier run: 7 steps, 1792 tokens (\`$tmp/idx256/config.json\`) | – |" "$g3/report.md"
 check $? "gemma3-report.py --indexers: the training row names the given indexers"
+
+# 5. scripts/qwen-frontier.py on small inputs of the three shapes it joins (written here): the speedups,
+#    the within-1-point / 0.01-nat verdict and the YaRN label must follow from them.
+qf=$tmp/qwen-frontier
+mkdir -p "$qf/in"
+python3 - "$qf/in" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+prov = {"model": "models/qwen25coder-1.5b", "device": "cuda", "precision": "bf16", "command": "spindle eval (nll)"}
+def nll(mode, k, b, dnll, ctx=32768, model=None):
+    p = dict(prov, model=model or prov["model"])
+    return {"mode": mode, "k": k, "bsel": b, "ctx": ctx, "n_seq": 2, "n_scored": 65534, "nll": 1.5 + dnll,
+            "dnll": dnll, "dnll_ci95": 0.001, "logit_kl": dnll, "top1_agree": 0.99, "mass_recall": 0.9,
+            "sparsity": 0.9, "provenance": p}
+json.dump([nll("dense", 0, 0, 0.0), nll("oracle", 256, 1, 0.002), nll("indexer", 256, 1, 0.006),
+           nll("indexer", 256, 64, 0.03)], open(os.path.join(d, "nll_ctx32768_k256.json"), "w"))
+json.dump([nll("dense", 0, 0, 0.0, 131072, "models/qwen25coder-1.5b-yarn"),
+           nll("indexer", 256, 64, 0.004, 131072, "models/qwen25coder-1.5b-yarn")],
+          open(os.path.join(d, "nll_ctx131072_k256.json"), "w"))
+rp = {"model": "models/qwen25coder-1.5b", "rope": "default (theta 1e+06)", "device": "cuda (bf16)",
+      "tasks_file": "t.jsonl", "tasks_sha256": "ab" * 32, "generator": ["nvidia-long-context-eval 26.3"],
+      "seeds": [42], "command": "spindle eval --tasks-file t.jsonl"}
+def ru(mode, k, b, task, acc):
+    return {"mode": mode, "k": k, "bsel": b, "ctx": 32768, "task": task, "n_seq": 2, "accuracy": acc,
+            "accuracy_ci95": 1.0, "seconds_per_task": 1.0, "new_tokens": 5, "provenance": rp}
+json.dump([ru("dense", 0, 0, "niah_single_1", 80.0), ru("dense", 0, 0, "average", 80.0),
+           ru("oracle", 256, 1, "average", 80.0), ru("indexer", 256, 1, "niah_single_1", 79.5),
+           ru("indexer", 256, 1, "average", 79.5), ru("indexer", 256, 64, "average", 75.0)],
+          open(os.path.join(d, "ruler_ctx32768_k256.json"), "w"))
+def t(name, ms, k, b, ctx=32768, err=None):
+    return {"name": name, "ctx": ctx, "ms_median": ms, "k": k, "bsel": b, "notes": "", "error": err}
+json.dump({"schema": "spindle-bench/1", "env": {"gpu": "test", "model": "models/qwen25coder-1.5b", "d_index": 128},
+           "results": [t("ttft_dense", 400.0, 0, 0), t("ttft_indexer", 320.0, 256, 1), t("ttft_oracle", 1600.0, 256, 1),
+                       t("ttft_indexer_block", 160.0, 256, 64)]}, open(os.path.join(d, "ttft_ctx32768_k256_b64.json"), "w"))
+PY
+python3 "$src/scripts/qwen-frontier.py" --results "$qf/in" --md "$qf/f.md" --json "$qf/f.json" >"$qf/log" 2>&1
+check $? "qwen-frontier.py exits 0"
+python3 - "$qf/f.json" "$qf/f.md" <<'PY'
+import json, sys
+doc, md = json.load(open(sys.argv[1])), open(sys.argv[2]).read()
+rows = {(r["ctx"], r["mode"], r["k"], r["bsel"]): r for r in doc["rows"]}
+bad = []
+def near(a, b): return a is not None and abs(a - b) < 1e-9
+if not near(rows[(32768, "indexer", 256, 1)].get("speedup"), 1.25): bad.append("indexer b1 speedup 400/320")
+if not near(rows[(32768, "indexer", 256, 64)].get("speedup"), 2.5): bad.append("indexer b64 speedup 400/160")
+if not near(rows[(32768, "indexer", 256, 1)].get("druler"), -0.5): bad.append("druler -0.5")
+v = " ".join(doc["verdict"])
+if "within 1 RULER point and 0.01 nats/token of dense at 1 of 2 configurations (k 256, b_sel 1)" not in v:
+    bad.append("verdict at 32K")
+if "TTFT speedup of 1.25×" not in v: bad.append("verdict speedup")
+if "**128K** (YaRN" not in v or "| 128K (YaRN) | indexer | 256 | 64 |" not in md: bad.append("YaRN label at 128K")
+print("qwen-frontier.py:", "ok" if not bad else bad)
+sys.exit(1 if bad else 0)
+PY
+check $? "qwen-frontier.py: speedups, ΔRULER, the verdict and the YaRN label follow from the inputs"
 
 echo "reports: $([ $fails = 0 ] && echo PASS || echo "FAIL ($fails)")"
 exit $((fails > 0))

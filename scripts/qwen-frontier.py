@@ -1,0 +1,457 @@
+#!/usr/bin/env python3
+"""qwen-frontier.py: the paired frontier of a real checkpoint from scripts/device-qwen25coder.sh's JSONs.
+
+Reads every JSON in the folders given (the device stages' outputs, any mix of calls):
+  nll_*.json    `spindle eval --ids/--text --ctx L` rows: NLL, ΔNLL (± 95%), logit KL, top-1 agreement,
+                mass recall, sparsity of dense / oracle / indexer at each (k, b_sel);
+  ruler_*.json  `spindle eval --tasks-file` rows: RULER accuracy per task and the average (± 95%);
+  ttft_*.json   `spindle bench --model M --no-kernels` results: ttft_dense, ttft_indexer (b_sel 1),
+                ttft_indexer_block (b_sel > 1), ttft_oracle (per query).
+and joins them per (length, mode, k, b_sel) into
+  --md FILE     one Markdown table (+ the per-task RULER table, the sentences the issue's "Done when" asks
+                for, computed from the numbers, and every command with its time);
+  --json FILE   the joined rows;
+  --png FILE    quality against TTFT speedup: RULER average and ΔNLL vs dense TTFT / TTFT, one line per
+                (length, b_sel) through the indexer's k values, the per-query oracle as separate markers.
+A length above the checkpoint's original context says which RoPE it ran with (YaRN) in every table.
+Dense rows of several calls at one length are the same computation: the first is used, and the spread of
+the others is reported (a check that the calls are comparable).
+
+  python3 scripts/qwen-frontier.py --results docs/runs/DIR [...] --md OUT.md --json OUT.json --png OUT.png
+         [--within-ruler 1] [--within-nll 0.01] [--title TEXT]
+"""
+import argparse
+import glob
+import json
+import math
+import os
+import sys
+
+MODES = ("dense", "oracle", "indexer")
+
+
+def fail(msg):
+    print(f"qwen-frontier: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+def write_atomic(path, data, binary=False):
+    d = os.path.dirname(path)
+    if d:
+        os.makedirs(d, exist_ok=True)
+    with open(path + ".tmp", "wb" if binary else "w") as f:
+        f.write(data)
+    os.replace(path + ".tmp", path)
+
+
+def load(path):
+    try:
+        return json.load(open(path))
+    except (OSError, ValueError) as e:
+        fail(f"{path}: unreadable JSON ({e})")
+
+
+def key(mode, k, bsel):
+    return (mode, 0, 0) if mode == "dense" else (mode, int(k), int(bsel))
+
+
+def side(path, ext):
+    """The seconds / command files device-qwen25coder.sh keeps next to each JSON."""
+    p = os.path.splitext(path)[0] + ext
+    return open(p).read().strip() if os.path.exists(p) else None
+
+
+class Frontier:
+    def __init__(self):
+        self.nll, self.ruler, self.tasks, self.ttft = {}, {}, {}, {}
+        self.dense_nll_spread, self.dense_ruler_spread = {}, {}
+        self.rope, self.commands, self.models, self.devices, self.bench_env = {}, [], {}, {}, None
+        self.task_files = {}
+
+    def model_at(self, L, model):
+        if model and not self.models.get(L):
+            self.models[L] = model
+
+    def command(self, kind, path, cmd):
+        secs = side(path, ".secs")
+        self.commands.append({"kind": kind, "json": path, "command": cmd or side(path, ".cmd") or "?",
+                              "seconds": int(secs) if secs and secs.isdigit() else None})
+        return len(self.commands)
+
+    def add_nll(self, path, rows):
+        rows = [r for r in rows if "task" not in r and "mode" in r]
+        if not rows:
+            return
+        prov = rows[0].get("provenance", {})
+        cid = self.command("nll", path, prov.get("command"))
+        for r in rows:
+            L, kk = r["ctx"], key(r["mode"], r["k"], r["bsel"])
+            if r.get("recent") or r.get("sinks"):
+                continue
+            self.model_at(L, prov.get("model"))
+            dev = prov.get("device")
+            if dev and prov.get("precision"):
+                dev += f" ({prov['precision']})"
+            self.devices.setdefault(("nll", L), dev)
+            if kk in self.nll.setdefault(L, {}):
+                if kk[0] == "dense":
+                    self.dense_nll_spread.setdefault(L, [self.nll[L][kk]["nll"]]).append(r["nll"])
+                continue
+            self.nll[L][kk] = dict(r, cmd=cid)
+
+    def add_ruler(self, path, rows):
+        rows = [r for r in rows if "task" in r]
+        if not rows:
+            return
+        prov = rows[0].get("provenance", {})
+        cid = self.command("ruler", path, prov.get("command"))
+        for r in rows:
+            L, kk = r["ctx"], key(r["mode"], r["k"], r["bsel"])
+            p = r.get("provenance", prov)
+            self.rope.setdefault(L, p.get("rope"))
+            self.model_at(L, p.get("model"))
+            self.devices.setdefault(("ruler", L), p.get("device"))
+            self.task_files.setdefault(L, (p.get("tasks_file"), p.get("tasks_sha256"), p.get("generator"),
+                                           p.get("seeds"), p.get("template"), p.get("sentence_splitter")))
+            if r["task"] == "average":
+                if kk in self.ruler.setdefault(L, {}):
+                    if kk[0] == "dense":
+                        self.dense_ruler_spread.setdefault(L, [self.ruler[L][kk]["accuracy"]]).append(r["accuracy"])
+                    continue
+                self.ruler[L][kk] = dict(r, cmd=cid)
+            else:
+                self.tasks.setdefault(L, {}).setdefault(r["task"], {}).setdefault(kk, dict(r, cmd=cid))
+
+    def add_ttft(self, path, doc):
+        cid = self.command("ttft", path, None)
+        self.bench_env = self.bench_env or doc.get("env")
+        model = (doc.get("env") or {}).get("model")
+        names = {"ttft_dense": "dense", "ttft_indexer": "indexer", "ttft_indexer_block": "indexer",
+                 "ttft_oracle": "oracle"}
+        for r in doc.get("results", []):
+            mode = names.get(r.get("name"))
+            if mode is None:
+                continue
+            kk = key(mode, r.get("k", 0), r.get("bsel", 0) if mode != "oracle" else 1)
+            entry = {"ms": r.get("ms_median"), "error": r.get("error"), "notes": r.get("notes"), "cmd": cid,
+                     "reps": r.get("reps")}
+            if entry["ms"] is None and not entry["error"]:
+                entry["error"] = "no time"
+            self.model_at(r["ctx"], model)
+            cur = self.ttft.setdefault(r["ctx"], {}).get(kk)
+            if cur is None or (cur["ms"] is None and entry["ms"] is not None):
+                self.ttft[r["ctx"]][kk] = entry
+
+    def lengths(self):
+        return sorted(set(self.nll) | set(self.ruler) | set(self.ttft))
+
+    def configs(self, L):
+        ks = set(self.nll.get(L, {})) | set(self.ruler.get(L, {})) | set(self.ttft.get(L, {}))
+        return sorted(ks, key=lambda c: (MODES.index(c[0]) if c[0] == "dense" else 1, c[1], c[2], MODES.index(c[0])))
+
+    def rows(self, ttft_note):
+        out = []
+        for L in self.lengths():
+            dense_t = self.ttft.get(L, {}).get(("dense", 0, 0), {})
+            dense_r = self.ruler.get(L, {}).get(("dense", 0, 0))
+            for c in self.configs(L):
+                n = self.nll.get(L, {}).get(c)
+                r = self.ruler.get(L, {}).get(c)
+                t = self.ttft.get(L, {}).get(c)
+                row = {"ctx": L, "mode": c[0], "k": c[1], "bsel": c[2]}
+                if n:
+                    for m in ("nll", "dnll", "dnll_ci95", "logit_kl", "top1_agree", "mass_recall", "sparsity",
+                              "n_seq", "n_scored"):
+                        row[m] = n.get(m)
+                    row["nll_cmd"] = n["cmd"]
+                if r:
+                    row["ruler"], row["ruler_ci95"], row["ruler_n"] = r["accuracy"], r.get("accuracy_ci95"), r.get("n_seq")
+                    row["ruler_s_per_task"] = r.get("seconds_per_task")
+                    row["ruler_cmd"] = r["cmd"]
+                    if dense_r:
+                        row["druler"] = r["accuracy"] - dense_r["accuracy"]
+                if t and t["ms"] is not None:
+                    row["ttft_ms"], row["ttft_cmd"] = t["ms"], t["cmd"]
+                    if dense_t.get("ms"):
+                        row["speedup"] = dense_t["ms"] / t["ms"]
+                else:
+                    row["ttft_note"] = (t["error"] if t else None) or (
+                        "not timed (bench times the oracle per query only)" if c[0] == "oracle" and c[2] > 1
+                        else ttft_note)
+                out.append(row)
+        return out
+
+
+def read(folders):
+    fr = Frontier()
+    files = []
+    for d in folders:
+        if os.path.isfile(d):
+            files.append(d)
+        else:
+            files += sorted(glob.glob(os.path.join(d, "*.json")))
+    for p in files:
+        base = os.path.basename(p)
+        if base.startswith("nll_"):
+            fr.add_nll(p, load(p))
+        elif base.startswith("ruler_"):
+            fr.add_ruler(p, load(p))
+        elif base.startswith("ttft_"):
+            fr.add_ttft(p, load(p))
+    if not fr.lengths():
+        fail("no nll_*.json, ruler_*.json or ttft_*.json in " + ", ".join(folders))
+    for L, m in fr.models.items():  # NLL rows do not record the RoPE: the YaRN folder says it by its name
+        if not fr.rope.get(L) and m and "yarn" in m.lower():
+            fr.rope[L] = f"YaRN (model folder {m}; the NLL rows do not record the RoPE)"
+    return fr
+
+
+def f(v, d=4, sign=False):
+    if v is None or (isinstance(v, float) and not math.isfinite(v)):
+        return "–"
+    return f"{v:+.{d}f}" if sign else f"{v:.{d}f}"
+
+
+def ctx_name(L):
+    return f"{L // 1024}K" if L % 1024 == 0 else str(L)
+
+
+def yarn(rope):
+    return bool(rope) and rope.lower().startswith("yarn")
+
+
+def verdict(rows, fr, within_ruler, within_nll):
+    """The sentences of the issue's 'Done when', from the numbers."""
+    out = []
+    for L in fr.lengths():
+        rs = [r for r in rows if r["ctx"] == L]
+        d = next((r for r in rs if r["mode"] == "dense"), {})
+        ix = [r for r in rs if r["mode"] == "indexer"]
+        head = f"- **{ctx_name(L)}**" + (f" ({fr.rope.get(L)})" if yarn(fr.rope.get(L)) else "") + ": "
+        parts = []
+        if d.get("ruler") is not None:
+            parts.append(f"dense RULER {d['ruler']:.1f} ± {d.get('ruler_ci95') or 0:.1f}")
+        if not ix:
+            out.append(head + "; ".join(parts + ["no indexer rows"]) + ".")
+            continue
+        both = [r for r in ix if r.get("druler") is not None and r.get("dnll") is not None]
+        ok = [r for r in both if r["druler"] >= -within_ruler and r["dnll"] <= within_nll]
+        sp = lambda r: r.get("speedup") or 0.0  # noqa: E731
+        cfg = lambda r: f"k {r['k']}, b_sel {r['bsel']}"  # noqa: E731
+        if not both:
+            have = "RULER" if any(r.get("druler") is not None for r in ix) else "NLL" if any(
+                r.get("dnll") is not None for r in ix) else None
+            parts.append(f"the indexer has {'only ' + have + ' rows' if have else 'no quality rows'}: "
+                         "no joint verdict")
+        elif ok:
+            best = max(ok, key=sp)
+            s = (f"the indexer is within {within_ruler:g} RULER point and {within_nll:g} nats/token of dense at "
+                 f"{len(ok)} of {len(both)} configurations ({'; '.join(cfg(r) for r in ok)})")
+            if best.get("speedup"):
+                s += (f"; the fastest of them, {cfg(best)}, at a TTFT speedup of {best['speedup']:.2f}× "
+                      f"(ΔRULER {best['druler']:+.1f}, ΔNLL {best['dnll']:+.4f})")
+            else:
+                s += "; TTFT not measured for them"
+            parts.append(s)
+        else:
+            near = min(both, key=lambda r: max(-r["druler"] / within_ruler, r["dnll"] / within_nll))
+            parts.append(f"the indexer is not within {within_ruler:g} RULER point and {within_nll:g} nats/token "
+                         f"of dense at any of {len(both)} configurations; closest {cfg(near)}: ΔRULER "
+                         f"{near['druler']:+.1f}, ΔNLL {near['dnll']:+.4f}"
+                         + (f", TTFT speedup {near['speedup']:.2f}×" if near.get("speedup") else ""))
+        fastest = max((r for r in ix if r.get("speedup")), key=sp, default=None)
+        if fastest:
+            parts.append(f"the indexer's largest TTFT speedup in the grid is {fastest['speedup']:.2f}× "
+                         f"({cfg(fastest)})")
+        out.append(head + "; ".join(parts) + ".")
+    return out
+
+
+def markdown(rows, fr, args):
+    o = []
+    if args.title:
+        o += [f"### {args.title}", ""]
+    models = sorted({m for m in fr.models.values() if m})
+    env = fr.bench_env or {}
+    o.append(f"Model: {', '.join(f'`{m}`' for m in models) or '?'}. Quality and TTFT per (length, mode, k, b_sel) "
+             "from the calls listed below (`spindle eval` on held-out text: NLL rows; `spindle eval --tasks-file`: "
+             "RULER rows; `spindle bench --model`: TTFT).")
+    o.append("")
+    if fr.bench_env:
+        o.append(f"TTFT: {env.get('gpu')}, median of timed repeats with CUDA events after a warm-up; "
+                 f"{env.get('precision')}; random indexer weights of d_I {env.get('d_index')} (the timing does not "
+                 "depend on training). Speedup = dense TTFT / TTFT at the same length.")
+    else:
+        o.append(f"TTFT: {args.ttft_note}.")
+    devs = sorted({f"{k[0]}: {v}" for k, v in fr.devices.items() if v})
+    if devs:
+        o.append("")
+        o.append("Quality runs: " + "; ".join(devs) + ".")
+    o.append("")
+    o.append("| ctx | RoPE |")
+    o.append("|---|---|")
+    for L in fr.lengths():
+        m = fr.models.get(L) or ""
+        rope = fr.rope.get(L) or (f"not recorded (no RULER row); the model folder `{m}`" +
+                                  (" is the YaRN variant" if "yarn" in m.lower() else ""))
+        o.append(f"| {ctx_name(L)} | {rope}{' — **YaRN**' if yarn(rope) else ''} |")
+    o.append("")
+    o.append("ΔNLL vs dense of the same call in nats/token (± 95%); RULER: the mean of the task means, 0–100 "
+             "(± 95%), ΔRULER vs dense; C-numbers name the commands below.")
+    o.append("")
+    o.append("| ctx | mode | k | b_sel | NLL | ΔNLL | logit KL | top-1 | mass recall | sparsity | RULER | ΔRULER | "
+             "TTFT (ms) | speedup | from |")
+    o.append("|" + "---|" * 15)
+    for r in rows:
+        y = " (YaRN)" if yarn(fr.rope.get(r["ctx"])) else ""
+        k = "–" if r["mode"] == "dense" else str(r["k"])
+        s = "–" if r["mode"] == "dense" else str(r["bsel"])
+        dn = f(r.get("dnll"), sign=True) + (f" ± {r['dnll_ci95']:.4f}" if r.get("dnll_ci95") is not None
+                                            and r["mode"] != "dense" else "")
+        ru = f"{r['ruler']:.1f} ± {r.get('ruler_ci95') or 0:.1f}" if r.get("ruler") is not None else "–"
+        dr = f(r.get("druler"), 1, True) if r["mode"] != "dense" else "–"
+        t = f(r.get("ttft_ms"), 1) if r.get("ttft_ms") is not None else (r.get("ttft_note") or "–")
+        sp = f"{r['speedup']:.2f}×" if r.get("speedup") else "–"
+        src = ", ".join(f"C{r[c]}" for c in ("nll_cmd", "ruler_cmd", "ttft_cmd") if r.get(c))
+        o.append(f"| {ctx_name(r['ctx'])}{y} | {r['mode']} | {k} | {s} | {f(r.get('nll'))} | "
+                 f"{dn if r['mode'] != 'dense' else '–'} | {f(r.get('logit_kl'))} | {f(r.get('top1_agree'))} | "
+                 f"{f(r.get('mass_recall'))} | {f(r.get('sparsity'))} | {ru} | {dr} | {t} | {sp} | {src or '–'} |")
+    o.append("")
+    o.append("#### Where the indexer is within "
+             f"{args.within_ruler:g} RULER point and {args.within_nll:g} nats of dense")
+    o.append("")
+    o += verdict(rows, fr, args.within_ruler, args.within_nll)
+    o.append("")
+    spread = [(L, v) for L, v in fr.dense_nll_spread.items() if max(v) - min(v) > 0] + \
+             [(L, v) for L, v in fr.dense_ruler_spread.items() if max(v) - min(v) > 0]
+    if fr.dense_nll_spread or fr.dense_ruler_spread:
+        o.append("Dense rows repeated across calls: " + "; ".join(
+            f"{ctx_name(L)} NLL {min(v):.6f}–{max(v):.6f} ({len(v)} calls)" for L, v in fr.dense_nll_spread.items())
+            + ("; " if fr.dense_nll_spread and fr.dense_ruler_spread else "") + "; ".join(
+            f"{ctx_name(L)} RULER {min(v):.1f}–{max(v):.1f} ({len(v)} calls)" for L, v in fr.dense_ruler_spread.items())
+            + (" (identical)." if not spread else " (they differ: the table uses the first)."))
+        o.append("")
+    if fr.tasks:
+        o.append("#### RULER per task")
+        o.append("")
+        for L in sorted(fr.tasks):
+            cfgs = sorted({c for t in fr.tasks[L].values() for c in t},
+                          key=lambda c: (c[0] != "dense", c[1], c[2], MODES.index(c[0])))
+            names = ["dense" if c[0] == "dense" else f"{c[0]} k{c[1]} b{c[2]}" for c in cfgs]
+            tf = fr.task_files.get(L)
+            o.append(f"{ctx_name(L)}{' (' + fr.rope[L] + ')' if yarn(fr.rope.get(L)) else ''}: tasks file "
+                     f"`{tf[0]}` (sha256 {str(tf[1])[:12]}…, {', '.join(tf[2] or [])}, seeds {tf[3]})" if tf else "")
+            o.append("")
+            o.append("| task | n | " + " | ".join(names) + " |")
+            o.append("|---|---|" + "---|" * len(names))
+            for task in sorted(fr.tasks[L]):
+                cells = []
+                n = None
+                for c in cfgs:
+                    r = fr.tasks[L][task].get(c)
+                    n = n or (r or {}).get("n_seq")
+                    cells.append(f"{r['accuracy']:.0f} ± {r.get('accuracy_ci95') or 0:.0f}" if r else "–")
+                o.append(f"| {task} | {n or '–'} | " + " | ".join(cells) + " |")
+            o.append("")
+    o.append("#### Commands")
+    o.append("")
+    for i, c in enumerate(fr.commands, 1):
+        o.append(f"- C{i} ({c['kind']}, `{os.path.basename(c['json'])}`"
+                 + (f", {c['seconds']} s" if c["seconds"] is not None else "") + f"): `{c['command']}`")
+    return "\n".join(o) + "\n"
+
+
+def plot(rows, fr, path, title):
+    try:
+        import matplotlib
+    except ImportError:
+        print(f"qwen-frontier: matplotlib missing: no plot ({path})", file=sys.stderr)
+        return False
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    timed = any(r.get("speedup") for r in rows if r["mode"] != "dense")
+    xkey = "speedup" if timed else "sparsity"
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.8))
+    lengths = fr.lengths()
+    bsels = sorted({r["bsel"] for r in rows if r["mode"] != "dense"})
+    cmap = plt.get_cmap("tab10")
+    styles = ["-", "--", ":", "-."]
+    for ax, (ykey, ylabel) in zip(axes, (("druler", "ΔRULER average vs dense (points)"),
+                                          ("dnll", "ΔNLL vs dense (nats/token)"))):
+        for li, L in enumerate(lengths):
+            color = cmap(li % 10)
+            lab = ctx_name(L) + (" YaRN" if yarn(fr.rope.get(L)) else "")
+            for bi, b in enumerate(bsels):
+                pts = sorted(((r[xkey], r[ykey], r["k"]) for r in rows if r["ctx"] == L and r["mode"] == "indexer"
+                              and r["bsel"] == b and r.get(xkey) is not None and r.get(ykey) is not None))
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], styles[bi % 4], marker="^", color=color,
+                            label=f"indexer {lab}, b_sel {b}")
+                    for x, y, k in pts:
+                        ax.annotate(f"k{k}", (x, y), fontsize=6, xytext=(3, 2), textcoords="offset points")
+            ox = [(r[xkey], r[ykey]) for r in rows if r["ctx"] == L and r["mode"] == "oracle" and r["bsel"] == 1
+                  and r.get(xkey) is not None and r.get(ykey) is not None]
+            if ox:
+                ax.plot([p[0] for p in ox], [p[1] for p in ox], "s", mfc="none", color=color,
+                        label=f"oracle {lab}, per query")
+        ax.axhline(0, color="black", lw=0.8)
+        if ykey == "druler":
+            ax.axhline(-1, color="grey", lw=0.8, ls=":")
+        else:
+            ax.axhline(0.01, color="grey", lw=0.8, ls=":")
+            ax.set_yscale("symlog", linthresh=0.01)
+        if timed:
+            ax.set_xscale("log", base=2)
+            ax.axvline(1, color="grey", lw=0.8, ls=":")
+            ax.set_xlabel("TTFT speedup vs dense")
+        else:
+            ax.set_xlabel("sparsity (TTFT not measured)")
+        ax.set_ylabel(ylabel)
+        ax.grid(alpha=0.3)
+    handles, labels = axes[1].get_legend_handles_labels()
+    if not handles:
+        handles, labels = axes[0].get_legend_handles_labels()
+    if handles:
+        axes[1].legend(handles, labels, fontsize=6, loc="best")
+    fig.suptitle(title or "Quality against TTFT speedup", fontsize=10)
+    fig.tight_layout()
+    d = os.path.dirname(path)
+    if d:
+        os.makedirs(d, exist_ok=True)
+    fig.savefig(path + ".tmp", dpi=110, format="png")
+    os.replace(path + ".tmp", path)
+    return True
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--results", nargs="+", required=True, help="folders (or files) holding the stages' JSONs")
+    ap.add_argument("--md", required=True)
+    ap.add_argument("--json")
+    ap.add_argument("--png")
+    ap.add_argument("--title", default="")
+    ap.add_argument("--within-ruler", type=float, default=1.0, help="RULER points (default 1)")
+    ap.add_argument("--within-nll", type=float, default=0.01, help="nats/token (default 0.01)")
+    ap.add_argument("--ttft-note", default="not measured (no ttft_*.json: spindle bench runs on a GPU only)")
+    args = ap.parse_args()
+    fr = read(args.results)
+    rows = fr.rows(args.ttft_note)
+    body = markdown(rows, fr, args)
+    if args.png:
+        drawn = plot(rows, fr, args.png, args.title)
+        if drawn:
+            rel = os.path.relpath(os.path.abspath(args.png), os.path.dirname(os.path.abspath(args.md)))
+            body += f"\n![quality against TTFT speedup]({rel})\n"
+    write_atomic(args.md, body)
+    if args.json:
+        clean = lambda v: None if isinstance(v, float) and not math.isfinite(v) else v  # noqa: E731
+        doc = {"schema": "spindle-qwen-frontier/1", "rows": [{k: clean(v) for k, v in r.items()} for r in rows],
+               "rope": {str(L): v for L, v in fr.rope.items()}, "bench_env": fr.bench_env,
+               "commands": fr.commands, "verdict": verdict(rows, fr, args.within_ruler, args.within_nll)}
+        write_atomic(args.json, json.dumps(doc, indent=1) + "\n")
+    print(f"qwen-frontier: {len(rows)} rows over {len(fr.lengths())} length(s) -> {args.md}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
