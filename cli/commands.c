@@ -537,6 +537,7 @@ static int eval_tasks(int argc, char **argv) {
         {"--md", 1, "results as a Markdown table (default: the --json path with .md)", NULL},
         {"--predictions", 1, "each greedy answer as JSON lines (configuration, task, pred, outputs, score)", NULL},
         {"--n-tasks", 1, "score only the first N tasks of the file", NULL},
+        {"--modes", 1, "which rows, comma-separated: dense, oracle, indexer (default: all that the flags allow)", NULL},
         {"--threads", 1, "OpenMP threads (default: all cores)", NULL},
         {"--device", 1, "cpu (default) or cuda: the prefill and the cached decoding steps on that twin", NULL},
         {"--precision", 1, "with --device cuda: fp32 (default), mixed or bf16 (the prefill's precision; decoding steps attend in fp32)", NULL},
@@ -570,6 +571,21 @@ static int eval_tasks(int argc, char **argv) {
     if (args_get(flags, nf, "--indexer") && !n_k) {
         fprintf(stderr, "spindle eval: --indexer needs --k (the indexer rows' supports)\n");
         goto usage;
+    }
+    unsigned modes = 0;  // 1u << EvalMode; 0: all
+    if ((v = args_get(flags, nf, "--modes"))) {
+        static const char *const names[] = {"dense", "oracle", "indexer"};
+        int want[3] = {0};
+        if (cli_names("eval", "--modes", v, names, 3, want)) goto usage;
+        for (int m = 0; m < 3; m++) modes |= want[m] ? 1u << m : 0u;
+        if ((want[EVAL_ORACLE] || want[EVAL_INDEXER]) && !n_k) {
+            fprintf(stderr, "spindle eval: --modes oracle / indexer need --k\n");
+            goto usage;
+        }
+        if (want[EVAL_INDEXER] && !args_get(flags, nf, "--indexer")) {
+            fprintf(stderr, "spindle eval: --modes indexer needs --indexer\n");
+            goto usage;
+        }
     }
     const char *json = args_get(flags, nf, "--json"), *tasks_path = args_get(flags, nf, "--tasks-file");
     const char *preds_path = args_get(flags, nf, "--predictions");
@@ -605,7 +621,7 @@ static int eval_tasks(int argc, char **argv) {
     int n_tasks = 0, n_loaded = 0, n_res = 0, loaded = 0;
     size_t len = 0;
     const char *ix_dir = args_get(flags, nf, "--indexer");
-    const int n_cfg = 1 + n_k * (n_k ? n_b : 0) * (ix_dir ? 2 : 1);
+    int n_cfg = 0;  // ruler_run's configurations (the rows of preds), once the options are set
     rc = 1;
     if (model_load(&m, flags[0].value, &st)) goto done;
     loaded = 1;
@@ -626,7 +642,8 @@ static int eval_tasks(int argc, char **argv) {
     if (ruler_load(tasks_path, m.cfg.vocab, max_ctx, &tasks, &n_loaded, &st)) goto done;
     n_tasks = n_max && n_max < n_loaded ? n_max : n_loaded;
     if (ix_dir && load_indexer(&set, ix_dir, &m, flags[0].value, &st)) goto done;
-    const RulerOpts o = {ks, bsels, n_k, n_k ? n_b : 0, ix_dir ? &set : NULL, tok, 1};
+    const RulerOpts o = {ks, bsels, n_k, n_k ? n_b : 0, ix_dir ? &set : NULL, tok, 1, modes};
+    n_cfg = ruler_n_configs(&o);
     if (backbone_open(&bb, &m, use_cuda, prec, &st)) goto done;
     if (ruler_run(&bb, tasks, n_tasks, &o, &res, &n_res, &preds, &st)) goto done;
     char date[32];

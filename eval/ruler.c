@@ -212,12 +212,35 @@ static int group_tasks(const RulerTask *t, int n, int *group, int *first) {
     return n_g;
 }
 
+// Whether ruler_run scores mode m under o.
+static int ruler_wants(const RulerOpts *o, EvalMode m) {
+    if (m == EVAL_INDEXER && !o->indexer) return 0;
+    if (m != EVAL_DENSE && o->n_k * o->n_bsel == 0) return 0;
+    return !o->modes || (o->modes >> m) & 1u;
+}
+
+int ruler_n_configs(const RulerOpts *o) {
+    const int per = o->n_k * o->n_bsel;
+    return ruler_wants(o, EVAL_DENSE) + (ruler_wants(o, EVAL_ORACLE) + ruler_wants(o, EVAL_INDEXER)) * per;
+}
+
 int ruler_run(const Backbone *b, const RulerTask *tasks, int n_tasks, const RulerOpts *o, RulerResult **out,
               int *n_out, char ***preds, Status *st) {
     *out = NULL, *n_out = 0;
     if (preds) *preds = NULL;
     const Tokenizer *tok = o->tok;
-    const int n_modes = o->indexer ? 3 : 2, n_cfg = 1 + (n_modes - 1) * o->n_k * o->n_bsel;
+    const int n_cfg = ruler_n_configs(o), per = o->n_k * o->n_bsel;
+    // The configurations in order: dense, then each sparse mode at every (k, bsel).
+    EvalMode *cfg_mode = xmalloc(sizeof(EvalMode) * (size_t)(n_cfg > 0 ? n_cfg : 1));
+    int *cfg_k = xmalloc(sizeof(int) * (size_t)(n_cfg > 0 ? n_cfg : 1));
+    int *cfg_b = xmalloc(sizeof(int) * (size_t)(n_cfg > 0 ? n_cfg : 1));
+    {
+        int c = 0;
+        if (ruler_wants(o, EVAL_DENSE)) cfg_mode[c] = EVAL_DENSE, cfg_k[c] = cfg_b[c] = 0, c++;
+        for (EvalMode m = EVAL_ORACLE; m <= EVAL_INDEXER; m++)
+            for (int j = 0; ruler_wants(o, m) && j < per; j++)
+                cfg_mode[c] = m, cfg_k[c] = o->ks[j / o->n_bsel], cfg_b[c] = o->bsels[j % o->n_bsel], c++;
+    }
     int *group = xmalloc(sizeof(int) * (size_t)n_tasks), *first = xmalloc(sizeof(int) * (size_t)n_tasks);
     const int n_g = group_tasks(tasks, n_tasks, group, first);
     // The lengths present, each with an average row.
@@ -238,13 +261,8 @@ int ruler_run(const Backbone *b, const RulerTask *tasks, int n_tasks, const Rule
     if (o->progress) progress_start(&prog, "eval", "ruler tasks", (int64_t)n_cfg * n_tasks);
     int rc = 0;
     for (int c = 0; c < n_cfg && !rc; c++) {
-        EvalMode mode = EVAL_DENSE;
-        int k = 0, bsel = 0;
-        if (c > 0) {
-            const int j = c - 1, per = o->n_k * o->n_bsel;
-            mode = j < per ? EVAL_ORACLE : EVAL_INDEXER;
-            k = o->ks[(j % per) / o->n_bsel], bsel = o->bsels[(j % per) % o->n_bsel];
-        }
+        const EvalMode mode = cfg_mode[c];
+        const int k = cfg_k[c], bsel = cfg_b[c];
         const Sparsity sp = {.topk = k, .bsel = bsel};
         const ForwardOpts fo = {.sparse = mode == EVAL_DENSE ? NULL : &sp,
                                 .indexer = mode == EVAL_INDEXER ? o->indexer : NULL};
@@ -313,6 +331,7 @@ int ruler_run(const Backbone *b, const RulerTask *tasks, int n_tasks, const Rule
         }
     }
     free(group), free(first), free(ctxs), free(sc), free(gen);
+    free(cfg_mode), free(cfg_k), free(cfg_b);
     if (rc) {
         free(res);
         for (size_t i = 0; pr && i < (size_t)n_cfg * n_tasks; i++) free(pr[i]);

@@ -72,7 +72,15 @@ typedef struct {
     const struct IndexerSet *indexer;  // not NULL: indexer rows too
     const Tokenizer *tok;              // the model's, to decode the answers
     int progress;
+    // Which rows: a bitmask of 1u << EvalMode (0: all — dense, the oracle and,
+    // with an indexer, the indexer); a sparse mode needs n_k > 0, the indexer
+    // rows an indexer.
+    unsigned modes;
 } RulerOpts;
+
+// The configurations ruler_run scores (dense once, then each sparse mode at
+// every (k, bsel)), in its order: the rows of preds are configuration major.
+int ruler_n_configs(const RulerOpts *o);
 
 // Runs dense, then the oracle (and the indexer) at every (k, bsel) on every
 // task. preds (may be NULL) gets each prediction (rows × tasks, configuration

@@ -31,8 +31,9 @@
 #                      new run in /root/q25/run-ctxCTX-stepsSTEPS). Each call then exports the
 #                      newest checkpoint to /root/q25/idx (the indexer the other stages use)
 #   ruler LEN [K] [BSEL]  spindle eval --tasks-file tasks_LEN (YaRN folder above 32K): with K "dense"
-#                      the dense rows only; else one call per k of K (default GRID_K), each with dense,
-#                      the oracle and (once trained) the indexer at every b_sel of BSEL (default GRID_BSEL),
+#                      the dense rows only; else one call per k of K (default GRID_K), each with the
+#                      oracle and (once trained) the indexer at every b_sel of BSEL (default GRID_BSEL;
+#                      `eval --modes`, RULER_MODES overrides: the dense rows come from the "dense" call),
 #                      each call its own JSON. RULER_PER_TASK=N scores the first N instances of each task
 #   ruler FILE         as before: one spindle eval --tasks-file FILE at RULER_K × RULER_BSEL
 #   nll LEN [K] [BSEL] spindle eval on held-out text (.dev/c1/text/heldout.txt) at ctx LEN: NLL, ΔNLL,
@@ -206,9 +207,11 @@ stage_ruler() {  # LEN [K] [BSEL]
             --json "$RES/ruler_ctx${L}${tag}_dense.json" --predictions "$RES/ruler_ctx${L}${tag}_dense-preds.jsonl" ||
             rc=1
     else
+        local modes=oracle
+        [ -n "$ix" ] && modes=oracle,indexer
         for k in ${ks//,/ }; do
             call "ruler_ctx${L}${tag}_k${k}_b${bs//,/-}" "$SPINDLE" eval --model "$MM" --tasks-file "$f" --k "$k" \
-                --bsel "$bs" $ix $(dev_flags) --json "$RES/ruler_ctx${L}${tag}_k${k}_b${bs//,/-}.json" \
+                --bsel "$bs" --modes "${RULER_MODES:-$modes}" $ix $(dev_flags) --json "$RES/ruler_ctx${L}${tag}_k${k}_b${bs//,/-}.json" \
                 --predictions "$RES/ruler_ctx${L}${tag}_k${k}_b${bs//,/-}-preds.jsonl" || rc=1
         done
     fi

@@ -71,6 +71,23 @@ else
 fi
 "$spindle" eval --model "$model" --tasks-file "$work/t2.jsonl" --json "$work/r3.json" --bsel 4 2>"$work/e4"
 check "--bsel without --k is refused (exit 2)" "[ $? = 2 ]"
+# --modes: only the rows named, the same scores as in the run with every row.
+"$spindle" eval --model "$model" --tasks-file "$work/t2.jsonl" --k 8 --bsel 1 --modes oracle --json "$work/r6.json" \
+    --predictions "$work/p6.jsonl" 2>"$work/e6"
+check "--modes oracle: oracle rows only, scores and answers as in the full run" "[ $? = 0 ] && python3 - '$work/r2.json' '$work/r6.json' '$work/p6.jsonl' <<'PY'
+import json, sys
+full = [(r['task'], r['accuracy']) for r in json.load(open(sys.argv[1])) if r['mode'] == 'oracle']
+only = json.load(open(sys.argv[2]))
+preds = [json.loads(l) for l in open(sys.argv[3])]
+ok = {r['mode'] for r in only} == {'oracle'} and [(r['task'], r['accuracy']) for r in only] == full and len(preds) == 4
+sys.exit(0 if ok else print(full, only) or 1)
+PY"
+"$spindle" eval --model "$model" --tasks-file "$work/t2.jsonl" --modes oracle --json "$work/r7.json" 2>"$work/e7"
+check "--modes oracle without --k is refused (exit 2)" "[ $? = 2 ] && grep -q 'need --k' $work/e7"
+"$spindle" eval --model "$model" --tasks-file "$work/t2.jsonl" --k 8 --modes indexer --json "$work/r7.json" 2>"$work/e7"
+check "--modes indexer without --indexer is refused (exit 2)" "[ $? = 2 ] && grep -q 'needs --indexer' $work/e7"
+"$spindle" eval --model "$model" --tasks-file "$work/t2.jsonl" --k 8 --modes dense,sparse --json "$work/r7.json" 2>"$work/e7"
+check "--modes with an unknown name is refused (exit 2)" "[ $? = 2 ]"
 printf '{"task": "x"}\n' >"$work/bad.jsonl"
 "$spindle" eval --model "$model" --tasks-file "$work/bad.jsonl" --json "$work/r5.json" 2>"$work/e5"
 check "a bad tasks file: exit 1, file and line named, no output" "[ $? = 1 ] && grep -q 'bad.jsonl: line 1' $work/e5 && [ ! -e $work/r5.json ]"
