@@ -5,9 +5,13 @@ Reads `spindle eval --json` results (uniform budgets, several k, one b_sel) whos
 layer_mass_recall (the mean mass recall of each full-attention layer's supports), builds each
 layer's recall curve r_l(k) from them, and spends the total budget of a uniform k (n_layers * k
 keys per support) greedily, `--step` keys at a time, on the layer whose recall rises most: the
-allocation that maximises the summed recall sum_l r_l(k_l) when the curves are concave (each
-curve is replaced by its upper concave hull, and interpolated linearly between measured k).
-Every layer starts at the smallest measured k; a layer never gets more than ctx keys (recall 1).
+allocation that maximises the summed recall sum_l r_l(k_l) when the curves are concave. Between
+measured k a curve is interpolated linearly in log k (`--interp logk`, the default: recall rising
+by equal steps per doubling of k, so the marginal gain falls smoothly and the allocation is not
+tied to the measured grid) or in k (`--interp linear`); either way each curve is first replaced by
+its upper concave hull in that coordinate.
+Every layer starts at the smallest measured k; a layer never gets more than ctx keys (recall 1),
+nor more than --max-weight times k (default: no bound but ctx).
 Writes {"weights": [k_l / k, ...]} (mean 1), the file `spindle eval --k-layers` reads, with the
 per-layer k and the curves it came from under "calibration".
 
@@ -15,17 +19,27 @@ per-layer k and the curves it came from under "calibration".
 """
 import argparse
 import json
+import math
+import os
 import sys
 
 
+LOGK = True  # set by --interp
+
+
+def x_of(k):
+    return math.log(k) if LOGK else float(k)
+
+
 def hull(points):
-    """Upper concave hull of (k, recall) points sorted by k."""
+    """Upper concave hull of (k, recall) points sorted by k, in the interpolation's coordinate."""
     h = []
     for p in points:
         while len(h) >= 2:
-            (x1, y1), (x2, y2) = h[-2], h[-1]
+            (k1, y1), (k2, y2) = h[-2], h[-1]
+            x1, x2, xp = x_of(k1), x_of(k2), x_of(p[0])
             # drop h[-1] if it lies on or below the segment h[-2] -> p
-            if (y2 - y1) * (p[0] - x1) <= (p[1] - y1) * (x2 - x1):
+            if (y2 - y1) * (xp - x1) <= (p[1] - y1) * (x2 - x1):
                 h.pop()
             else:
                 break
@@ -36,15 +50,18 @@ def hull(points):
 def interp(h, k):
     if k <= h[0][0]:
         return h[0][1]
-    for (x1, y1), (x2, y2) in zip(h, h[1:]):
-        if k <= x2:
-            return y1 + (y2 - y1) * (k - x1) / (x2 - x1)
+    for (k1, y1), (k2, y2) in zip(h, h[1:]):
+        if k <= k2:
+            return y1 + (y2 - y1) * (x_of(k) - x_of(k1)) / (x_of(k2) - x_of(k1))
     return h[-1][1]
 
 
-def allocate(curves, k, step):
-    """Greedy allocation: curves[l] = hull points; returns per-layer budgets summing to len(curves) * k."""
+def allocate(curves, k, step, cap=None):
+    """Greedy allocation: curves[l] = hull points; returns per-layer budgets summing to len(curves) * k
+    (less when every layer reaches its cap), each at most cap."""
     n = len(curves)
+    if cap is not None:
+        curves = [[(x, y) for x, y in c if x < cap] + [(cap, interp(c, cap))] for c in curves]
     alloc = [c[0][0] for c in curves]
     left = n * k - sum(alloc)
     if left < 0:
@@ -76,10 +93,15 @@ def main():
     ap.add_argument("--bsel", type=int, default=1, help="the rows' b_sel (default 1)")
     ap.add_argument("--mode", default="oracle", choices=["oracle", "indexer"], help="the rows' mode (default oracle)")
     ap.add_argument("--step", type=int, default=8, help="keys per greedy step (default 8)")
+    ap.add_argument("--interp", default="logk", choices=["logk", "linear"],
+                    help="recall between measured k: linear in log k (default) or in k")
+    ap.add_argument("--max-weight", type=float, help="no layer gets more than this times k (default: ctx keys)")
     ap.add_argument("--out", required=True, help="the weights file to write")
     a = ap.parse_args()
     if a.k < 1 or a.step < 1 or a.bsel < 1:
         ap.error("--k, --step and --bsel must be positive")
+    global LOGK
+    LOGK = a.interp == "logk"
     pts, ctx, layers, sources = {}, None, None, []
     for path in a.eval:
         try:
@@ -108,14 +130,15 @@ def main():
         if ks[-1] < ctx:
             p.append((ctx, 1.0))  # every causal key: recall 1
         curves.append(hull(p))
-    alloc = allocate(curves, a.k, a.step)
+    cap = None if a.max_weight is None else max(int(round(a.max_weight * a.k)), min(c[0][0] for c in curves))
+    alloc = allocate(curves, a.k, a.step, cap)
     uni = sum(interp(c, min(a.k, c[-1][0])) for c in curves)
     cal = sum(interp(c, x) for c, x in zip(curves, alloc))
     out = {
         "weights": [x / a.k for x in alloc],
         "calibration": {
             "k": a.k, "bsel": a.bsel, "mode": a.mode, "ctx": ctx, "full_attention_layers": layers,
-            "layer_k": alloc, "measured_k": ks,
+            "layer_k": alloc, "measured_k": ks, "max_weight": a.max_weight, "interp": a.interp,
             "layer_mass_recall": {str(k): pts[k] for k in ks},
             "predicted_mean_recall_uniform": uni / n, "predicted_mean_recall_calibrated": cal / n,
             "sources": sources,
@@ -125,7 +148,6 @@ def main():
     with open(tmp, "w") as f:
         json.dump(out, f, indent=1)
         f.write("\n")
-    import os
     os.replace(tmp, a.out)
     print(f"calibrate-k-layers: k {a.k} b_sel {a.bsel} {a.mode}: layer k {alloc}; predicted mean recall "
           f"{uni / n:.4f} uniform -> {cal / n:.4f} calibrated -> {a.out}", file=sys.stderr)
