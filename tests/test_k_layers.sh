@@ -59,6 +59,37 @@ for r in skw:
     assert abs(sum(r['layer_sparsity']) / 2 - r['sparsity']) < 1e-4, (r['layer_sparsity'], r['sparsity'])
 PY"
 
+# Indexer rows (an indexer of a few steps: its supports, not its quality, are checked): the same per-layer k.
+"$bin" teacher --model "$g" --ids "$work/ids.txt" --ctx 64 --out "$work/shards" 2>/dev/null &&
+  "$bin" train --model "$g" --shards "$work/shards" --steps 4 --d-index 8 --d-rope 4 --recall-k 8 --eval-every 4 \
+    --threads 2 --out "$work/run" 2>/dev/null && "$bin" export --run "$work/run" --out "$work/idx" 2>/dev/null
+check "a tiny indexer to evaluate" "[ -s '$work/idx/model.safetensors' ]"
+ev --indexer "$work/idx" --json "$work/ix_none.json" 2>/dev/null
+ev --indexer "$work/idx" --k-layers "$work/uniform.json" --json "$work/ix_uni.json" 2>/dev/null
+ev --indexer "$work/idx" --k-layers "$work/skewed.json" --json "$work/ix_skw.json" 2>/dev/null
+check "indexer rows: uniform weights give the no-file numbers, a skewed file each layer's own k" "python3 - '$work' <<'PY'
+import json, sys
+w = sys.argv[1]
+none, uni, skw = (json.load(open(f'{w}/ix_{n}.json')) for n in ('none', 'uni', 'skw'))
+for a, b in zip(none, uni):
+    for k in ('nll', 'dnll', 'mass_recall', 'sparsity', 'layer_mass_recall', 'layer_sparsity'):
+        assert a.get(k) == b.get(k), (a['mode'], a['k'], a['bsel'], k)
+T = 64
+causal = T * (T + 1) / 2
+rows = [r for r in skw if r['mode'] == 'indexer']
+assert len(rows) == 4, len(rows)
+for r in rows:
+    want = [round(r['k'] * 0.25), round(r['k'] * 1.75)]
+    assert r['layer_k'] == want, (r['layer_k'], want)
+    if r['bsel'] == 1:
+        o = next(x for x in skw if x['mode'] == 'oracle' and x['k'] == r['k'] and x['bsel'] == 1)
+        for j, kl in enumerate(want):
+            s = 1 - sum(min(kl, t + 1) for t in range(T)) / causal
+            assert abs(r['layer_sparsity'][j] - s) < 1e-5, (j, r['layer_sparsity'][j], s)
+            # the oracle keeps the most mass a support of k_l keys can
+            assert r['layer_mass_recall'][j] <= o['layer_mass_recall'][j] + 1e-5, (j, r, o)
+PY"
+
 # Malformed files: exit 1, the file named.
 printf '{"weights": [1, 1, 1]}' >"$work/long.json"
 printf '{"weights": [1, 0]}' >"$work/zero.json"
