@@ -13,6 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "args.h"
 #include "backbone.h"
 #include "cli_layers.h"
@@ -687,6 +689,43 @@ usage:
     return rc;
 }
 
+// --k-layers FILE: {"weights": [w_0, ...]}, one weight > 0 per full-attention
+// layer (full[0..n_full) in order). Writes wl[full[j]] = w_j / mean(w) (so the
+// total budget is the uniform one) and wn[j] the same, and says when the mean was not 1.
+static int read_k_layers(const char *path, const int *full, int n_full, double *wl, double *wn, Status *st) {
+    char *data = NULL;
+    size_t len = 0;
+    if (file_read_all(path, &data, &len, st)) return -1;
+    cJSON *root = cJSON_ParseWithLength(data, len);
+    free(data);
+    if (!root) return status_fail(st, "%s: not valid JSON", path);
+    const cJSON *w = cJSON_GetObjectItemCaseSensitive(root, "weights");
+    int rc = 0;
+    if (!cJSON_IsArray(w)) {
+        rc = status_fail(st, "%s: needs \"weights\": an array of one number per full-attention layer", path);
+    } else if (cJSON_GetArraySize(w) != n_full) {
+        rc = status_fail(st, "%s: \"weights\" has %d entries; the model has %d full-attention layers (one weight each)",
+                         path, cJSON_GetArraySize(w), n_full);
+    } else {
+        double sum = 0;
+        for (int j = 0; j < n_full && !rc; j++) {
+            const cJSON *e = cJSON_GetArrayItem(w, j);
+            const double x = cJSON_IsNumber(e) ? e->valuedouble : NAN;
+            if (!(x > 0) || !isfinite(x))
+                rc = status_fail(st, "%s: weights[%d] (layer %d) must be a finite number > 0", path, j, full[j]);
+            else
+                wn[j] = x, sum += x;
+        }
+        const double mean = rc ? 1 : sum / n_full;
+        if (!rc && fabs(mean - 1) > 1e-6)
+            fprintf(stderr, "spindle eval: %s: the weights' mean is %.6g, not 1: dividing by it (the total budget "
+                            "stays the uniform one)\n", path, mean);
+        for (int j = 0; j < n_full && !rc; j++) wn[j] /= mean, wl[full[j]] = wn[j];
+    }
+    cJSON_Delete(root);
+    return rc;
+}
+
 int cmd_eval(int argc, char **argv) {
     for (int i = 1; i < argc; i++)
         if (!strcmp(argv[i], "--tasks-file") || !strncmp(argv[i], "--tasks-file=", 13)) return eval_tasks(argc, argv);
@@ -713,6 +752,7 @@ int cmd_eval(int argc, char **argv) {
         {"--recent", 1, "hybrid supports: each query also keeps its W most recent keys, comma-separated W >= 0 (default 0; CPU only)", NULL},
         {"--sinks", 1, "hybrid supports: each query also keeps the first S keys, comma-separated S >= 0 (default 0; CPU only)", NULL},
         {"--union-bsel", 1, "per-query rows (b_sel 1): also measure the union of the supports of each block of B consecutive queries, B in {1,2,4,8,16,32,64} (CPU only)", NULL},
+        {"--k-layers", 1, "per-layer budgets: JSON {\"weights\": [w, ...]}, one w > 0 per full-attention layer (normalised to mean 1); a row of k keeps round(k*w) keys per support at each layer (CPU only; scripts/calibrate-k-layers.py makes one)", NULL},
         {"--tasks-file", 1, "RULER tasks (scripts/ruler-tasks.py) instead of text: greedy answers scored by string match; its own flags: spindle eval --tasks-file F --help", NULL},
     };
     const int nf = N_FLAGS(flags);
@@ -759,6 +799,12 @@ int cmd_eval(int argc, char **argv) {
         fprintf(stderr, "spindle eval: --union-bsel %d: %s\n", union_bsel,
                 use_cuda ? "the union of per-query supports is measured on the CPU twin only (--device cpu)"
                          : "give a divisor of 64 (1, 2, 4, 8, 16, 32 or 64)");
+        goto usage;
+    }
+    const char *k_layers = args_get(flags, nf, "--k-layers");
+    if (k_layers && use_cuda) {
+        fprintf(stderr, "spindle eval: --k-layers: per-layer budgets run on the CPU twin only (--device cpu); the GPU "
+                        "forward sizes every layer's supports by --k\n");
         goto usage;
     }
     if (ctx < 2) {
@@ -825,6 +871,7 @@ int cmd_eval(int argc, char **argv) {
     Backbone bb = {&m, NULL};
     int n_res = 0, loaded = 0, n_files = 0, *full_layers = NULL, *ix_layers = NULL, n_ix = 0;
     char **files = NULL, (*sums)[65] = NULL, fp[65];
+    double *layer_w = NULL, *full_w = NULL;
     rc = 1;
     if (model_load(&m, flags[0].value, &st)) goto done;
     loaded = 1;
@@ -888,9 +935,19 @@ int cmd_eval(int argc, char **argv) {
         for (int i = 0; i < n_full; i++) fprintf(stderr, "%s%d", i ? "," : "", full_layers[i]);
         fprintf(stderr, ") of %d; recall and sparsity average over those\n", L);
     }
+    if (k_layers) {
+        layer_w = xcalloc((size_t)L, sizeof *layer_w), full_w = xcalloc((size_t)(n_full ? n_full : 1), sizeof *full_w);
+        if (read_k_layers(k_layers, full_layers, n_full, layer_w, full_w, &st)) goto done;
+        fprintf(stderr, "spindle eval: per-layer budgets from %s: k %d keeps", k_layers, ks[0]);
+        for (int j = 0; j < n_full; j++) fprintf(stderr, "%s%d", j ? "," : " ", eval_layer_k(ks[0], full_w[j]));
+        fprintf(stderr, " keys at layers");
+        for (int j = 0; j < n_full; j++) fprintf(stderr, "%s%d", j ? "," : " ", full_layers[j]);
+        fprintf(stderr, "\n");
+    }
     if (backbone_open(&bb, &m, use_cuda, prec, &st)) goto done;
     EvalOpts o = {ctx, ks, n_k, bsels, n_b, ix_dir ? &set : NULL, n_seq, 1, tok, tasks, n_tasks, depths,
                   n_depths, task_n, (uint64_t)seed, bb.gpu, ix_scores};
+    o.layer_weights = layer_w;
     o.recents = recents, o.n_recent = n_rec, o.sinks = sinks, o.n_sinks = n_sink;
     o.union_bsel = union_bsel;
     if (eval_run(&m, ids, n, &o, &res, &n_res, &st)) goto done;
@@ -903,7 +960,7 @@ int cmd_eval(int argc, char **argv) {
     const EvalProvenance prov = {flags[0].value, fp, L, full_layers, n_full, ix_dir, ix_layers, n_ix,
                                  ids_path ? "ids" : "text", (const char *const *)files, sum_ptrs, n_files,
                                  ks, bsels, n_k, n_b, ctx, use_cuda ? "cuda" : "cpu", prec_name, cmdline,
-                                 spindle_version(), date, recents, sinks, n_rec, n_sink};
+                                 spindle_version(), date, recents, sinks, n_rec, n_sink, k_layers, full_w};
     const int wrc = eval_write(res, n_res, &prov, json, csv, md, &st);
     free(sum_ptrs);
     if (wrc) goto done;
@@ -918,7 +975,7 @@ done:
     tok_free(tok);
     free(res);
     free(ids);
-    free(full_layers), free(ix_layers), free(sums);
+    free(full_layers), free(ix_layers), free(sums), free(layer_w), free(full_w);
     if (files) corpus_free_files(files, n_files);
     if (loaded) model_free(&m);
     free(cmdline);

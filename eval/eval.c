@@ -79,11 +79,30 @@ static int n_sparse_layers(const Model *m, const EvalOpts *o, int c) {
     return n;
 }
 
+int eval_layer_k(int k, double w) {
+    const long v = lround((double)k * w);
+    return v < 1 ? 1 : v > 1000000000L ? 1000000000 : (int)v;
+}
+
+// Whether model layer l runs sparse in configuration c (see n_sparse_layers).
+static int layer_sparse(const Model *m, const EvalOpts *o, int c, int l) {
+    const EvalMode mode = mode_of(o, c);
+    if (mode == EVAL_DENSE || m->cfg.layer_kinds[l] != LAYER_FULL_ATTENTION) return 0;
+    return mode == EVAL_ORACLE || (l < o->indexer->n_model_layers && o->indexer->params[l] != NULL);
+}
+
 // One configuration's forward pass.
 static void run_config(const Model *m, const EvalOpts *o, int c, const int32_t *ids, int T, float *hidden,
                        SparseStats *stats) {
-    const Sparsity sp = config_of(o, c);
+    Sparsity sp = config_of(o, c);
     const EvalMode mode = mode_of(o, c);
+    int layer_topk[CONFIG_MAX_LAYERS];
+    if (o->layer_weights && mode != EVAL_DENSE) {
+        for (int l = 0; l < m->cfg.n_layers; l++)
+            layer_topk[l] = m->cfg.layer_kinds[l] == LAYER_FULL_ATTENTION ? eval_layer_k(sp.topk, o->layer_weights[l])
+                                                                           : sp.topk;
+        sp.layer_topk = layer_topk;
+    }
     const Backbone bb = {m, o->gpu};
     backbone_hidden(&bb, ids, T, hidden, &(ForwardOpts){.sparse = mode == EVAL_DENSE ? NULL : &sp,
                                                        .indexer = mode == EVAL_INDEXER ? o->indexer : NULL,
@@ -176,6 +195,12 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
             return status_fail(st, "hybrid supports (recent %d, sinks %d) run on the CPU twin only", sp.recent,
                                sp.sinks);
     }
+    // Nor per-layer budgets: it sizes every layer's supports by the row's k.
+    if (o->gpu && o->layer_weights) return status_fail(st, "per-layer budgets run on the CPU twin only");
+    SPINDLE_CHECK(m->cfg.n_layers <= CONFIG_MAX_LAYERS);
+    int full[CONFIG_MAX_LAYERS];
+    config_full_layers(m->cfg.layer_kinds, m->cfg.n_layers, full);
+    const int n_lstat = o->gpu || L > EVAL_MAX_LAYER_STATS ? 0 : L;  // per-layer fields: the CPU twin's stats
     int n_seq = (int)(n_ids / (size_t)T);
     if (n_seq < 1)
         return status_fail(st, "the text has %zu tokens, fewer than --ctx %d", n_ids, T);
@@ -198,7 +223,14 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
         r->n_seq = n_seq;
         r->task = -1;
         r->n_sparse_layers = n_sparse_layers(m, o, c);
+        if (o->layer_weights && c && L <= EVAL_MAX_LAYER_STATS) {
+            r->has_layer_k = 1;
+            for (int j = 0; j < L; j++) r->layer_k[j] = eval_layer_k(sp.topk, o->layer_weights[full[j]]);
+        }
     }
+    const int NL = m->cfg.n_layers;
+    // Per configuration and model layer: Σ recall and Σ |S_t| over positions and sequences.
+    double *lrec = xcalloc((size_t)n_cfg * NL, sizeof(double)), *lsup = xcalloc((size_t)n_cfg * NL, sizeof(double));
 
     const Backbone bb = {m, o->gpu};
     float *hd = xmalloc(sizeof(float) * (size_t)T * H), *hs = xmalloc(sizeof(float) * (size_t)T * H);
@@ -223,6 +255,7 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
                 memset(recall, 0, sizeof(float) * T);
                 memset(support, 0, sizeof(float) * T);
                 SparseStats ss = {recall, support, o->gpu ? 0 : o->union_bsel, 0, 0};
+                if (n_lstat) ss.layer_recall = lrec + (size_t)c * NL, ss.layer_support = lsup + (size_t)c * NL;
                 run_config(m, o, c, x, T, hs, &ss);
                 tokens += T;
                 union_sum[2 * c] += ss.union_keys, union_sum[2 * c + 1] += ss.union_blocks;
@@ -292,8 +325,17 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
             r->union_ratio = r->union_keys / r->k;
         }
         for (int k = 0; k < M_COUNT; k++) free(sm->v[k]);
+        if (c && n_lstat) {
+            const double pos = (double)n_seq * T, causal = (double)n_seq * T * (T + 1) / 2;
+            r->n_layer_stats = n_lstat;
+            for (int j = 0; j < n_lstat; j++) {
+                const int l = full[j], sparse = layer_sparse(m, o, c, l);
+                r->layer_recall[j] = sparse ? (float)(lrec[(size_t)c * NL + l] / pos) : 1.0f;
+                r->layer_sparsity[j] = sparse ? (float)(1.0 - lsup[(size_t)c * NL + l] / causal) : 0.0f;
+            }
+        }
     }
-    free(union_sum);
+    free(union_sum), free(lrec), free(lsup);
     free(smp), free(hd), free(hs), free(recall), free(support), free(nll_d), free(nll_s), free(kl), free(top1);
     int n_res = n_cfg;
     if (o->n_tasks > 0 && eval_retrieval(m, ids, n_ids, o, &res, &n_res, st)) {

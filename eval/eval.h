@@ -22,6 +22,9 @@ typedef struct {
 
 enum { EVAL_BATCH = 64 };
 
+// Per-layer fields of a row are kept for at most this many full-attention layers.
+enum { EVAL_MAX_LAYER_STATS = 128 };
+
 typedef struct {
     EvalMode mode;
     int k, bsel;  // 0, 0 for dense
@@ -43,6 +46,15 @@ typedef struct {
     // layers' blocks, and that over k (0, 0: not measured).
     int union_bsel;
     double union_keys, union_ratio;
+    // Per full-attention layer (the j-th of the model's full-attention layers,
+    // in order), language-modelling sparse rows on the CPU twin: mass recall
+    // (mean over positions of Σ_{j∈S_t} P_t(j)) and sparsity (1 − Σ|S_t| / Σ(t+1));
+    // a layer the row leaves dense has 1 and 0. n_layer_stats 0: not measured.
+    int n_layer_stats;
+    float layer_recall[EVAL_MAX_LAYER_STATS], layer_sparsity[EVAL_MAX_LAYER_STATS];
+    // With EvalOpts.layer_weights: the keys per support at each of those layers.
+    int has_layer_k;
+    int layer_k[EVAL_MAX_LAYER_STATS];
     // Retrieval rows (task ≥ 0): n_seq task instances at this depth; accuracy is
     // the exact-match rate with a Wilson 95% interval [acc_lo, acc_hi].
     int task;           // RetrievalKind, or -1 for a language-modelling row
@@ -77,7 +89,15 @@ typedef struct {
     const int *sinks;
     int n_sinks;
     int union_bsel;  // > 0: measure the union of per-query supports over blocks of this many queries (a divisor of 64)
+    // Per-layer budgets (docs/design.md "Per-layer budgets"; CPU twin only):
+    // weights by model layer (those of the full-attention layers are read, each
+    // > 0, their mean 1); a row of k keeps eval_layer_k(k, w_l) keys per support
+    // at layer l. NULL: k at every layer.
+    const double *layer_weights;
 } EvalOpts;
+
+// The keys per support at a layer of weight w in a row of k: round(k·w), at least 1.
+int eval_layer_k(int k, double w);
 
 // Evaluates dense and the oracle at every (k, bsel) on windows of ids. Results
 // (1 + n_k·n_bsel language-modelling rows, dense first, then as many rows per
@@ -108,6 +128,8 @@ typedef struct {
     const char *date;               // UTC, ISO 8601
     const int *recents, *sinks;     // the hybrid-support grid (NULL / 0: the single pair 0, 0)
     int n_recent, n_sinks;
+    const char *k_layers;           // the per-layer budget file (--k-layers), or NULL
+    const double *k_layer_weights;  // its weights, one per full-attention layer, normalised to mean 1
 } EvalProvenance;
 
 // The layers that ran sparse in a row of this mode (dense: none, oracle: every

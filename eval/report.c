@@ -95,6 +95,12 @@ static cJSON *provenance_json(const EvalProvenance *p) {
     const int zero = 0;
     cJSON_AddItemToObject(o, "recent_grid", p->n_recent ? int_array(p->recents, p->n_recent) : int_array(&zero, 1));
     cJSON_AddItemToObject(o, "sinks_grid", p->n_sinks ? int_array(p->sinks, p->n_sinks) : int_array(&zero, 1));
+    if (p->k_layers) {
+        cJSON_AddStringToObject(o, "k_layers", p->k_layers);
+        cJSON_AddItemToObject(o, "k_layer_weights", cJSON_CreateDoubleArray(p->k_layer_weights, p->n_full_layers));
+    } else {
+        cJSON_AddNullToObject(o, "k_layers");
+    }
     cJSON_AddStringToObject(o, "device", p->device);
     cJSON_AddStringToObject(o, "precision", p->precision);
     cJSON_AddStringToObject(o, "input_kind", p->input_kind);
@@ -143,6 +149,15 @@ static char *to_json(const EvalResult *r, int n, const EvalProvenance *p) {
                 cJSON_AddNumberToObject(o, "union_keys_per_block", r[i].union_keys);
                 cJSON_AddNumberToObject(o, "union_over_k", r[i].union_ratio);
             }
+            if (r[i].n_layer_stats > 0) {  // per full-attention layer, in full_attention_layers' order
+                cJSON *lr = cJSON_AddArrayToObject(o, "layer_mass_recall");
+                cJSON *ls = cJSON_AddArrayToObject(o, "layer_sparsity");
+                for (int j = 0; j < r[i].n_layer_stats; j++) {
+                    cJSON_AddItemToArray(lr, cJSON_CreateNumber(r[i].layer_recall[j]));
+                    cJSON_AddItemToArray(ls, cJSON_CreateNumber(r[i].layer_sparsity[j]));
+                }
+            }
+            if (r[i].has_layer_k && p) cJSON_AddItemToObject(o, "layer_k", int_array(r[i].layer_k, p->n_full_layers));
         }
         if (p) {
             const int *sl;
@@ -197,6 +212,11 @@ static void md_provenance(Buf *b, const EvalProvenance *p) {
         buf_printf(b, " (%d of %d)\n", p->n_indexer_layers, p->n_layers);
     } else {
         buf_printf(b, "- indexer: none\n");
+    }
+    if (p->k_layers) {
+        buf_printf(b, "- per-layer budgets: `%s`, weights", p->k_layers);
+        for (int j = 0; j < p->n_full_layers; j++) buf_printf(b, "%s%.4g", j ? ", " : " ", p->k_layer_weights[j]);
+        buf_printf(b, " (k at a layer: round(k·w))\n");
     }
     buf_printf(b, "- ctx %d, k ", p->ctx);
     for (int i = 0; i < p->n_k; i++) buf_printf(b, "%s%d", i ? "," : "", p->ks[i]);

@@ -118,9 +118,14 @@ static void *cpu_begin(void *twin, const int32_t *ids, int T, const ForwardOpts 
                          p->sin_t[kind]);
     }
     const Sparsity *sp = o->sparse;
-    if (sp && o->indexer && sp->topk < T) {
+    int sel_k = 0;  // the largest support an indexer layer selects (k < T; per-layer budgets differ)
+    for (int l = 0; sp && o->indexer && l < c->n_layers; l++) {
+        const int kl = sparsity_topk(sp, l);
+        if (kl < T && kl > sel_k) sel_k = kl;
+    }
+    if (sel_k > 0) {
         const size_t rows = (size_t)(T + sp->bsel - 1) / sp->bsel;
-        p->sel = xmalloc(sizeof(int) * rows * sp->topk);
+        p->sel = xmalloc(sizeof(int) * rows * (size_t)sel_k);
         p->n_sel = xmalloc(sizeof(int) * rows);
     }
     if (sp && o->stats) p->stats = *o->stats, p->stats_out = o->stats;
@@ -157,6 +162,11 @@ static void cpu_attend(void *tw, int l, const AttendPlan *a) {
     float *rec = a->stats ? p->stats.recall : NULL, *sup = a->stats ? p->stats.support : NULL;
     SupportUnion un = {a->stats && p->stats_out ? p->stats_out->union_bsel : 0, 0, 0};
     SupportUnion *u = un.bsel > 0 && a->bsel == 1 ? &un : NULL;
+    // Per-layer sums: this layer's additions to the per-position sums.
+    double *lrec = a->stats && p->stats_out && rec ? p->stats_out->layer_recall : NULL;
+    double *lsup = a->stats && p->stats_out && sup ? p->stats_out->layer_support : NULL;
+    double rec0 = 0, sup0 = 0;
+    for (int t = 0; (lrec || lsup) && t < T; t++) rec0 += lrec ? rec[t] : 0, sup0 += lsup ? sup[t] : 0;
     if (a->mode == ATTEND_INDEXER) {
         indexer_select_cpu(p->sel, p->n_sel, a->ix_cfg, a->ix_params, p->xn, T, a->topk, a->bsel);
         hybrid_attention_cpu(p->att, rec, sup, p->q, p->k, p->v, T, Hq, Hkv, dh, s, a->topk, a->bsel, a->recent,
@@ -168,6 +178,12 @@ static void cpu_attend(void *tw, int l, const AttendPlan *a) {
         attention_forward_cpu(p->att, a->lse ? p->lse : NULL, p->q, p->k, p->v, T, Hq, Hkv, dh, s, a->window);
     }
     if (u) p->stats_out->union_keys += un.keys, p->stats_out->union_blocks += un.blocks;
+    if (lrec || lsup) {
+        double rec1 = 0, sup1 = 0;
+        for (int t = 0; t < T; t++) rec1 += lrec ? rec[t] : 0, sup1 += lsup ? sup[t] : 0;
+        if (lrec) lrec[l] += rec1 - rec0;
+        if (lsup) lsup[l] += sup1 - sup0;
+    }
 }
 
 static void cpu_kv_store(void *tw, int l, KvCache *kv) {

@@ -26,7 +26,16 @@ typedef struct {
     // (support_attention_union_tc_cuda); the result is per-query attention
     // either way, so the CPU twin ignores it. 0: per-query gathers.
     int exec_block;
+    // Per-layer budgets (docs/design.md "Per-layer budgets"): layer_topk[l] keys
+    // per support at model layer l instead of topk (indexed by model layer;
+    // entries of layers that do not run sparse are not read). NULL: topk at
+    // every layer. The CPU twin only: the GPU forward sizes its supports by topk,
+    // so its callers refuse per-layer budgets.
+    const int *layer_topk;
 } Sparsity;
+
+// Keys per support at model layer l (Sparsity.layer_topk, else topk).
+static inline int sparsity_topk(const Sparsity *sp, int l) { return sp->layer_topk ? sp->layer_topk[l] : sp->topk; }
 
 // What the sparse supports kept, summed over the full-attention layers (either
 // may be NULL): recall[t] += Σ_{j∈S_t} P_t(j), support[t] += |S_t|, per layer;
@@ -37,11 +46,16 @@ typedef struct {
 // of 64) adds the size of the union of its queries' supports to union_keys and
 // 1 to union_blocks (SupportUnion, kernels/ops.h): what a block-wise execution
 // of per-query supports must load.
+// layer_recall / layer_support (the CPU twin; either may be NULL): the same
+// sums per model layer, over positions: layer_recall[l] += Σ_t Σ_{j∈S_t} P_t(j),
+// layer_support[l] += Σ_t |S_t|, at the layers whose supports were computed
+// (a full-attention layer left dense adds nothing there).
 typedef struct {
     float *recall;   // [T]
     float *support;  // [T]
     int union_bsel;
     double union_keys, union_blocks;
+    double *layer_recall, *layer_support;  // [n_layers]
 } SparseStats;
 
 // Sees each full-attention layer's attention inputs during a forward pass

@@ -22,7 +22,8 @@ static AttendPlan plan_layer(const ModelConfig *c, int l, int T, const ForwardOp
     const IndexerSet *ix = sp ? o->indexer : NULL;
     const float *ip = ix && l < ix->n_model_layers ? ix->params[l] : NULL;
     const int want_stats = sp && o->stats && (o->stats->recall || o->stats->support);
-    if (ip && sp->topk < T) {  // a trained indexer picks the supports
+    const int topk = sp ? sparsity_topk(sp, l) : 0;
+    if (ip && topk < T) {  // a trained indexer picks the supports
         p.mode = ATTEND_INDEXER;
         p.ix_cfg = &ix->cfg;
         p.ix_params = ip;
@@ -33,7 +34,7 @@ static AttendPlan plan_layer(const ModelConfig *c, int l, int T, const ForwardOp
         p.lse = o->tap && !sp;
         return p;
     }
-    p.topk = sp->topk;
+    p.topk = topk;
     p.bsel = sp->bsel;
     p.recent = sp->recent;
     p.sinks = sp->sinks;
