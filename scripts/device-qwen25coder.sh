@@ -8,11 +8,15 @@
 # text/train.txt and the gguf wheel); the RULER task files .dev/ruler-qwen/tasks_{4k,8k,16k,32k,64k,128k}
 # .jsonl.gz (scripts/ruler-tasks.py; 0.6, 1.2, 2.4, 4.7, 3.8 and 7.5 MB: docs/ruler.md), each carried
 # once: every stage copies the ones it finds into /root/q25/tasks/;
-# the GGUF in parts .dev/qp/pNN made here with
-#     split -b BYTES -d -a 2 models/../.cache/qwen25coder/<file>.gguf .dev/qp/p
-# with BYTES such that the tree plus one part stay under the 64 MiB a call carries (the tree is about
-# 36 MB: 30,000,000 gives 38 parts; without docs/ and tests/goldens/, 64,000,000). A part call may run
-# other GPU work after keeping its part (CMD), so the transfer calls are not idle.
+# the GGUF in parts .dev/qp/pNN made here, each small enough that the tree plus the part stay under the
+# 64 MiB a call carries. With docs/ and tests/goldens/ left out of the tree (git sparse-checkout,
+# docs/gpu.md "Smaller transfers": about 2.6 MB) the parts are p00 = the first 17,000,000 bytes (it
+# travels with .deb/), p01 … p17 of 64,000,000 and p18 the rest:
+#     G=.cache/qwen25coder/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
+#     dd if=$G of=.dev/qp/p00 bs=1000000 count=17
+#     for i in $(seq 1 17); do dd if=$G of=.dev/qp/p$(printf %02d $i) bs=1000000 skip=$((17+64*(i-1))) count=64; done
+#     dd if=$G of=.dev/qp/p18 bs=1000000 skip=1105
+# A part call may run other GPU work after keeping its part (CMD), so the transfer calls are not idle.
 #
 #   stash              keep the task files found in .dev/ruler-qwen/ in /root/q25/tasks/ (unpacked; every
 #                      stage does this too, so a file needs to travel only once)
