@@ -526,6 +526,32 @@ static int same_file(const char *a, const char *b) {
     return !stat(a, &sa) && !stat(b, &sb) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
+// The progress of eval --tasks-file: after every configuration the rows so
+// far go to PATH.partial beside each output (each through its .tmp), so that a
+// run stopped later — killed at a time limit — keeps the configurations that
+// finished, under names that say they are not the result. The outputs
+// themselves are written once, at the end, and the .partial files removed.
+typedef struct {
+    const RulerTask *tasks;
+    int n_tasks, done, stop_after;  // configurations written; stop_after > 0: end the process after that many
+    const RulerProvenance *prov;
+    char json[4200], md[4200], preds[4200];  // the .partial paths ("" where there is no output)
+} RulerOut;
+
+static int ruler_out_write(void *ctx, const RulerResult *rows, int n_rows, char *const *preds, Status *st) {
+    RulerOut *w = ctx;
+    w->done++;
+    if (ruler_write(rows, n_rows, w->tasks, w->n_tasks, preds, w->prov, w->json, w->md, w->preds[0] ? w->preds : NULL,
+                    st))
+        return -1;
+    if (w->stop_after && w->done >= w->stop_after) {
+        fprintf(stderr, "spindle eval: --stop-after %d: stopping as if killed (%s holds the rows so far)\n",
+                w->stop_after, w->json);
+        _exit(0);
+    }
+    return 0;
+}
+
 // spindle eval --tasks-file: RULER tasks (scripts/ruler-tasks.py) answered by
 // greedy decoding after each configuration's prefill (eval/ruler.h).
 static int eval_tasks(int argc, char **argv) {
@@ -535,11 +561,14 @@ static int eval_tasks(int argc, char **argv) {
         {"--k", 1, "keys kept per support, comma-separated (default: dense rows only)", NULL},
         {"--bsel", 1, "queries sharing one support, comma-separated (with --k; default 1)", NULL},
         {"--indexer", 1, "trained indexer folder (spindle export): adds indexer rows at every (k, b_sel)", NULL},
-        {"--json", 1, "results as JSON (one object per configuration and task, with its provenance)", NULL},
+        {"--json", 1, "results as JSON (one object per configuration and task, with its provenance); while it runs, "
+                      "the configurations done so far in JSON.partial (also MD.partial, PREDICTIONS.partial)", NULL},
         {"--md", 1, "results as a Markdown table (default: the --json path with .md)", NULL},
         {"--predictions", 1, "each greedy answer as JSON lines (configuration, task, pred, outputs, score)", NULL},
         {"--n-tasks", 1, "score only the first N tasks of the file", NULL},
         {"--modes", 1, "which rows, comma-separated: dense, oracle, indexer (default: all that the flags allow)", NULL},
+        {"--stop-after", 1, "testing aid: stop (as if killed) after N configurations, leaving only the .partial files",
+         NULL},
         {"--threads", 1, "OpenMP threads (default: all cores)", NULL},
         {"--device", 1, "cpu (default) or cuda: the prefill and the cached decoding steps on that twin", NULL},
         {"--precision", 1, "with --device cuda: fp32 (default), mixed or bf16 (the prefill's precision; decoding steps attend in fp32)", NULL},
@@ -552,7 +581,7 @@ static int eval_tasks(int argc, char **argv) {
         return rc;
     }
     rc = 2;
-    int ks[64], bsels[64] = {1}, n_k = 0, n_b = 1, n_max = 0;
+    int ks[64], bsels[64] = {1}, n_k = 0, n_b = 1, n_max = 0, stop_after = 0;
     const char *v;
     int use_cuda = 0, prec = 0;
     if ((rc = backbone_flags("eval", args_get(flags, nf, "--device"), args_get(flags, nf, "--precision"), &use_cuda,
@@ -564,7 +593,8 @@ static int eval_tasks(int argc, char **argv) {
     if (cli_threads("eval", args_get(flags, nf, "--threads")) ||
         ((v = args_get(flags, nf, "--k")) && cli_list("eval", "--k", v, 1, ks, &n_k)) ||
         ((v = args_get(flags, nf, "--bsel")) && cli_list("eval", "--bsel", v, 1, bsels, &n_b)) ||
-        ((v = args_get(flags, nf, "--n-tasks")) && cli_positive("eval", "--n-tasks", v, &n_max)))
+        ((v = args_get(flags, nf, "--n-tasks")) && cli_positive("eval", "--n-tasks", v, &n_max)) ||
+        ((v = args_get(flags, nf, "--stop-after")) && cli_positive("eval", "--stop-after", v, &stop_after)))
         goto usage;
     if (args_get(flags, nf, "--bsel") && !n_k) {
         fprintf(stderr, "spindle eval: --bsel needs --k\n");
@@ -644,10 +674,7 @@ static int eval_tasks(int argc, char **argv) {
     if (ruler_load(tasks_path, m.cfg.vocab, max_ctx, &tasks, &n_loaded, &st)) goto done;
     n_tasks = n_max && n_max < n_loaded ? n_max : n_loaded;
     if (ix_dir && load_indexer(&set, ix_dir, &m, flags[0].value, &st)) goto done;
-    const RulerOpts o = {ks, bsels, n_k, n_k ? n_b : 0, ix_dir ? &set : NULL, tok, 1, modes};
-    n_cfg = ruler_n_configs(&o);
     if (backbone_open(&bb, &m, use_cuda, prec, &st)) goto done;
-    if (ruler_run(&bb, tasks, n_tasks, &o, &res, &n_res, &preds, &st)) goto done;
     char date[32];
     const time_t now = time(NULL);
     strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", gmtime(&now));
@@ -661,7 +688,16 @@ static int eval_tasks(int argc, char **argv) {
     else snprintf(rope, sizeof rope, "default (theta %g)", rp->theta);
     const RulerProvenance prov = {flags[0].value, fp, rope, tasks_path, sum, ix_dir, ks, bsels, n_k, n_k ? n_b : 0,
                                   backbone_describe(&bb), cmdline, spindle_version(), date};
+    RulerOut w = {tasks, n_tasks, 0, stop_after, &prov, "", "", ""};
+    snprintf(w.json, sizeof w.json, "%s.partial", json);
+    snprintf(w.md, sizeof w.md, "%s.partial", md);
+    if (preds_path) snprintf(w.preds, sizeof w.preds, "%s.partial", preds_path);
+    const RulerOpts o = {ks, bsels, n_k, n_k ? n_b : 0, ix_dir ? &set : NULL, tok, 1, modes, ruler_out_write, &w};
+    n_cfg = ruler_n_configs(&o);
+    if (ruler_run(&bb, tasks, n_tasks, &o, &res, &n_res, &preds, &st)) goto done;
     if (ruler_write(res, n_res, tasks, n_tasks, preds, &prov, json, md, preds_path, &st)) goto done;
+    unlink(w.json), unlink(w.md);  // the result is complete: its progress files go
+    if (preds_path) unlink(w.preds);
     for (int i = 0; i < n_res; i++)
         if (!strcmp(res[i].task, "average"))
             fprintf(stderr, "spindle eval: %s k %d bsel %d at %d: RULER average %.1f ± %.1f over %d instances\n",

@@ -329,6 +329,7 @@ int ruler_run(const Backbone *b, const RulerTask *tasks, int n_tasks, const Rule
             a->score /= n_in, a->seconds /= a->n, a->new_tokens /= a->n;
             a->ci95 = 1.96 * sqrt(var) / n_in;
         }
+        if (o->on_config && o->on_config(o->on_config_ctx, res, (c + 1) * rows_per_cfg, pr, st)) rc = -1;
     }
     free(group), free(first), free(ctxs), free(sc), free(gen);
     free(cfg_mode), free(cfg_k), free(cfg_b);

@@ -76,6 +76,12 @@ typedef struct {
     // with an indexer, the indexer); a sparse mode needs n_k > 0, the indexer
     // rows an indexer.
     unsigned modes;
+    // Called (may be NULL) after each configuration with the rows and the
+    // predictions so far — a prefix of ruler_run's results, whole
+    // configurations only — so that a run stopped later keeps them (eval
+    // writes its outputs there). Nonzero: the run stops with that failure.
+    int (*on_config)(void *ctx, const RulerResult *rows, int n_rows, char *const *preds, Status *st);
+    void *on_config_ctx;
 } RulerOpts;
 
 // The configurations ruler_run scores (dense once, then each sparse mode at

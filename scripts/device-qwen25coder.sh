@@ -175,7 +175,7 @@ call() {
             say "budget of $BUDGET_S s spent before $name: rerun this stage to continue"
             exit 3
         fi
-        rm -f "$RES/$name".* "$RES/$name-preds.jsonl"
+        rm -f "$RES/$name".* "$RES/$name-preds.jsonl" "$RES/$name-preds.jsonl.partial"
         say "$name: $cmd"
         t=$(date +%s)
         timeout -s TERM "$l" "$@" >"$RES/$name.log" 2>&1 || rc=$?
@@ -186,6 +186,8 @@ call() {
         else
             tail -5 "$RES/$name.log"
             cp "$RES/$name.log" "$OUT/"
+            # The configurations a cut eval --tasks-file finished (its .partial files).
+            for p in "$RES/$name".*.partial "$RES/$name"-preds.jsonl.partial; do [ -e "$p" ] && cp "$p" "$OUT/"; done
             if [ $rc = 124 ]; then say "$name cut at the budget of $BUDGET_S s: rerun this stage to continue"; exit 3; fi
             say "$name FAILED (exit $rc)"
             return 1

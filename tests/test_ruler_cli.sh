@@ -82,6 +82,20 @@ preds = [json.loads(l) for l in open(sys.argv[3])]
 ok = {r['mode'] for r in only} == {'oracle'} and [(r['task'], r['accuracy']) for r in only] == full and len(preds) == 4
 sys.exit(0 if ok else print(full, only) or 1)
 PY"
+check "a finished run leaves no .partial files" "[ ! -e $work/r6.json.partial ] && [ ! -e $work/r6.md.partial ] && [ ! -e $work/p6.jsonl.partial ]"
+# A run stopped after its first configuration (as a kill at a time limit would): no result, and
+# the .partial files hold that configuration's rows and answers, the same as the full run's.
+"$spindle" eval --model "$model" --tasks-file "$work/t2.jsonl" --k 8 --bsel 1 --json "$work/r8.json" \
+    --predictions "$work/p8.jsonl" --stop-after 1 2>"$work/e8"
+check "--stop-after 1: no result, the dense rows and answers in the .partial files" "[ ! -e $work/r8.json ] && [ ! -e $work/p8.jsonl ] && [ -s $work/r8.md.partial ] && python3 - '$work/r2.json' '$work/r8.json.partial' '$work/p8.jsonl.partial' <<'PY'
+import json, sys
+full = [(r['task'], r['accuracy']) for r in json.load(open(sys.argv[1])) if r['mode'] == 'dense']
+part = json.load(open(sys.argv[2]))
+preds = [json.loads(l) for l in open(sys.argv[3])]
+ok = {r['mode'] for r in part} == {'dense'} and [(r['task'], r['accuracy']) for r in part] == full
+ok = ok and len(preds) == 4 and all(p['mode'] == 'dense' for p in preds)
+sys.exit(0 if ok else print(full, part) or 1)
+PY"
 "$spindle" eval --model "$model" --tasks-file "$work/t2.jsonl" --modes oracle --json "$work/r7.json" 2>"$work/e7"
 check "--modes oracle without --k is refused (exit 2)" "[ $? = 2 ] && grep -q 'need --k' $work/e7"
 "$spindle" eval --model "$model" --tasks-file "$work/t2.jsonl" --k 8 --modes indexer --json "$work/r7.json" 2>"$work/e7"
