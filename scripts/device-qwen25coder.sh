@@ -50,7 +50,7 @@
 #                      (the timing does not depend on training)
 #   frontier LEN [K] [BSEL]  nll, ttft and ruler at one length, in that order, in one call
 #
-# Order of a session and expected durations (H200; docs/qwen25coder.md "The paired frontier"):
+# An order for 30 minutes of one machine, with expected durations (H200; docs/qwen25coder.md "The paired frontier"):
 #   1. first call with .deb/, .dev/c1/ and tasks_{4k,8k,16k,32k} (49.5 MB with the tree without docs/
 #      and tests/goldens/): ONLY_BUILD=1 bash scripts/device-check.sh; bash … stash              ~3 min
 #   2. part 00 … part 17 (~7 s each), then part 18 carrying also tasks_64k and tasks_128k with
@@ -59,7 +59,7 @@
 #   4. GRID_K=1024,4096 GRID_BSEL=1,64: `ttft 8192,16384,32768` and `ttft 65536,131072`           ~3 min
 #   5. `nll 32768 1024,4096 1,64`, `nll 131072 4096 1,64`                                          ~3 min
 #   6. RULER_PER_TASK=1 `ruler 32768 1024,4096 1,64` (13 tasks × 5 prefills per k)                 ~7 min
-#   then, one call each in later sessions: the other lengths (ruler 64K/128K on the YaRN folder) and the
+#   then, one command each later: the other lengths (ruler 64K/128K on the YaRN folder) and the
 #   rest of the grid.
 # Each stage stops starting spindle calls once BUDGET_S (default 540) seconds have passed, and kills the
 # running one at BUDGET_S, so a call ends before the 10-minute limit with every finished JSON in $OUT;

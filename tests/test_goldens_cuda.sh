@@ -75,19 +75,8 @@ done
 
 # A usable GPU? Ask spindle itself, on the first case.
 first=${cases[0]}
-if ! "$bin" logits --model "$first" --ids "$first/ids.txt" --out "$tmp/probe.npy" --device cuda \
-        >/dev/null 2>"$tmp/probe.err"; then
-    if grep -qE "no usable GPU|built without CUDA" "$tmp/probe.err"; then
-        if [ "${SPINDLE_REQUIRE_GPU:-0}" = 1 ]; then
-            echo "FAIL: SPINDLE_REQUIRE_GPU=1 but: $(cat "$tmp/probe.err")"
-            exit 1
-        fi
-        echo "skipped: $(cat "$tmp/probe.err")"
-        exit 77
-    fi
-    echo "FAIL: spindle logits --device cuda on $first: $(cat "$tmp/probe.err")"
-    exit 1
-fi
+. "$(dirname "${BASH_SOURCE[0]}")/gpu_probe.sh"
+gpu_probe "$bin" "$first" "$tmp"
 rm -f "$tmp/probe.npy"
 python3 -c "import numpy" 2>/dev/null || { echo "FAIL: python3 with numpy is needed for the comparison"; exit 1; }
 

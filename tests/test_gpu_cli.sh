@@ -16,15 +16,8 @@ set -u
 bin=$1 check_bin=$2 goldens=$3 work=$4
 rm -rf "$work" && mkdir -p "$work"
 g=$goldens/llama_f32_default   # 2 layers, d_model 64, 4/2 heads
-if ! "$bin" logits --model "$g" --ids "$g/ids.txt" --out "$work/probe.npy" --device cuda >/dev/null 2>"$work/probe.err"; then
-    if grep -qE "no usable GPU|built without CUDA" "$work/probe.err"; then
-        [ "${SPINDLE_REQUIRE_GPU:-0}" = 1 ] && { echo "FAIL: SPINDLE_REQUIRE_GPU=1 but: $(cat "$work/probe.err")"; exit 1; }
-        echo "skipped: $(cat "$work/probe.err")"
-        exit 77
-    fi
-    echo "FAIL: spindle logits --device cuda: $(cat "$work/probe.err")"
-    exit 1
-fi
+. "$(dirname "${BASH_SOURCE[0]}")/gpu_probe.sh"
+gpu_probe "$bin" "$g" "$work"
 fails=0
 check() { if eval "$2"; then echo "ok: $1"; else echo "FAIL: $1"; fails=$((fails + 1)); fi; }
 for i in 1 2 3 4 5 6; do cat "$g/ids.txt"; done >"$work/ids.txt"

@@ -34,15 +34,8 @@ set -u
 bin=$1 goldens=$2 model=${SPINDLE_SMOLLM2:-$3} corpus=$4 work=$5   # SPINDLE_SMOLLM2: the model elsewhere
 rm -rf "$work" && mkdir -p "$work"
 g=$goldens/llama_f32_default
-if ! "$bin" logits --model "$g" --ids "$g/ids.txt" --out "$work/probe.npy" --device cuda >/dev/null 2>"$work/probe.err"; then
-    if grep -qE "no usable GPU|built without CUDA" "$work/probe.err"; then
-        [ "${SPINDLE_REQUIRE_GPU:-0}" = 1 ] && { echo "FAIL: SPINDLE_REQUIRE_GPU=1 but: $(cat "$work/probe.err")"; exit 1; }
-        echo "skipped: $(cat "$work/probe.err")"
-        exit 77
-    fi
-    echo "FAIL: spindle logits --device cuda: $(cat "$work/probe.err")"
-    exit 1
-fi
+. "$(dirname "${BASH_SOURCE[0]}")/gpu_probe.sh"
+gpu_probe "$bin" "$g" "$work"
 [ -s "$model/model.safetensors" ] || { echo "skipped: no SmolLM2 at $model (scripts/get-smollm2.sh)"; exit 77; }
 files=$(find -L "$corpus" -type f -size +20k 2>/dev/null | sort | head -2)
 text=$(echo "$files" | sed -n 1p) held=$(echo "$files" | sed -n 2p)

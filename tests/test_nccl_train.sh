@@ -25,15 +25,8 @@ set -u
 bin=$1 goldens=$2 work=$3
 rm -rf "$work" && mkdir -p "$work"
 g=$goldens/llama_f32_default
-if ! "$bin" logits --model "$g" --ids "$g/ids.txt" --out "$work/probe.npy" --device cuda >/dev/null 2>"$work/probe.err"; then
-    if grep -qE "no usable GPU|built without CUDA" "$work/probe.err"; then
-        [ "${SPINDLE_REQUIRE_GPU:-0}" = 1 ] && { echo "FAIL: SPINDLE_REQUIRE_GPU=1 but: $(cat "$work/probe.err")"; exit 1; }
-        echo "skipped: $(cat "$work/probe.err")"
-        exit 77
-    fi
-    echo "FAIL: spindle logits --device cuda: $(cat "$work/probe.err")"
-    exit 1
-fi
+. "$(dirname "${BASH_SOURCE[0]}")/gpu_probe.sh"
+gpu_probe "$bin" "$g" "$work"
 command -v mpirun >/dev/null || { echo "skipped: no mpirun (Debian: openmpi-bin)"; exit 77; }
 mpi=(mpirun -np 1)
 [ "$(id -u)" = 0 ] && mpi+=(--allow-run-as-root)
