@@ -549,15 +549,15 @@ static void bench_ttft(Bench *b, FwdCuda *f, const ModelConfig *c, const Indexer
         for (int i = 0; i < c->vocab; i++) finite &= isfinite(logits[i]);
         char note[320];
         snprintf(note, sizeof note, "%s, %d layers%s", runs[r].note, c->n_layers, finite ? "" : "; NON-FINITE LOGITS");
-        if (r == 4) {
-            const double per_block = us.union_blocks > 0 ? us.union_keys / us.union_blocks : 0;
+        const int is_union = runs[r].o.sparse == &unioned;
+        const double per_block = us.union_blocks > 0 ? us.union_keys / us.union_blocks : 0;  // Σ |U_b| / blocks
+        if (is_union)
             snprintf(note + strlen(note), sizeof note - strlen(note), "; blocks of %d queries, union %.0f keys per "
                      "block = %.2f k", union_block, per_block, per_block / k);
-        }
         record(b, runs[r].name, T, ms, all, ttft_reps, 0, runs[r].k, runs[r].bsel, note);
-        if (r == 4) {
+        if (is_union) {
             annotate(b, "union_block", union_block);
-            annotate(b, "union_keys_per_block", us.union_blocks > 0 ? us.union_keys / us.union_blocks : 0);
+            annotate(b, "union_keys_per_block", per_block);
         }
         if (r == 0 && config_full_layers(c->layer_kinds, c->n_layers, NULL) < c->n_layers) {
             // A hybrid: one more dense pass, timed op by op (a sync after each), for the share of the

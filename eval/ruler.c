@@ -231,9 +231,9 @@ int ruler_run(const Backbone *b, const RulerTask *tasks, int n_tasks, const Rule
     const Tokenizer *tok = o->tok;
     const int n_cfg = ruler_n_configs(o), per = o->n_k * o->n_bsel;
     // The configurations in order: dense, then each sparse mode at every (k, bsel).
-    EvalMode *cfg_mode = xmalloc(sizeof(EvalMode) * (size_t)(n_cfg > 0 ? n_cfg : 1));
-    int *cfg_k = xmalloc(sizeof(int) * (size_t)(n_cfg > 0 ? n_cfg : 1));
-    int *cfg_b = xmalloc(sizeof(int) * (size_t)(n_cfg > 0 ? n_cfg : 1));
+    const size_t cap = (size_t)(n_cfg > 0 ? n_cfg : 1);
+    EvalMode *cfg_mode = xmalloc(sizeof(EvalMode) * cap);
+    int *cfg_k = xmalloc(sizeof(int) * cap), *cfg_b = xmalloc(sizeof(int) * cap);
     {
         int c = 0;
         if (ruler_wants(o, EVAL_DENSE)) cfg_mode[c] = EVAL_DENSE, cfg_k[c] = cfg_b[c] = 0, c++;
