@@ -213,12 +213,16 @@ stage_ruler() {  # LEN [K] [BSEL]
             --json "$RES/ruler_ctx${L}${tag}_dense.json" --predictions "$RES/ruler_ctx${L}${tag}_dense-preds.jsonl" ||
             rc=1
     else
-        local modes=oracle
+        local modes=oracle name
         [ -n "$ix" ] && modes=oracle,indexer
+        # RULER_MODES names the calls too, so that an oracle-only call and a later indexer-only one keep
+        # their own JSON.
+        [ -n "${RULER_MODES:-}" ] && tag+=_m${RULER_MODES//,/-}
         for k in ${ks//,/ }; do
-            call "ruler_ctx${L}${tag}_k${k}_b${bs//,/-}" "$SPINDLE" eval --model "$MM" --tasks-file "$f" --k "$k" \
-                --bsel "$bs" --modes "${RULER_MODES:-$modes}" $ix $(dev_flags) --json "$RES/ruler_ctx${L}${tag}_k${k}_b${bs//,/-}.json" \
-                --predictions "$RES/ruler_ctx${L}${tag}_k${k}_b${bs//,/-}-preds.jsonl" || rc=1
+            name=ruler_ctx${L}${tag}_k${k}_b${bs//,/-}
+            call "$name" "$SPINDLE" eval --model "$MM" --tasks-file "$f" --k "$k" --bsel "$bs" \
+                --modes "${RULER_MODES:-$modes}" $ix $(dev_flags) --json "$RES/$name.json" \
+                --predictions "$RES/$name-preds.jsonl" || rc=1
         done
     fi
     grep -h "RULER average" "$OUT"/ruler_ctx"${L}"*.log 2>/dev/null | sed 's/^spindle eval: //' | sort -u
@@ -371,8 +375,8 @@ PYEOF
     rm -rf "$IDX" && mv "$IDX.new" "$IDX"
     cp "$IDX/config.json" "$OUT/indexer-config.json"
     [ -n "${COPY_INDEXER:-}" ] && cp "$IDX/model.safetensors" "$OUT/indexer.safetensors"
-    # A new indexer: the rows that used the old one are redone.
-    rm -f "$RES"/ruler_*_k*.cmd "$RES"/nll_*.cmd
+    # A new indexer: the rows that used the old one (their command lines name --indexer) are redone.
+    for c in "$RES"/ruler_*.cmd "$RES"/nll_*.cmd; do [ -f "$c" ] && grep -q -- --indexer "$c" && rm -f "$c"; done
     cat "$OUT/export.log"
     [ $rc = 0 ] || [ $rc = 124 ] || exit 1
     ;;
