@@ -491,6 +491,13 @@ void twins_backbone(int quick) {
     check_attention_cached(999, 3, 4, 1, 256, 0);
     check_attention_cached(999, 2, 4, 1, 256, 45);
     check_attention_cached(7, 1, 16, 2, 64, 512);
+    // The split-key decoding kernel: chunk edges (256 keys), more than 8 query heads per KV head (two head
+    // groups), a head size that is no multiple of 32, and a window that starts mid-chunk for each query.
+    check_attention_cached(255, 1, 9, 3, 64, 0);
+    check_attention_cached(256, 2, 9, 3, 80, 0);
+    check_attention_cached(600, 1, 32, 2, 128, 0);
+    check_attention_cached(1000, 3, 12, 2, 128, 300);
+    check_attention_cached(3000, 1, 20, 2, 96, 0);
     if (!quick) check_attention_cached(20000, 1, 12, 2, 128, 0);
 
 }
