@@ -925,6 +925,17 @@ int fwd_cuda_kvcache_new(FwdCuda *f, int max_len, KvCache **out, Status *st) {
     if (kvcache_check(f->m, st)) return -1;
     *out = kvcache_alloc(f->m, max_len, cuda_malloc);
     (*out)->device = 1;
+    // The RoPE tables for every position the cache can hold, now: each decoding
+    // step reaches one position further, and growing them step by step would
+    // rebuild the whole table on the host at every token (O(T) per token).
+    const ModelConfig *c = &f->m->cfg;
+    for (int kind = 0; kind < 2; kind++)
+        for (int l = 0; l < c->n_layers; l++)
+            if ((c->layer_kinds[l] == LAYER_SLIDING_ATTENTION) == kind) {
+                const float *cos_d, *sin_d;
+                rope_tables_dev(f, kind, max_len, &cos_d, &sin_d);
+                break;
+            }
     return 0;
 }
 
