@@ -9,6 +9,10 @@
 #   wait NAME [SECS]    wait until NAME has ended (at most SECS, default 540), print its log's tail and
 #                       exit with its status (124 when it is still running at SECS)
 #   status              every job: running, or its exit status, and its log's last line
+#   stop NAME           end NAME and every process under it (TERM, then KILL after 5 s); `timeout` and
+#                       other tools start their children in process groups of their own, so the job's
+#                       group alone is not enough, and a pattern match (pkill -f) would also hit the
+#                       command that asks
 #   src DIR             copy the working tree (without .dev/, models/, build*/) to DIR, so that a build
 #                       there is not disturbed when the next command brings a fresh copy of the tree
 set -uo pipefail
@@ -49,17 +53,30 @@ wait)
     tail -20 "$BG/$name.log"
     rc=$(cat "$BG/$name.rc")
     echo "device-bg: $name exit $rc"
+    [[ $rc =~ ^[0-9]+$ ]] || exit 1  # "stopped"
     exit "$rc"
     ;;
 status)
     for p in "$BG"/*.pid; do
         [ -f "$p" ] || continue
         name=$(basename "$p" .pid)
-        if [ -f "$BG/$name.rc" ]; then state="exit $(cat "$BG/$name.rc")"
+        if [ -f "$BG/$name.rc" ]; then state="ended: $(cat "$BG/$name.rc")"
         elif kill -0 "$(cat "$p")" 2>/dev/null; then state=running
         else state="gone without a status"; fi
         echo "$name: $state: $(tail -1 "$BG/$name.log" 2>/dev/null)"
     done
+    ;;
+stop)
+    name=${2:?NAME}
+    [ -f "$BG/$name.pid" ] || { echo "device-bg: no job $name" >&2; exit 1; }
+    # The job's process tree, from /proc's parent links, leaves last.
+    tree() { local c; for c in $(pgrep -P "$1"); do tree "$c"; done; echo "$1"; }
+    pids=$(tree "$(cat "$BG/$name.pid")")
+    kill -TERM $pids 2>/dev/null
+    for _ in 1 2 3 4 5; do kill -0 $pids 2>/dev/null || break; sleep 1; done
+    kill -KILL $pids 2>/dev/null
+    [ -f "$BG/$name.rc" ] || echo stopped >"$BG/$name.rc"
+    echo "device-bg: $name stopped ($(echo $pids | wc -w) processes)"
     ;;
 src)
     dir=${2:?DIR}
@@ -68,7 +85,7 @@ src)
     echo "device-bg: tree copied to $dir ($(du -sh "$dir" | cut -f1))"
     ;;
 *)
-    echo "usage: scripts/device-bg.sh start NAME CMD... | wait NAME [SECS] | status | src DIR" >&2
+    echo "usage: scripts/device-bg.sh start NAME CMD... | wait NAME [SECS] | status | stop NAME | src DIR" >&2
     exit 2
     ;;
 esac

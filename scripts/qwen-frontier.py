@@ -15,7 +15,9 @@ and joins them per (length, mode, k, b_sel) into
                 (length, b_sel) through the indexer's k values, the per-query oracle as separate markers.
 A length above the checkpoint's original context says which RoPE it ran with (YaRN) in every table.
 Dense rows of several calls at one length are the same computation: the first is used, and the spread of
-the others is reported (a check that the calls are comparable).
+the others is reported (a check that the calls are comparable). ΔRULER pairs instances: with the
+NAME-preds.jsonl (or .partial) beside each RULER JSON, a configuration is compared with dense on the task
+instances both scored (e.g. RULER_PER_TASK=1 rows against the full dense call), each task's mean first.
 
   python3 scripts/qwen-frontier.py --results docs/runs/DIR [...] --md OUT.md --json OUT.json --png OUT.png
          [--within-ruler 1] [--within-nll 0.01] [--title TEXT]
@@ -67,6 +69,7 @@ class Frontier:
         self.dense_nll_spread, self.dense_ruler_spread = {}, {}
         self.rope, self.commands, self.models, self.devices, self.bench_env = {}, [], {}, {}, None
         self.task_files = {}
+        self.inst = {}  # ctx -> config -> {(task, index): score}, from each RULER JSON's -preds.jsonl
 
     def model_at(self, L, model):
         if model and not self.models.get(L):
@@ -142,6 +145,39 @@ class Frontier:
             if cur is None or (cur["ms"] is None and entry["ms"] is not None):
                 self.ttft[r["ctx"]][kk] = entry
 
+    def add_instances(self, path):
+        """The per-instance scores of a RULER JSON, from the predictions file written beside it."""
+        base = os.path.splitext(path)[0]
+        for p in (base + "-preds.jsonl", base + "-preds.jsonl.partial"):
+            if os.path.exists(p):
+                break
+        else:
+            return
+        for line in open(p):
+            try:
+                r = json.loads(line)
+                kk = key(r["mode"], r["k"], r["bsel"])
+                self.inst.setdefault(r["ctx"], {}).setdefault(kk, {}).setdefault((r["task"], r["index"]), r["score"])
+            except (ValueError, KeyError, TypeError):
+                fail(f"{p}: not a predictions file of spindle eval --tasks-file")
+
+    def paired_druler(self, L, c):
+        """ΔRULER of config c against dense on the same instances (the tasks both scored), RULER's way:
+        each task's mean, then the mean over tasks; None without per-instance scores of both."""
+        dense, mine = self.inst.get(L, {}).get(("dense", 0, 0)), self.inst.get(L, {}).get(c)
+        if not dense or not mine:
+            return None
+        both = sorted(set(dense) & set(mine))
+        if not both:
+            return None
+        per_task = {}
+        for t, i in both:
+            per_task.setdefault(t, []).append((mine[(t, i)], dense[(t, i)]))
+        mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
+        delta = mean([mean([a - b for a, b in v]) for v in per_task.values()])
+        dense_same = mean([mean([b for _, b in v]) for v in per_task.values()])
+        return delta, len(both), dense_same
+
     def lengths(self):
         return sorted(set(self.nll) | set(self.ruler) | set(self.ttft))
 
@@ -168,8 +204,12 @@ class Frontier:
                     row["ruler"], row["ruler_ci95"], row["ruler_n"] = r["accuracy"], r.get("accuracy_ci95"), r.get("n_seq")
                     row["ruler_s_per_task"] = r.get("seconds_per_task")
                     row["ruler_cmd"] = r["cmd"]
-                    if dense_r:
-                        row["druler"] = r["accuracy"] - dense_r["accuracy"]
+                    if c[0] != "dense":
+                        d = self.paired_druler(L, c)
+                        if d:
+                            row["druler"], row["druler_pairs"], row["ruler_dense_same"] = d
+                        elif dense_r and dense_r.get("n_seq") == r.get("n_seq"):
+                            row["druler"] = r["accuracy"] - dense_r["accuracy"]
                 if t and t["ms"] is not None:
                     row["ttft_ms"], row["ttft_cmd"] = t["ms"], t["cmd"]
                     if dense_t.get("ms"):
@@ -196,6 +236,7 @@ def read(folders):
             fr.add_nll(p, load(p))
         elif base.startswith("ruler_"):
             fr.add_ruler(p, load(p))
+            fr.add_instances(p)
         elif base.startswith("ttft_"):
             fr.add_ttft(p, load(p))
     if not fr.lengths():
@@ -297,7 +338,9 @@ def markdown(rows, fr, args):
         o.append(f"| {ctx_name(L)} | {rope}{' — **YaRN**' if yarn(rope) else ''} |")
     o.append("")
     o.append("ΔNLL vs dense of the same call in nats/token (± 95%); RULER: the mean of the task means, 0–100 "
-             "(± 95%), ΔRULER vs dense; C-numbers name the commands below.")
+             "(± 95%), ΔRULER vs dense on the same task instances (paired from the predictions files where "
+             "they are there: a row scored on fewer instances than dense is compared on those); C-numbers name "
+             "the commands below.")
     o.append("")
     o.append("| ctx | mode | k | b_sel | NLL | ΔNLL | logit KL | top-1 | mass recall | sparsity | RULER | ΔRULER | "
              "TTFT (ms) | speedup | from |")
@@ -310,6 +353,8 @@ def markdown(rows, fr, args):
                                             and r["mode"] != "dense" else "")
         ru = f"{r['ruler']:.1f} ± {r.get('ruler_ci95') or 0:.1f}" if r.get("ruler") is not None else "–"
         dr = f(r.get("druler"), 1, True) if r["mode"] != "dense" else "–"
+        if r.get("druler_pairs") is not None and r["mode"] != "dense":
+            dr += f" (paired, {r['druler_pairs']} instances; dense on them {r['ruler_dense_same']:.1f})"
         t = f(r.get("ttft_ms"), 1) if r.get("ttft_ms") is not None else (r.get("ttft_note") or "–")
         sp = f"{r['speedup']:.2f}×" if r.get("speedup") else "–"
         src = ", ".join(f"C{r[c]}" for c in ("nll_cmd", "ruler_cmd", "ttft_cmd") if r.get(c))

@@ -195,6 +195,20 @@ def t(name, ms, k, b, ctx=32768, err=None):
 json.dump({"schema": "spindle-bench/1", "env": {"gpu": "test", "model": "models/qwen25coder-1.5b", "d_index": 128},
            "results": [t("ttft_dense", 400.0, 0, 0), t("ttft_indexer", 320.0, 256, 1), t("ttft_oracle", 1600.0, 256, 1),
                        t("ttft_indexer_block", 160.0, 256, 64)]}, open(os.path.join(d, "ttft_ctx32768_k256_b64.json"), "w"))
+# 16K: dense on 2 instances (100 and 0), the indexer on the first only (100), with predictions files: the
+# paired ΔRULER is 0 (dense scored 100 on that instance), not the +50 of the averages.
+def ru16(mode, k, b, task, acc, n):
+    return dict(ru(mode, k, b, task, acc), ctx=16384, n_seq=n)
+def pred(mode, k, b, i, score):
+    return json.dumps({"mode": mode, "k": k, "bsel": b, "task": "vt", "ctx": 16384, "index": i, "score": score})
+json.dump([ru16("dense", 0, 0, "vt", 50.0, 2), ru16("dense", 0, 0, "average", 50.0, 2)],
+          open(os.path.join(d, "ruler_ctx16384_dense.json"), "w"))
+open(os.path.join(d, "ruler_ctx16384_dense-preds.jsonl"), "w").write(
+    pred("dense", 0, 0, 0, 100) + "\n" + pred("dense", 0, 0, 1, 0) + "\n")
+json.dump([ru16("indexer", 256, 1, "vt", 100.0, 1), ru16("indexer", 256, 1, "average", 100.0, 1),
+           ru16("indexer", 512, 1, "average", 100.0, 1)],
+          open(os.path.join(d, "ruler_ctx16384_n1_k256.json"), "w"))
+open(os.path.join(d, "ruler_ctx16384_n1_k256-preds.jsonl"), "w").write(pred("indexer", 256, 1, 0, 100) + "\n")
 PY
 python3 "$src/scripts/qwen-frontier.py" --results "$qf/in" --md "$qf/f.md" --json "$qf/f.json" >"$qf/log" 2>&1
 check $? "qwen-frontier.py exits 0"
@@ -207,6 +221,9 @@ def near(a, b): return a is not None and abs(a - b) < 1e-9
 if not near(rows[(32768, "indexer", 256, 1)].get("speedup"), 1.25): bad.append("indexer b1 speedup 400/320")
 if not near(rows[(32768, "indexer", 256, 64)].get("speedup"), 2.5): bad.append("indexer b64 speedup 400/160")
 if not near(rows[(32768, "indexer", 256, 1)].get("druler"), -0.5): bad.append("druler -0.5")
+r16 = rows[(16384, "indexer", 256, 1)]
+if not near(r16.get("druler"), 0.0) or r16.get("druler_pairs") != 1: bad.append("paired druler 0 over 1 instance")
+if rows[(16384, "indexer", 512, 1)].get("druler") is not None: bad.append("no druler: other instances, no preds")
 v = " ".join(doc["verdict"])
 if "within 1 RULER point and 0.01 nats/token of dense at 1 of 2 configurations (k 256, b_sel 1)" not in v:
     bad.append("verdict at 32K")
