@@ -282,6 +282,12 @@ static void k_att32(void *p) {
     attention_forward_cuda(L->out, NULL, L->q, L->k_, L->v, L->T, L->c->n_heads, L->c->n_kv_heads, L->c->head_dim,
                            L->scale, 0);
 }
+// One greedy decoding step's attention: the last query over a cache of T keys (fp32, as the decoder's).
+static void k_att_cached(void *p) {
+    Layer *L = p;
+    attention_cached_cuda(L->out, L->q, L->k_, L->v, L->T - 1, 1, L->c->n_heads, L->c->n_kv_heads, L->c->head_dim,
+                          L->scale, 0);
+}
 static void k_ix_select(void *p) {
     Layer *L = p;
     indexer_select_cuda(L->sel, L->n_sel, &L->icfg, L->params, L->x, L->T, L->k, 1, IX_SCORES_FP32);
@@ -402,6 +408,10 @@ static void bench_layer(Bench *b, const ModelConfig *c, int T, int k, int bsel, 
         record(b, "attention_fp32", T, ms, all, reps, att_flops, 0, 0, "our fp32 flash kernel (CUDA cores)");
     } else
         record_skip(b, "attention_fp32", T, "longer than --max-fp32-ctx");
+    ms = measure(b, k_att_cached, &L, all, &reps);
+    snprintf(note, sizeof note, "one decoding query over a %d-key fp32 cache: %.0f GB/s of K and V", T,
+             ms > 0 ? 2.0 * T * Hkv * dh * sizeof(float) / (ms * 1e6) : 0.0);
+    record(b, "attention_cached", T, ms, all, reps, 0, 0, 0, note);
 
     snprintf(note, sizeof note, "d_I %d, d_rope %d, LayerNorm key; projections + scores + top-k", L.icfg.d_index,
              L.icfg.d_rope);
