@@ -46,6 +46,13 @@ void support_attention_cuda(float *out, float *recall, float *support, const flo
                             const float *v, const float *lse, int T, int Hq, int Hkv, int dh, float scale, int topk,
                             int bsel, const int32_t *sel, const int32_t *n_sel);
 
+// support_attention_cuda at bsel 1 through the earlier per-query kernel (a warp
+// per head, shuffle-reduced dot products), for comparison in the twin test and
+// spindle bench ("sparse_attention_warp").
+void support_attention_query_warp_cuda(float *out, float *recall, float *support, const float *q, const float *k,
+                                       const float *v, const float *lse, int T, int Hq, int Hkv, int dh, float scale,
+                                       int topk, const int32_t *sel, const int32_t *n_sel);
+
 // support_attention_cuda from bf16 q, k, v (void*, [T, H·dh] as the fp32 ones),
 // on tensor cores where the kernel takes the shape; out [T, Hq·dh] of type
 // out_type (DT_F32, or DT_BF16 / DT_F16 rounded to nearest even: the

@@ -7,15 +7,6 @@
 // (max m, sum l, output accumulator rescaled per tile), which equals the CPU
 // twin's "full softmax renormalised over the support".
 //
-// Per query (bsel = 1), support_attention_query_kernel1: one thread block per
-// query t, one warp per head (warps loop over heads). Keys go 32 at a time:
-// for each key the warp reads its row coalesced (lane i holds dims i, i+32, …,
-// NR = ceil(dh/32) per lane, as q and the output accumulator), reduces the dot
-// product by shuffles and lane j keeps key j's score; then the softmax update,
-// and the V rows are read coalesced the same way. No reuse to exploit here
-// beyond the heads of a KV group, which the L1 cache catches (the warps of a
-// block are consecutive heads of one query).
-//
 // Block-shared (bsel > 1), support_attention_block_kernel1: every query of a
 // block B shares one gathered key set, so a thread block takes SB_ROWS = 16
 // (query, head) rows of one block B and one KV head kh (rows ordered query
@@ -23,6 +14,15 @@
 // tile of SB_BK = 32 gathered K and V rows in shared memory once and lets all
 // 16 rows consume it (lane j scores key j against the row's q, as in
 // attention.cu). A row stops at its own visible prefix of the key set.
+//
+// Per query (bsel = 1) the same kernel with one query per thread block: its
+// rows are the G heads of one KV head (a warp a head while G ≤ 8), which share
+// each staged tile of the query's keys. support_attention_query_kernel1 is the
+// earlier per-query form, kept for comparison (support_attention_query_warp_cuda):
+// one thread block per query, one warp per head; for each key the warp reads
+// its row coalesced (lane i holds dims i, i+32, …), reduces the dot product by
+// shuffles and lane j keeps key j's score — each key row read once per head,
+// and five shuffles per key and head.
 //
 // Recall: when recall is not NULL, each (t, h) row also sums
 // exp(s·q·k − lse_{h,t}) over its support into a [T, Hq] scratch, and
@@ -120,42 +120,44 @@ __global__ void __launch_bounds__(SQ_WARPS * 32)
     }
 }
 
-// Block b = blockIdx.x, KV head kh = blockIdx.z, rows r = blockIdx.y·SB_ROWS + …
-// of the block's |B|·G (query, head) rows: t = b·bsel + r / G, h = kh·G + r % G.
-// Shared memory (dynamic): Qs [SB_ROWS][dh], Ks [SB_BK][dh + 1], Vs [SB_BK][dh].
-template <int NR>
-__global__ void __launch_bounds__(SB_WARPS * 32)
+// Block b = blockIdx.x, KV head kh = blockIdx.z, rows r = blockIdx.y·ROWS + …
+// of the block's |B|·G (query, head) rows: t = b·bsel + r / G, h = kh·G + r % G;
+// ROWS = WARPS·RW (RW rows a warp). Shared memory (dynamic): Qs [ROWS][dh],
+// Ks [SB_BK][dh + 1], Vs [SB_BK][dh].
+template <int NR, int WARPS, int RW>
+__global__ void __launch_bounds__(WARPS * 32)
     support_attention_block_kernel1(float *out, float *mass, const float *q, const float *k, const float *v,
                                     const float *lse, int T, int Hq, int Hkv, int dh, float scale, int topk,
                                     int bsel, const int32_t *sel, const int32_t *n_sel) {
+    constexpr int ROWS = WARPS * RW;
     extern __shared__ float smem[];
     const int ks_stride = dh + 1;
     float *Qs = smem;
-    float *Ks = Qs + SB_ROWS * dh;
+    float *Ks = Qs + ROWS * dh;
     float *Vs = Ks + SB_BK * ks_stride;
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
     const int b = blockIdx.x, kh = blockIdx.z, G = Hq / Hkv;
     const int t0 = b * bsel, nt = min(bsel, T - t0), n_rows = nt * G;
-    const int r0 = blockIdx.y * SB_ROWS;
+    const int r0 = blockIdx.y * ROWS;
     if (r0 >= n_rows) return;
     const int64_t nq = (int64_t)Hq * dh, nkv = (int64_t)Hkv * dh, kvo = (int64_t)kh * dh;
     const int32_t *keys = sel + (int64_t)b * topk;
     const int n_all = min(max(n_sel[b], 0), topk);
 
     // Stage q of the block's rows; rows past n_rows stay unused.
-    for (int e = threadIdx.x; e < SB_ROWS * dh; e += blockDim.x) {
+    for (int e = threadIdx.x; e < ROWS * dh; e += blockDim.x) {
         const int i = e / dh, d = e % dh, r = r0 + i;
         if (r < n_rows) Qs[e] = q[(t0 + r / G) * nq + (int64_t)(kh * G + r % G) * dh + d];
     }
     // Keys visible to some row here: those ≤ the last row's query.
-    const int n_tile_keys = count_le(keys, n_all, t0 + (min(r0 + SB_ROWS, n_rows) - 1) / G);
+    const int n_tile_keys = count_le(keys, n_all, t0 + (min(r0 + ROWS, n_rows) - 1) / G);
 
-    int n_vis[SB_RW];
-    float m[SB_RW], l[SB_RW], ms[SB_RW], l_h[SB_RW], acc[SB_RW][NR];
+    int n_vis[RW];
+    float m[RW], l[RW], ms[RW], l_h[RW], acc[RW][NR];
 #pragma unroll
-    for (int i = 0; i < SB_RW; i++) {
-        const int r = r0 + warp * SB_RW + i;
+    for (int i = 0; i < RW; i++) {
+        const int r = r0 + warp * RW + i;
         n_vis[i] = r < n_rows ? count_le(keys, n_all, t0 + r / G) : 0;
         l_h[i] = r < n_rows && mass ? lse[(int64_t)(kh * G + r % G) * T + t0 + r / G] : 0.0f;
         m[i] = -INFINITY, l[i] = 0.0f, ms[i] = 0.0f;
@@ -174,10 +176,10 @@ __global__ void __launch_bounds__(SB_WARPS * 32)
         }
         __syncthreads();
 #pragma unroll
-        for (int i = 0; i < SB_RW; i++) {
+        for (int i = 0; i < RW; i++) {
             if (c0 >= n_vis[i]) continue;  // warp-uniform: the row's keys are done (or it has none)
             const int nv = min(nk, n_vis[i] - c0);
-            const float *qrow = Qs + (warp * SB_RW + i) * dh;
+            const float *qrow = Qs + (warp * RW + i) * dh;
             const float s = flash_row_tile<NR>(qrow, Ks, ks_stride, Vs, dh, nv, scale, m[i], l[i], acc[i]);
             if (mass && lane < nv) ms[i] += expf(s - l_h[i]);
         }
@@ -185,8 +187,8 @@ __global__ void __launch_bounds__(SB_WARPS * 32)
     __syncthreads();  // Qs complete even when no tile ran
 
 #pragma unroll
-    for (int i = 0; i < SB_RW; i++) {
-        const int r = r0 + warp * SB_RW + i;
+    for (int i = 0; i < RW; i++) {
+        const int r = r0 + warp * RW + i;
         if (r >= n_rows) continue;
         const int t = t0 + r / G, h = kh * G + r % G;
         float *o = out + t * nq + (int64_t)h * dh;
@@ -194,7 +196,7 @@ __global__ void __launch_bounds__(SB_WARPS * 32)
             const float *vr = v + t * nkv + kvo;
             for (int d = lane; d < dh; d += 32) o[d] = vr[d];
             if (mass) {
-                const float *kr = k + t * nkv + kvo, *qrow = Qs + (warp * SB_RW + i) * dh;
+                const float *kr = k + t * nkv + kvo, *qrow = Qs + (warp * RW + i) * dh;
                 float part = 0.0f;
                 for (int d = lane; d < dh; d += 32) part += qrow[d] * kr[d];
                 part = warp_sum(part);
@@ -234,31 +236,49 @@ __global__ void support_attention_counts_kernel1(float *recall, float *support, 
 
 // ---- launchers ------------------------------------------------------------------------
 
+// The shared-tile kernel for (bsel, G): WARPS warps of RW rows each.
+template <int NR, int WARPS, int RW>
+static void support_attention_block_launch(float *out, float *mass, const float *q, const float *k, const float *v,
+                                           const float *lse, int T, int Hq, int Hkv, int dh, float scale, int topk,
+                                           int bsel, const int32_t *sel, const int32_t *n_sel) {
+    const size_t smem = sizeof(float) * ((size_t)WARPS * RW * dh + (size_t)SB_BK * (dh + 1) + (size_t)SB_BK * dh);
+    CUDA_CHECK(cudaFuncSetAttribute(support_attention_block_kernel1<NR, WARPS, RW>,
+                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    const int n_blocks = (T + bsel - 1) / bsel, G = Hq / Hkv;
+    const int64_t rows_per_block = (int64_t)(bsel < T ? bsel : T) * G;
+    dim3 grid(n_blocks, (unsigned)((rows_per_block + WARPS * RW - 1) / (WARPS * RW)), Hkv);
+    support_attention_block_kernel1<NR, WARPS, RW><<<grid, WARPS * 32, smem>>>(out, mass, q, k, v, lse, T, Hq, Hkv,
+                                                                               dh, scale, topk, bsel, sel, n_sel);
+    CUDA_CHECK(cudaGetLastError());
+}
+
+// Per query (bsel 1) the shared-tile kernel too, one thread block per (query, KV
+// head): the query's gathered K/V tiles are staged once for the G heads of the
+// group (a warp a head while G ≤ 8), where the warp kernel above reads each key
+// row once per head and reduces every dot product by shuffles.
 template <int NR>
 static void support_attention_launch(float *out, float *mass, const float *q, const float *k, const float *v,
                                      const float *lse, int T, int Hq, int Hkv, int dh, float scale, int topk,
-                                     int bsel, const int32_t *sel, const int32_t *n_sel) {
-    if (bsel == 1) {
+                                     int bsel, const int32_t *sel, const int32_t *n_sel, int warp_kernel) {
+    if (bsel == 1 && warp_kernel) {
         support_attention_query_kernel1<NR><<<T, SQ_WARPS * 32>>>(out, mass, q, k, v, lse, T, Hq, Hkv, dh, scale,
                                                                   topk, bsel, sel, n_sel);
         CUDA_CHECK(cudaGetLastError());
         return;
     }
-    const size_t smem = sizeof(float) * ((size_t)SB_ROWS * dh + (size_t)SB_BK * (dh + 1) + (size_t)SB_BK * dh);
-    CUDA_CHECK(cudaFuncSetAttribute(support_attention_block_kernel1<NR>,
-                                    cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    const int n_blocks = (T + bsel - 1) / bsel, G = Hq / Hkv;
-    const int64_t rows_per_block = (int64_t)(bsel < T ? bsel : T) * G;
-    dim3 grid(n_blocks, (unsigned)((rows_per_block + SB_ROWS - 1) / SB_ROWS), Hkv);
-    support_attention_block_kernel1<NR><<<grid, SB_WARPS * 32, smem>>>(out, mass, q, k, v, lse, T, Hq, Hkv, dh,
-                                                                       scale, topk, bsel, sel, n_sel);
-    CUDA_CHECK(cudaGetLastError());
+    const int G = Hq / Hkv;
+    if (bsel == 1 && G <= 4)
+        support_attention_block_launch<NR, 4, 1>(out, mass, q, k, v, lse, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel);
+    else if (bsel == 1 && G <= 8)
+        support_attention_block_launch<NR, 8, 1>(out, mass, q, k, v, lse, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel);
+    else
+        support_attention_block_launch<NR, SB_WARPS, SB_RW>(out, mass, q, k, v, lse, T, Hq, Hkv, dh, scale, topk, bsel,
+                                                            sel, n_sel);
 }
 
-extern "C" void support_attention_cuda(float *out, float *recall, float *support, const float *q, const float *k,
-                                       const float *v, const float *lse, int T, int Hq, int Hkv, int dh,
-                                       float scale, int topk, int bsel, const int32_t *sel,
-                                       const int32_t *n_sel) {
+static void support_attention_run(float *out, float *recall, float *support, const float *q, const float *k,
+                                  const float *v, const float *lse, int T, int Hq, int Hkv, int dh, float scale,
+                                  int topk, int bsel, const int32_t *sel, const int32_t *n_sel, int warp_kernel) {
     if (T <= 0) return;
     if (dh <= 0 || dh > 256 || Hkv <= 0 || Hq % Hkv != 0 || topk < 1 || bsel < 1 || (recall && !lse)) {
         fprintf(stderr,
@@ -267,14 +287,31 @@ extern "C" void support_attention_cuda(float *out, float *recall, float *support
         abort();
     }
     float *mass = recall ? (float *)cuda_malloc(sizeof(float) * (size_t)T * Hq) : NULL;
-    if (dh <= 32) support_attention_launch<1>(out, mass, q, k, v, lse, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel);
-    else if (dh <= 64) support_attention_launch<2>(out, mass, q, k, v, lse, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel);
-    else if (dh <= 128) support_attention_launch<4>(out, mass, q, k, v, lse, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel);
-    else support_attention_launch<8>(out, mass, q, k, v, lse, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel);
+#define SA_LAUNCH(NR) \
+    support_attention_launch<NR>(out, mass, q, k, v, lse, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel, warp_kernel)
+    if (dh <= 32) SA_LAUNCH(1);
+    else if (dh <= 64) SA_LAUNCH(2);
+    else if (dh <= 128) SA_LAUNCH(4);
+    else SA_LAUNCH(8);
+#undef SA_LAUNCH
     if (recall || support) {
         support_attention_counts_kernel1<<<(T + 255) / 256, 256>>>(recall, support, mass, T, Hq, topk, bsel, sel,
                                                                    n_sel);
         CUDA_CHECK(cudaGetLastError());
     }
     cuda_free(mass);  // cudaFree waits for the kernels that use it
+}
+
+extern "C" void support_attention_cuda(float *out, float *recall, float *support, const float *q, const float *k,
+                                       const float *v, const float *lse, int T, int Hq, int Hkv, int dh,
+                                       float scale, int topk, int bsel, const int32_t *sel,
+                                       const int32_t *n_sel) {
+    support_attention_run(out, recall, support, q, k, v, lse, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel, 0);
+}
+
+extern "C" void support_attention_query_warp_cuda(float *out, float *recall, float *support, const float *q,
+                                                  const float *k, const float *v, const float *lse, int T, int Hq,
+                                                  int Hkv, int dh, float scale, int topk, const int32_t *sel,
+                                                  const int32_t *n_sel) {
+    support_attention_run(out, recall, support, q, k, v, lse, T, Hq, Hkv, dh, scale, topk, 1, sel, n_sel, 1);
 }

@@ -228,6 +228,24 @@ static void check_support_attention(const Layer *L, int topk, int bsel, const in
         compare("support_attention support", shape, sup_g, sup_c, T, 0.0, 0.0);
         free(rec_g), free(sup_g);
     }
+    if (bsel == 1) {  // the earlier per-query kernel, kept for comparison, judged the same way
+        float *rec0 = host_alloc(T), *sup0 = host_alloc(T);
+        for (int t = 0; t < T; t++) rec0[t] = sup0[t] = 0.25f;
+        float *d_out2 = dev_poisoned(T * nq), *d_rec2 = dev_from(rec0, T), *d_sup2 = dev_from(sup0, T);
+        support_attention_query_warp_cuda(d_out2, stats ? d_rec2 : NULL, stats ? d_sup2 : NULL, L->d_q, L->d_k,
+                                          L->d_v, stats ? L->d_lse : NULL, T, L->Hq, L->Hkv, L->dh, L->scale, topk,
+                                          d_sel, d_n);
+        float *out2 = host_from_dev(d_out2, T * nq);
+        compare("support_attention_warp out", shape, out2, out_c, T * nq, F32_NMSE, F32_MAX);
+        if (stats) {
+            float *rec_g = host_from_dev(d_rec2, T), *sup_g = host_from_dev(d_sup2, T);
+            compare("support_attention_warp recall", shape, rec_g, rec_c, T, F32_NMSE, F32_MAX);
+            compare("support_attention_warp support", shape, sup_g, sup_c, T, 0.0, 0.0);
+            free(rec_g), free(sup_g);
+        }
+        cuda_free(d_out2), cuda_free(d_rec2), cuda_free(d_sup2);
+        free(out2), free(rec0), free(sup0);
+    }
     cuda_free(d_out), cuda_free(d_rec), cuda_free(d_sup), cuda_free(d_sel), cuda_free(d_n);
     free(out_c), free(rec_c), free(sup_c), free(out_g);
 }
@@ -592,12 +610,21 @@ void twins_oracle(int quick) {
         check_oracle(&L, 32, 5, 0);
         check_oracle(&L, 32, 100, 0);
         check_support_random(&L, 24, 100, 1);
-        layer_free(&L);
         Layer M = layer_new(T, 4, 2, 80, 0);
         check_oracle(&M, 20, 1, 0);
         check_oracle(&M, 20, 48, 0);
         check_support_random(&M, 20, 7, 1);
+        // Per query through the shared-tile kernel: groups of 3 and 2 heads (a warp a head, idle warps),
+        // 6 (Qwen2.5's 12:2), and 10 (more heads than one thread block's rows: two row blocks).
+        check_support_random(&L, 24, 1, 1);
+        check_support_random(&M, 20, 1, 1);
+        layer_free(&L);
         layer_free(&M);
+        Layer Q = layer_new(T, 12, 2, 128, 0), N = layer_new(T, 20, 2, 96, 0);
+        check_support_random(&Q, 64, 1, 1);
+        check_support_random(&N, 40, 1, 1);
+        layer_free(&Q);
+        layer_free(&N);
     }
 
     // oracle_select_bf16_cuda on bf16-rounded layers: per query and blocks of
