@@ -50,17 +50,9 @@
 #                      (the timing does not depend on training)
 #   frontier LEN [K] [BSEL]  nll, ttft and ruler at one length, in that order, in one call
 #
-# An order for 30 minutes of one machine, with expected durations (H200; docs/qwen25coder.md "The paired frontier"):
-#   1. first call with .deb/, .dev/c1/ and tasks_{4k,8k,16k,32k} (49.5 MB with the tree without docs/
-#      and tests/goldens/): ONLY_BUILD=1 bash scripts/device-check.sh; bash … stash              ~3 min
-#   2. part 00 … part 17 (~7 s each), then part 18 carrying also tasks_64k and tasks_128k with
-#      `CHECK_PRECISIONS= bash scripts/device-qwen25coder.sh convert` and `… yarn` as its CMD      ~5.5 min
-#   3. `train 300` (budget 540 s: ~300 steps expected with the bf16 teacher; BUDGET_S=360 for ~200)  9 min
-#   4. GRID_K=1024,4096 GRID_BSEL=1,64: `ttft 8192,16384,32768` and `ttft 65536,131072`           ~3 min
-#   5. `nll 32768 1024,4096 1,64`, `nll 131072 4096 1,64`                                          ~3 min
-#   6. RULER_PER_TASK=1 `ruler 32768 1024,4096 1,64` (13 tasks × 5 prefills per k)                 ~7 min
-#   then, one command each later: the other lengths (ruler 64K/128K on the YaRN folder) and the
-#   rest of the grid.
+# An order for 30 minutes of one machine, with the times it took: docs/qwen25coder.md ("What 30 minutes
+# of one H200 hold"): the build and the long stages as background jobs (scripts/device-bg.sh) while the
+# parts travel; the trained indexer (INDEXER=DIR) travels in a call of its own.
 # Each stage stops starting spindle calls once BUDGET_S (default 540) seconds have passed, and kills the
 # running one at BUDGET_S, so a call ends before the 10-minute limit with every finished JSON in $OUT;
 # rerunning a stage skips the calls whose JSON is already in /root/q25/res with the same command line.
