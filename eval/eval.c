@@ -254,7 +254,7 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
             if (c) {
                 memset(recall, 0, sizeof(float) * T);
                 memset(support, 0, sizeof(float) * T);
-                SparseStats ss = {recall, support, o->gpu ? 0 : o->union_bsel, 0, 0};
+                SparseStats ss = {recall, support, o->union_bsel, 0, 0};
                 if (n_lstat) ss.layer_recall = lrec + (size_t)c * NL, ss.layer_support = lsup + (size_t)c * NL;
                 run_config(m, o, c, x, T, hs, &ss);
                 tokens += T;

@@ -70,6 +70,14 @@ void support_attention_query_warp_cuda(float *out, float *recall, float *support
 void support_attention_block_tc_cuda(void *out, const void *q, const void *k, const void *v, int T, int Hq, int Hkv,
                                      int dh, float scale, int topk, int bsel, const int32_t *sel, const int32_t *n_sel,
                                      DType out_type);
+// Σ_b |U_b| over the blocks of ublock consecutive queries (aligned to 0, the
+// last one possibly shorter): U_b = ∪_{t ∈ b} (the keys of S_t that are ≤ t, or
+// {t} when there is none) — what a block-wise execution of per-query supports
+// loads once per block; the GPU side of SupportUnion (kernels/ops.h) for given
+// per-query supports (sel [T, topk], n_sel [T], device). Synchronous; −1 when
+// the block's bitmap of T bits does not fit in shared memory.
+int64_t support_union_keys_cuda(const int32_t *sel, const int32_t *n_sel, int T, int topk, int ublock);
+
 // 1 when support_attention_block_tc_cuda takes the tensor-core path for this
 // shape (aligned pointers assumed), 0 when it falls back (for benchmarks).
 int support_attention_block_tc_takes(int Hq, int Hkv, int dh, int topk, int bsel);

@@ -442,6 +442,7 @@ typedef struct {
     int bf16_attn;      // bf16 mode: dense attention through cuDNN SDPA (the op falls back where cuDNN declines)
     int f32_attn;       // q, k, v, att are [T, ·] fp32 (else rc rows: GEMM outputs and the gate's product)
     double union_keys, union_blocks;  // per-query supports run as block unions: Σ |U_b|, Σ blocks (all layers)
+    int union_stat;     // > 0: also count those unions for blocks of this many queries (statistics, indexer rows)
     int att_bf16;       // the layer's attention output is in ob (else in att)
     int xn_layer;       // the layer whose normed attention input xn_all holds (−1: none)
     int pos0;           // position of the pass's first token (a decoding cache's length, else 0)
@@ -545,6 +546,7 @@ static void *cuda_begin(void *twin, const int32_t *ids, int T, const ForwardOpts
         p->ob = cuda_malloc(2 * TT * nq);
     }
     if (want_stats) {
+        p->union_stat = o->stats->union_bsel;
         p->d_rec = cuda_malloc(sizeof(float) * TT), p->d_sup = cuda_malloc(sizeof(float) * TT);
         cuda_memset(p->d_rec, 0, sizeof(float) * TT);
         cuda_memset(p->d_sup, 0, sizeof(float) * TT);
@@ -651,6 +653,12 @@ static void cuda_attend(void *tw, int l, const AttendPlan *a) {
         } else {
             support_attention_cuda(p->att, rec, sup, p->q, p->k, p->v, p->lse, T, Hq, Hkv, dh, scale, a->topk,
                                    a->bsel, p->sel, p->n_sel);
+            // Statistics of per-query supports: the union each block of union_stat queries would load
+            // (SparseStats.union_bsel), from the indexer's selection.
+            if (a->stats && a->bsel == 1 && p->union_stat > 0) {
+                const int64_t uk = support_union_keys_cuda(p->sel, p->n_sel, T, a->topk, p->union_stat);
+                if (uk >= 0) p->union_keys += (double)uk, p->union_blocks += (T + p->union_stat - 1) / p->union_stat;
+            }
         }
     } else if (a->mode == ATTEND_ORACLE) {
         oracle_attention_cuda(p->att, rec, sup, p->q, p->k, p->v, T, Hq, Hkv, dh, scale, a->topk, a->bsel);

@@ -382,13 +382,24 @@ static __device__ void union_bitmap(uint32_t *bm, int W, const int32_t *sel, con
 }
 
 // n_union[b] = |∪_{t ∈ block b} {j ∈ S_t : j ≤ t}|. One thread block per block.
+// with_self: a query with no visible key counts as {t} (what it attends to; the
+// statistics' convention, support_attention_cpu's SupportUnion), else it adds
+// nothing (the union path attends to t alone outside the union).
 __global__ void union_count_kernel(int32_t *n_union, const int32_t *sel, const int32_t *n_sel, int T, int topk,
-                                   int B) {
+                                   int B, int with_self) {
     extern __shared__ uint32_t ubm[];
     __shared__ int total;
     const int b = blockIdx.x, t0 = b * B, nt = min(B, T - t0), W = (t0 + nt - 1) / 32 + 1;
     if (threadIdx.x == 0) total = 0;
     union_bitmap(ubm, W, sel, n_sel, t0, nt, topk);
+    if (with_self) {
+        for (int r = threadIdx.x; r < nt; r += blockDim.x) {
+            const int t = t0 + r;
+            if (count_le(sel + (int64_t)t * topk, min(max(n_sel[t], 0), topk), t) == 0)
+                atomicOr(&ubm[t >> 5], 1u << (t & 31));
+        }
+        __syncthreads();
+    }
     int cnt = 0;
     for (int w = threadIdx.x; w < W; w += blockDim.x) cnt += __popc(ubm[w]);
     atomicAdd(&total, cnt);
@@ -470,7 +481,7 @@ extern "C" void support_attention_union_tc_cuda(void *out, const void *q, const 
     CUDA_CHECK(cudaFuncSetAttribute(union_count_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem / 2));
     CUDA_CHECK(cudaFuncSetAttribute(union_fill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     int32_t *d_nu = (int32_t *)cuda_malloc(sizeof(int32_t) * (size_t)nb);
-    union_count_kernel<<<nb, 256, smem / 2>>>(d_nu, sel, n_sel, T, topk, ublock);
+    union_count_kernel<<<nb, 256, smem / 2>>>(d_nu, sel, n_sel, T, topk, ublock, 0);
     CUDA_CHECK(cudaGetLastError());
     // Offsets on the host: the keys' (Σ |U_b|) and the masks' (ublock rows of
     // two words per 64-key tile each).
@@ -502,4 +513,26 @@ extern "C" void support_attention_union_tc_cuda(void *out, const void *q, const 
     if (union_keys) *union_keys = nk;
     cuda_free(d_nu), cuda_free(d_keys), cuda_free(d_mask), cuda_free(d_vis), cuda_free(d_mw), cuda_free(d_off);
     free(nu), free(off);
+}
+
+extern "C" int64_t support_union_keys_cuda(const int32_t *sel, const int32_t *n_sel, int T, int topk, int ublock) {
+    if (T <= 0 || ublock < 1) return 0;
+    const int nb = (T + ublock - 1) / ublock;
+    const size_t smem = union_smem(T) / 2;  // the bitmap alone
+    int dev = 0, max_smem = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    if (smem > (size_t)max_smem - 2048) return -1;  // T past ~1.8M keys on an H200
+    CUDA_CHECK(cudaFuncSetAttribute(union_count_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    int32_t *d_nu = (int32_t *)cuda_malloc(sizeof(int32_t) * (size_t)nb);
+    union_count_kernel<<<nb, 256, smem>>>(d_nu, sel, n_sel, T, topk, ublock, 1);
+    CUDA_CHECK(cudaGetLastError());
+    int32_t *nu = (int32_t *)malloc(sizeof(int32_t) * (size_t)nb);
+    if (!nu) abort();
+    cuda_to_host(nu, d_nu, sizeof(int32_t) * (size_t)nb);
+    int64_t keys = 0;
+    for (int b = 0; b < nb; b++) keys += nu[b];
+    cuda_free(d_nu);
+    free(nu);
+    return keys;
 }

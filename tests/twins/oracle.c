@@ -245,6 +245,19 @@ static void check_support_attention(const Layer *L, int topk, int bsel, const in
         }
         cuda_free(d_out2), cuda_free(d_rec2), cuda_free(d_sup2);
         free(out2), free(rec0), free(sup0);
+        // The unions of blocks of 4 and 64 queries' supports (eval --union-bsel): exact counts.
+        for (int ub = 4; ub <= 64; ub *= 16) {
+            SupportUnion uni = {ub, 0, 0};
+            float *tmp = host_alloc(T * nq);
+            hybrid_attention_cpu(tmp, NULL, NULL, L->q, L->k, L->v, T, L->Hq, L->Hkv, L->dh, L->scale, topk, 1, 0, 0,
+                                 sel, n_sel, &uni);
+            const double got = (double)support_union_keys_cuda(d_sel, d_n, T, topk, ub);
+            char what[200];
+            snprintf(what, sizeof what, "%s union of %d", shape, ub);
+            compare("support_union_keys", what, (const float[]){(float)got}, (const float[]){(float)uni.keys}, 1, 0.0,
+                    0.0);
+            free(tmp);
+        }
     }
     cuda_free(d_out), cuda_free(d_rec), cuda_free(d_sup), cuda_free(d_sel), cuda_free(d_n);
     free(out_c), free(rec_c), free(sup_c), free(out_g);
