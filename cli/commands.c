@@ -459,14 +459,14 @@ static int parse_depths(const char *value, double *out, int *n) {
     return *n ? 0 : -1;
 }
 
-// Parses "passkey,multikey". Returns -1 after a message.
+// Parses "passkey,multikey,kv". Returns -1 after a message.
 static int parse_tasks(const char *value, RetrievalKind *out, int *n) {
     char buf[256];
     snprintf(buf, sizeof buf, "%s", value);
     *n = 0;
     for (char *save, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
         if (*n == 8 || retrieval_kind_parse(tok, &out[*n]) != 0) {
-            fprintf(stderr, "spindle eval: --tasks must list passkey and/or multikey (got \"%s\")\n", value);
+            fprintf(stderr, "spindle eval: --tasks must list passkey, multikey and/or kv (got \"%s\")\n", value);
             return -1;
         }
         (*n)++;
@@ -777,7 +777,7 @@ int cmd_eval(int argc, char **argv) {
         {"--md", 1, "results as a Markdown table (default: the --json path with .md)", NULL},
         {"--n-seq", 1, "evaluate at most this many sequences (default: all that fit)", NULL},
         {"--threads", 1, "OpenMP threads (default: all cores)", NULL},
-        {"--tasks", 1, "retrieval tasks too: passkey and/or multikey (haystacks from the same text)", NULL},
+        {"--tasks", 1, "retrieval tasks too: passkey, multikey and/or kv (haystacks from the same text; kv: spindle's own 16-needle task, the one train --retrieval-mix trains on)", NULL},
         {"--depths", 1, "needle depths in [0, 1], comma-separated (default 0,0.5,1)", NULL},
         {"--task-n", 1, "seeded instances per task and depth (default 4)", NULL},
         {"--seed", 1, "seed of the retrieval instances (default 1)", NULL},

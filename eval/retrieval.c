@@ -16,6 +16,8 @@ static const char PASSKEY_PREAMBLE[] =
 static const char MULTIKEY_PREAMBLE[] =
     "Some special magic numbers are hidden within the following text. Make sure to memorize it. "
     "I will quiz you about the numbers afterwards.\n\n";
+static const char KV_PREAMBLE[] = "Facts of the form \"the value of a word is a number\" are scattered through "
+                                  "the text below. A question about one of them follows it.\n\n";
 
 // Keys for the multikey needles: common, distinct English words.
 static const char *const KEY_WORDS[] = {
@@ -34,6 +36,7 @@ const char *retrieval_kind_name(RetrievalKind kind) {
     switch (kind) {
     case RETRIEVAL_PASSKEY: return "passkey";
     case RETRIEVAL_MULTIKEY: return "multikey";
+    case RETRIEVAL_KV: return "kv";
     }
     return "unknown";
 }
@@ -41,6 +44,7 @@ const char *retrieval_kind_name(RetrievalKind kind) {
 int retrieval_kind_parse(const char *name, RetrievalKind *kind) {
     if (strcmp(name, "passkey") == 0) *kind = RETRIEVAL_PASSKEY;
     else if (strcmp(name, "multikey") == 0) *kind = RETRIEVAL_MULTIKEY;
+    else if (strcmp(name, "kv") == 0) *kind = RETRIEVAL_KV;
     else return -1;
     return 0;
 }
@@ -124,7 +128,7 @@ static int cmp_insert(const void *a, const void *b) {
 int retrieval_make(const Tokenizer *tok, const int32_t *haystack, size_t n_hay, RetrievalKind kind,
                    int T, double depth, uint64_t seed, RetrievalTask *out, Status *st) {
     memset(out, 0, sizeof *out);
-    if (kind != RETRIEVAL_PASSKEY && kind != RETRIEVAL_MULTIKEY)
+    if (kind != RETRIEVAL_PASSKEY && kind != RETRIEVAL_MULTIKEY && kind != RETRIEVAL_KV)
         return status_fail(st, "retrieval: unknown task kind %d", (int)kind);
     if (!(depth >= 0.0 && depth <= 1.0))
         return status_fail(st, "retrieval: depth %g is outside [0, 1]", depth);
@@ -134,10 +138,12 @@ int retrieval_make(const Tokenizer *tok, const int32_t *haystack, size_t n_hay, 
     // depths, then the haystack offset (which needs the haystack length).
     uint64_t rng = seed ^ (0xA5A5A5A5ull * (uint64_t)(kind + 1));
     rng_next(&rng);
-    const int n_needles = kind == RETRIEVAL_PASSKEY ? 1 : RETRIEVAL_MULTIKEY_NEEDLES;
-    long numbers[RETRIEVAL_MULTIKEY_NEEDLES];
-    int keys[RETRIEVAL_MULTIKEY_NEEDLES];
-    double depths[RETRIEVAL_MULTIKEY_NEEDLES];
+    const int n_needles = kind == RETRIEVAL_PASSKEY ? 1 : kind == RETRIEVAL_KV ? RETRIEVAL_KV_NEEDLES
+                                                                                : RETRIEVAL_MULTIKEY_NEEDLES;
+    const int keyed = kind != RETRIEVAL_PASSKEY;
+    long numbers[RETRIEVAL_MAX_NEEDLES];
+    int keys[RETRIEVAL_MAX_NEEDLES];
+    double depths[RETRIEVAL_MAX_NEEDLES];
     for (int i = 0; i < n_needles; i++) {
         for (;;) {  // distinct numbers
             numbers[i] = kind == RETRIEVAL_PASSKEY ? 10000 + (long)rng_below(&rng, 90000)
@@ -147,7 +153,7 @@ int retrieval_make(const Tokenizer *tok, const int32_t *haystack, size_t n_hay, 
             if (!dup) break;
         }
     }
-    for (int i = 0; i < n_needles && kind == RETRIEVAL_MULTIKEY; i++) {
+    for (int i = 0; i < n_needles && keyed; i++) {
         for (;;) {  // distinct keys
             keys[i] = (int)rng_below(&rng, N_KEY_WORDS);
             int dup = 0;
@@ -160,13 +166,17 @@ int retrieval_make(const Tokenizer *tok, const int32_t *haystack, size_t n_hay, 
 
     // Text pieces, each tokenized on its own.
     char buf[512];
-    Piece pre = {0}, question = {0}, answer = {0}, needles[RETRIEVAL_MULTIKEY_NEEDLES] = {{0}};
+    Piece pre = {0}, question = {0}, answer = {0}, needles[RETRIEVAL_MAX_NEEDLES] = {{0}};
     int rc = 0;
-    rc |= encode_piece(tok, kind == RETRIEVAL_PASSKEY ? PASSKEY_PREAMBLE : MULTIKEY_PREAMBLE, &pre, st);
+    rc |= encode_piece(tok, kind == RETRIEVAL_PASSKEY ? PASSKEY_PREAMBLE : kind == RETRIEVAL_KV ? KV_PREAMBLE
+                                                                                              : MULTIKEY_PREAMBLE,
+                       &pre, st);
     for (int i = 0; i < n_needles && !rc; i++) {
         if (kind == RETRIEVAL_PASSKEY)
             snprintf(buf, sizeof buf, " The pass key is %ld. Remember it. %ld is the pass key.",
                      numbers[i], numbers[i]);
+        else if (kind == RETRIEVAL_KV)
+            snprintf(buf, sizeof buf, " The value of %s is %ld.", KEY_WORDS[keys[i]], numbers[i]);
         else
             snprintf(buf, sizeof buf, " One of the special magic numbers for %s is: %ld.",
                      KEY_WORDS[keys[i]], numbers[i]);
@@ -175,6 +185,9 @@ int retrieval_make(const Tokenizer *tok, const int32_t *haystack, size_t n_hay, 
     if (!rc) {
         if (kind == RETRIEVAL_PASSKEY)
             snprintf(buf, sizeof buf, "\n\nWhat is the pass key? The pass key is");
+        else if (kind == RETRIEVAL_KV)
+            snprintf(buf, sizeof buf, "\n\nWhat is the value of %s? The value of %s is", KEY_WORDS[keys[0]],
+                     KEY_WORDS[keys[0]]);
         else
             snprintf(buf, sizeof buf,
                      "\n\nWhat is the special magic number for %s mentioned in the provided text? "
@@ -206,7 +219,7 @@ int retrieval_make(const Tokenizer *tok, const int32_t *haystack, size_t n_hay, 
     size_t offset = (size_t)rng_below(&rng, (uint64_t)(n_hay - (size_t)H) + 1);
     const int32_t *hay = haystack + offset;
 
-    Insert ins[RETRIEVAL_MULTIKEY_NEEDLES];
+    Insert ins[RETRIEVAL_MAX_NEEDLES];
     for (int i = 0; i < n_needles; i++) {
         int target = (int)lround(depths[i] * (double)H);
         ins[i].pos = find_boundary(tok, hay, (int)H, target);
@@ -252,7 +265,7 @@ int retrieval_make(const Tokenizer *tok, const int32_t *haystack, size_t n_hay, 
     out->n_hay = (int)H;
     out->hay_offset = offset;
     snprintf(out->answer, sizeof out->answer, "%ld", numbers[0]);
-    if (kind == RETRIEVAL_MULTIKEY) snprintf(out->key, sizeof out->key, "%s", KEY_WORDS[keys[0]]);
+    if (keyed) snprintf(out->key, sizeof out->key, "%s", KEY_WORDS[keys[0]]);
 
 done:
     free(pre.ids);

@@ -11,6 +11,10 @@
 // Kinds (templates follow RULER's passkey and niah_multikey_1):
 //  passkey:  needle " The pass key is N. Remember it. N is the pass key." (N: 5 digits);
 //            question "\n\nWhat is the pass key? The pass key is", answer " N".
+//  kv:       spindle's own, for training mixes (train --retrieval-mix), not a RULER template:
+//            RETRIEVAL_KV_NEEDLES needles " The value of K is N." (K: distinct words, N: distinct
+//            7-digit numbers; the queried one at the requested depth); question "\n\nWhat is the
+//            value of K? The value of K is", answer " N".
 //  multikey: RETRIEVAL_MULTIKEY_NEEDLES needles " One of the special magic numbers for K is: N."
 //            (K: distinct words from a fixed list, N: distinct 7-digit numbers); the queried one
 //            sits at the requested depth, the others at seeded random depths; question
@@ -35,9 +39,13 @@
 #include "status.h"
 #include "tokenizer.h"
 
-typedef enum { RETRIEVAL_PASSKEY = 0, RETRIEVAL_MULTIKEY = 1 } RetrievalKind;
+typedef enum { RETRIEVAL_PASSKEY = 0, RETRIEVAL_MULTIKEY = 1, RETRIEVAL_KV = 2 } RetrievalKind;
 
-enum { RETRIEVAL_MULTIKEY_NEEDLES = 4 };  // RULER niah_multikey_1: 1 queried + 3 distractors
+enum {
+    RETRIEVAL_MULTIKEY_NEEDLES = 4,  // RULER niah_multikey_1: 1 queried + 3 distractors
+    RETRIEVAL_KV_NEEDLES = 16,       // 1 queried + 15 distractors of the same shape
+    RETRIEVAL_MAX_NEEDLES = 16,
+};
 
 typedef struct {
     RetrievalKind kind;
@@ -52,7 +60,7 @@ typedef struct {
     double depth;            // realized depth: haystack tokens before the queried needle / H
     size_t hay_offset;       // where the haystack window starts in the given token stream
     char answer[16];         // the number, e.g. "68217"
-    char key[32];            // multikey: the queried key word; passkey: ""
+    char key[32];            // multikey, kv: the queried key word; passkey: ""
 } RetrievalTask;
 
 // Builds a task of exactly T tokens from the token stream haystack[0..n_hay) (e.g. held-out
@@ -70,6 +78,6 @@ void retrieval_free(RetrievalTask *task);
 // that predict the answer). Ties go to the lowest id (as a first-max scan finds it).
 int retrieval_exact_match(const RetrievalTask *task, const float *logits, int first_row, int vocab);
 
-// "passkey" / "multikey"; parse returns -1 for an unknown name.
+// "passkey" / "multikey" / "kv"; parse returns -1 for an unknown name.
 const char *retrieval_kind_name(RetrievalKind kind);
 int retrieval_kind_parse(const char *name, RetrievalKind *kind);

@@ -244,6 +244,8 @@ static void check_task(const Tokenizer *tok, const int32_t *hay, size_t n_hay, R
     char nw[256];
     if (kind == RETRIEVAL_PASSKEY)
         snprintf(nw, sizeof nw, " The pass key is %s. Remember it. %s is the pass key.", t.answer, t.answer);
+    else if (kind == RETRIEVAL_KV)
+        snprintf(nw, sizeof nw, " The value of %s is %s.", t.key, t.answer);
     else
         snprintf(nw, sizeof nw, " One of the special magic numbers for %s is: %s.", t.key, t.answer);
     EXPECT(strcmp(needle, nw) == 0, "%s: needle decodes to \"%s\", want \"%s\"", kn, needle, nw);
@@ -271,6 +273,17 @@ static void check_task(const Tokenizer *tok, const int32_t *hay, size_t n_hay, R
         double dseq = (double)t.needle_start / T;
         EXPECT(T < 4096 || fabs(dseq - depth) <= 0.03, "passkey T=%d: needle at %.3f of the sequence, asked %.3f", T,
                dseq, depth);
+    } else if (kind == RETRIEVAL_KV) {
+        char *all = decode(tok, t.ids, (size_t)T);
+        EXPECT(count_substr(all, " The value of ") == RETRIEVAL_KV_NEEDLES + 1,  // + the question's answer line
+               "kv: %d needles in the text", count_substr(all, " The value of ") - 1);
+        char q[128];
+        snprintf(q, sizeof q, "What is the value of %s? The value of %s is %s", t.key, t.key, t.answer);
+        EXPECT(strstr(all, q) != NULL, "kv: question + answer for key %s not at the end", t.key);
+        snprintf(q, sizeof q, "The value of %s is %s.", t.key, t.answer);
+        EXPECT(count_substr(all, q) == 1, "kv: key %s must be in exactly one needle, with the answer", t.key);
+        EXPECT(strstr(all, "special magic") == NULL, "kv: no RULER wording");
+        free(all);
     } else {
         char *all = decode(tok, t.ids, (size_t)T);
         EXPECT(count_substr(all, "One of the special magic numbers for ") == RETRIEVAL_MULTIKEY_NEEDLES,
@@ -298,14 +311,15 @@ static void check_task(const Tokenizer *tok, const int32_t *hay, size_t n_hay, R
 static void test_tasks(const Tokenizer *tok, const int32_t *hay, size_t n_hay) {
     const int Ts[] = {256, 1024, 8192};
     const double depths[] = {0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0};
-    for (int k = 0; k < 2; k++)
+    for (int k = 0; k < 3; k++)
         for (size_t i = 0; i < sizeof Ts / sizeof Ts[0]; i++)
             for (size_t j = 0; j < sizeof depths / sizeof depths[0]; j++)
-                check_task(tok, hay, n_hay, (RetrievalKind)k, Ts[i], depths[j], 1000 + 7 * i + j);
+                if (k != RETRIEVAL_KV || Ts[i] >= 512)  // 16 needles need ~280 tokens (checked below)
+                    check_task(tok, hay, n_hay, (RetrievalKind)k, Ts[i], depths[j], 1000 + 7 * i + j);
 
     // Different seeds: different numbers (fixed seeds, so this is deterministic).
     Status st;
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < 3; k++) {
         RetrievalTask a, b, c;
         int rc = retrieval_make(tok, hay, n_hay, (RetrievalKind)k, 1024, 0.5, 1, &a, &st);
         rc |= retrieval_make(tok, hay, n_hay, (RetrievalKind)k, 1024, 0.5, 2, &b, &st);
@@ -328,6 +342,9 @@ static void test_tasks(const Tokenizer *tok, const int32_t *hay, size_t n_hay) {
     RetrievalTask t;
     int rc = retrieval_make(tok, hay, n_hay, RETRIEVAL_PASSKEY, 40, 0.5, 1, &t, &st);
     EXPECT(rc == -1 && t.ids == NULL && strstr(st.msg, "too small"), "T=40 must fail: \"%s\"", st.msg);
+    rc = retrieval_make(tok, hay, n_hay, RETRIEVAL_KV, 256, 0.5, 1, &t, &st);
+    EXPECT(rc == -1 && t.ids == NULL && strstr(st.msg, "kv task needs more than"), "kv at 256 must fail: \"%s\"",
+           st.msg);
     rc = retrieval_make(tok, hay, n_hay, RETRIEVAL_MULTIKEY, 120, 0.5, 1, &t, &st);
     EXPECT(rc == -1 && strstr(st.msg, "too small"), "multikey T=120 must fail: \"%s\"", st.msg);
     rc = retrieval_make(tok, hay, n_hay, RETRIEVAL_PASSKEY, 1024, 1.5, 1, &t, &st);
@@ -339,6 +356,7 @@ static void test_tasks(const Tokenizer *tok, const int32_t *hay, size_t n_hay) {
     RetrievalKind kind;
     EXPECT(retrieval_kind_parse("multikey", &kind) == 0 && kind == RETRIEVAL_MULTIKEY &&
                retrieval_kind_parse("passkey", &kind) == 0 && kind == RETRIEVAL_PASSKEY &&
+               retrieval_kind_parse("kv", &kind) == 0 && kind == RETRIEVAL_KV &&
                retrieval_kind_parse("niah", &kind) == -1,
            "kind names");
 }
