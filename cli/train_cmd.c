@@ -83,6 +83,7 @@ static int apply_flags(TrainConfig *tc, const Flag *flags, int nf) {
     NUM_FLAG("--weight-decay", tc->weight_decay, 0, 10);
     NUM_FLAG("--clip", tc->clip, 0, 1e9);
     NUM_FLAG("--query-frac", tc->query_frac, 1e-6, 1);
+    NUM_FLAG("--retrieval-mix", tc->retrieval_mix, 0, 1);
     if ((v = args_get(flags, nf, "--variant"))) {
         if (!strcmp(v, "collapsed")) tc->icfg.variant = INDEXER_COLLAPSED, tc->icfg.n_heads = 1;
         else if (!strcmp(v, "expanded")) {
@@ -259,6 +260,7 @@ static int check_against_run(TrainConfig *tc, const TrainConfig *run, const Flag
     SAME("--weight-decay", weight_decay);
     SAME("--clip", clip);
     SAME("--query-frac", query_frac);
+    SAME("--retrieval-mix", retrieval_mix);
     SAME("--batch", batch);
     SAME("--objective-bsel", objective.bsel);
     SAME("--block-weight", objective.block_weight);
@@ -321,6 +323,7 @@ int cmd_train(int argc, char **argv) {
         {"--clip", 1, "gradient-norm clip per layer (default 1.0; 0 = off)", NULL},
         {"--seed", 1, "seed of the initialisation and the query sampling (default 1)", NULL},
         {"--query-frac", 1, "fraction of positions >= --min-pos sampled per step (default 0.25; --objective block/mix: of the blocks)", NULL},
+        {"--retrieval-mix", 1, "online, --objective query: this fraction of the windows (seeded by --seed and the window) becomes a kv retrieval task over its own text (16 key-value needles, a question about one; eval --tasks kv), with every question and answer position in the step's queries (default 0: none)", NULL},
         {"--min-pos", 1, "first position that can be sampled (default 16)", NULL},
         {"--objective", 1, "query (default): KL(P_t || Q_t) per sampled query; block: KL of the block aggregates "
                            "(docs/design.md \"Loss\"), whole blocks sampled with probability --query-frac; mix: "

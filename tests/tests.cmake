@@ -86,6 +86,11 @@ add_test(NAME train_resume_export COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_tr
 # seed, exact resume, bad usage, and the hybrid stack's full-attention layers only.
 add_test(NAME train_online COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_train_online.sh
          $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/train_online)
+# Online training with a retrieval mix (--retrieval-mix) on SmolLM2: kv windows
+# and their question positions, exact resume, refusals.
+add_test(NAME train_mix COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_train_mix.sh $<TARGET_FILE:spindle>
+         ${CMAKE_SOURCE_DIR}/models/smollm2 ${CMAKE_SOURCE_DIR}/corpus/train ${TEST_TMP}/train_mix)
+set_tests_properties(train_mix PROPERTIES SKIP_RETURN_CODE 77)
 # Online training on a synthetic model (--synthetic tiny, --random-ids) and
 # several sequences per step (--batch): exact resume after a stop or SIGKILL,
 # the mean of the gradients, refusals.

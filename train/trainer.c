@@ -29,6 +29,7 @@
 #include "forward.h"
 #include "indexer_ops.h"
 #include "model.h"
+#include "retrieval.h"
 #include "rng.h"
 #include "rope.h"
 #include "run_state.h"
@@ -135,17 +136,48 @@ static int shardset_read(ShardSet *ss, int64_t g, int layer, float *x, size_t n_
 }
 
 // The token windows of online training: a loaded stream's (epochs wrap), or
-// the random stream's (TrainStream.random), made on demand into buf.
+// the random stream's (TrainStream.random), made on demand into buf; with a
+// retrieval mix, some of the stream's windows become kv tasks over their own
+// text (made into mbuf; the last one is kept: mixed_g, q_start).
 typedef struct {
     const TeacherStream *stream;
     int random, vocab, T;
     uint64_t seed;
     int32_t *buf;  // [T] (random only)
+    double mix;    // TrainConfig.retrieval_mix
+    uint64_t mix_seed;
+    const Tokenizer *tok;
+    int32_t *mbuf;    // [T]: the kv task of window mixed_g
+    int64_t mixed_g;  // −1: none made yet
+    int q_start;      // its question's first position
 } Windows;
 
-// Window g: T ids.
-static const int32_t *window_ids(Windows *w, int64_t g) {
-    if (!w->random) return w->stream->starts[g % (int64_t)w->stream->n_win];
+// The kv task of window g, or 0 when g stays text (no mix, or not drawn). Its
+// draws: splitmix64 of (mix_seed, g), nothing else.
+static int window_mixed(Windows *w, int64_t g, Status *st) {
+    if (w->mix <= 0 || w->random) return 0;
+    uint64_t s = w->mix_seed ^ (0x9E3779B97F4A7C15ull * (uint64_t)(g + 1));
+    if (rng_uniform(&s) >= w->mix) return 0;
+    if (w->mixed_g == g) return 1;
+    const double depth = rng_uniform(&s);
+    const uint64_t seed = rng_next(&s);
+    RetrievalTask task;
+    const int32_t *text = w->stream->starts[g % (int64_t)w->stream->n_win];
+    if (retrieval_make(w->tok, text, (size_t)w->T, RETRIEVAL_KV, w->T, depth, seed, &task, st)) return -1;
+    memcpy(w->mbuf, task.ids, sizeof(int32_t) * (size_t)w->T);
+    w->q_start = task.hay_start + task.hay_len;
+    w->mixed_g = g;
+    retrieval_free(&task);
+    return 1;
+}
+
+// Window g: T ids (NULL, st set, when its kv task cannot be made).
+static const int32_t *window_ids(Windows *w, int64_t g, Status *st) {
+    if (!w->random) {
+        const int mixed = window_mixed(w, g, st);
+        if (mixed < 0) return NULL;
+        return mixed ? w->mbuf : w->stream->starts[g % (int64_t)w->stream->n_win];
+    }
     uint64_t s = w->seed ^ (0xD1B54A32D192ED03ull * (uint64_t)(g + 1));
     for (int t = 0; t < w->T; t++) w->buf[t] = (int32_t)rng_below(&s, (uint64_t)w->vocab);
     return w->buf;
@@ -175,7 +207,9 @@ static int source_layer(TrainSource *s, int64_t g, int i, int layer, const float
         return 0;
     }
     if (s->tapped != g) {
-        teacher_tap_forward(s->tap, s->bb, window_ids(s->win, g), s->T);
+        const int32_t *ids = window_ids(s->win, g, st);
+        if (!ids) return -1;
+        teacher_tap_forward(s->tap, s->bb, ids, s->T);
         s->tapped = g;
     }
     *x = s->tap->x[i], *lse = s->tap->lse[i];
@@ -286,6 +320,7 @@ static cJSON *config_json(const TrainConfig *tc, const char *fingerprint, int ct
     NUM(steps), NUM(warmup), NUM(lr), NUM(min_lr_frac), NUM(weight_decay), NUM(beta1), NUM(beta2), NUM(eps);
     NUM(clip), NUM(seed), NUM(query_frac), NUM(min_pos), NUM(eval_every), NUM(recall_k), NUM(eval_queries);
     NUM(ckpt_every), NUM(schedule_steps), NUM(batch);
+    if (tc->retrieval_mix > 0) NUM(retrieval_mix);  // absent: none (runs made before the mix existed)
 #undef NUM
     cJSON_AddStringToObject(o, "device", tc->use_cuda ? "cuda" : "cpu");
     cJSON_AddStringToObject(o, "teacher_precision", tc->bf16_teacher ? "bf16" : "fp32");
@@ -474,6 +509,12 @@ int train_config_load(TrainConfig *tc, const char *run_dir, Status *st) {
         else if (nums[i].l) *nums[i].l = (long)v;
         else *nums[i].i = (int)v;
     }
+    const cJSON *mix = cJSON_GetObjectItemCaseSensitive(o, "retrieval_mix");  // optional
+    if (mix && !(cJSON_IsNumber(mix) && mix->valuedouble > 0 && mix->valuedouble <= 1)) {
+        status_fail(st, "%s: \"retrieval_mix\" must be a number in (0, 1]", path);
+        goto done;
+    }
+    tc->retrieval_mix = mix ? mix->valuedouble : 0;
     const cJSON *seed = cJSON_GetObjectItemCaseSensitive(o, "seed");
     if (!cJSON_IsNumber(seed) || seed->valuedouble < 0 || seed->valuedouble > 9007199254740992.0 ||
         seed->valuedouble != floor(seed->valuedouble)) {
@@ -608,6 +649,16 @@ static int truncate_log(const char *path, long step, int csv, Status *st) {
     return atomic_commit(&af, st);
 }
 
+// A kv window's question and answer positions [q_start, T) join its sampled
+// queries q[0..n) (ascending; each once). Returns the new count.
+static int add_question(int *q, int n, int q_start, int T, int min_pos) {
+    const int from = q_start > min_pos ? q_start : min_pos;
+    int m = 0;
+    while (m < n && q[m] < from) m++;
+    for (int t = from; t < T; t++) q[m++] = t;
+    return m > 0 ? m : n;
+}
+
 // Sampled query positions of one step: each t in [min_pos, T) with
 // probability query_frac (at least one: T−1). block > 1 (the block
 // objectives): each block [b·block, (b+1)·block) with probability query_frac,
@@ -718,6 +769,8 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
     const int B = tc->batch, Bl = B > 0 && B % world == 0 ? B / world : 0;
     Windows win = {&stream, tc->online.random, m.cfg.vocab, tc->ctx, tc->online.random_seed, NULL};
     Windows hwin = {&hstream, 0, m.cfg.vocab, 0, 0, NULL};
+    win.mixed_g = hwin.mixed_g = -1;
+    Tokenizer *mix_tok = NULL;
     RunState rs = {0};
     FILE *log = NULL, *csv = NULL;
     float *x = NULL, *lse = NULL, *tq = NULL, *tk = NULL, *grads = NULL, *cos_t = NULL, *sin_t = NULL;
@@ -763,6 +816,27 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
             goto done;
     } else if (shardset_open(&train, tc->shards_dir, fp, &m.cfg, st))
         goto done;
+    if (tc->retrieval_mix > 0) {  // kv tasks over the stream's own windows, tokenized with the model's tokenizer
+        if (!online || tc->online.random || tc->synthetic || tc->objective.kind != INDEXER_OBJ_QUERY) {
+            status_fail(st, "--retrieval-mix: online training on a real model's text with the query objective only "
+                            "(not shards, --random-ids, --synthetic or a block objective)");
+            goto done;
+        }
+        char tp[4200];
+        snprintf(tp, sizeof tp, "%s/tokenizer.json", tc->model_dir);
+        if (tok_load_model(&mix_tok, tp, m.cfg.vocab, st)) goto done;
+        win.mix = tc->retrieval_mix, win.mix_seed = tc->seed ^ 0x6B7665697865646Bull, win.tok = mix_tok;
+        win.mbuf = xmalloc(sizeof(int32_t) * (size_t)tc->ctx);
+        // The first window's task, now: a context too short for 16 needles fails before the run starts.
+        RetrievalTask probe;
+        if (retrieval_make(mix_tok, stream.starts[0], (size_t)tc->ctx, RETRIEVAL_KV, tc->ctx, 0.5, 1, &probe, st)) {
+            char why[sizeof st->msg];
+            snprintf(why, sizeof why, "%s", st->msg);
+            status_fail(st, "--retrieval-mix at --ctx %d: %s", tc->ctx, why);
+            goto done;
+        }
+        retrieval_free(&probe);
+    }
     if (tc->heldout_dir && shardset_open(&held, tc->heldout_dir, fp, &m.cfg, st)) goto done;
     const int T = online ? tc->ctx : train.hdr.ctx;
     if (held_online) {
@@ -976,11 +1050,15 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
         // every rank (the PRNG advances the same everywhere); this rank keeps
         // those of its own sequences, j = rank, rank + world, ...
         int nq = 0;  // this rank's queries over its sequences (the log's "queries")
+        int n_mixed = 0;  // of its sequences, the kv windows (the log's "kv_windows", with a retrieval mix)
         for (int j = 0; j < B; j++) {
             const int mine = j % world == rank;
             int *dst = mine ? qsets + (size_t)(j / world) * T : queries;
-            const int n = sample_queries(dst, T, tc->min_pos, tc->query_frac,
-                                         obj->kind == INDEXER_OBJ_QUERY ? 1 : obj->bsel, &rs.rng);
+            int n = sample_queries(dst, T, tc->min_pos, tc->query_frac,
+                                   obj->kind == INDEXER_OBJ_QUERY ? 1 : obj->bsel, &rs.rng);
+            const int mixed = online ? window_mixed(&win, rs.cursor + j, st) : 0;
+            if (mixed < 0) goto done;
+            if (mixed) n = add_question(dst, n, win.q_start, T, tc->min_pos), n_mixed += mine;
             if (mine) nqs[j / world] = n, nq += n;
         }
         // Per layer: the mean over this rank's sequences of the loss and its parts.
@@ -990,7 +1068,8 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
 #ifdef SPINDLE_HAVE_CUDA
         if (tc->use_cuda && online) {  // every trained layer's loss inside one pass of the backbone per sequence
             for (int j = 0; j < Bl; j++) {
-                const int32_t *ids = window_ids(&win, rs.cursor + rank + (int64_t)j * world);
+                const int32_t *ids = window_ids(&win, rs.cursor + rank + (int64_t)j * world, st);
+                if (!ids) goto done;
                 gpu_indexers_set_queries(&gpu.ix, qsets + (size_t)j * T, nqs[j]);
                 // One sequence per rank: its step right in the pass. Several: their gradients summed, the step after.
                 if (Bl == 1) gpu_online_train(&gpu.on, ids, T, nqs[j], &opt, step, tc->clip);
@@ -1125,6 +1204,7 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
         for (int i = 0; i < L; i++) {
             fprintf(log, "{\"step\":%ld,\"layer\":%d,\"kl\":%.6g,\"lr\":%.6g,\"grad_norm\":%.6g,\"tokens_per_s\":%.1f,\"queries\":%d%s",
                     step, tc->layers[i], kl[i], lr, gn[i], tps, nq, mem_json);
+            if (tc->retrieval_mix > 0) fprintf(log, ",\"kv_windows\":%d", n_mixed);
             if (obj->kind != INDEXER_OBJ_QUERY)
                 fprintf(log, ",\"kl_query\":%.6g,\"kl_block\":%.6g", parts[i][0], parts[i][1]);
             if (do_eval) fprintf(log, ",\"recall_at_k\":%.6g,\"k\":%d", rec[i], tc->recall_k);
@@ -1191,7 +1271,8 @@ done:
     for (int i = 0; rs.params && i < rs.n_layers; i++) free(rs.params[i]), free(rs.m[i]), free(rs.v[i]);
     free(rs.params), free(rs.m), free(rs.v);
     free(x), free(lse), free(tq), free(tk), free(grads), free(cos_t), free(sin_t), free(queries), free(decay);
-    free(qsets), free(nqs), free(win.buf);
+    free(qsets), free(nqs), free(win.buf), free(win.mbuf);
+    tok_free(mix_tok);
     shardset_close(&train);
     if (held.paths) shardset_close(&held);
     teacher_tap_free(&tap), teacher_tap_free(&htap);

@@ -58,6 +58,14 @@ typedef struct TrainConfig {
     double lr, min_lr_frac, weight_decay, beta1, beta2, eps, clip;
     uint64_t seed;
     double query_frac;  // fraction of the positions ≥ min_pos sampled per step (block objectives: of the blocks)
+    // Online, per-query objective: the fraction of windows replaced by a kv
+    // retrieval task (eval/retrieval.h) built over that window's own text
+    // ("retrieval_mix" in the run's config; 0: none). Which windows, the needle
+    // depth and the task's seed come from (seed, window) alone, so a resumed run
+    // sees the same windows. A mixed window's question and answer positions are
+    // all in the step's query set besides the sampled ones: the positions where
+    // the teacher looks up one needle among its look-alikes.
+    double retrieval_mix;
     IndexerObjective objective;  // what the loss matches ("objective" in the run's config)
     int min_pos;
     int eval_every, recall_k, eval_queries;  // held-out recall@k every N steps, on this many queries
