@@ -33,7 +33,8 @@
 #                      CKPT_EVERY) for STEPS steps (default 300), stopped at the stage budget; the next
 #                      `train` with the same STEPS resumes from the newest checkpoint (another STEPS starts a
 #                      new run in /root/q25/run-ctxCTX-stepsSTEPS). Each call then exports the
-#                      newest checkpoint to /root/q25/idx (the indexer the other stages use)
+#                      newest checkpoint to /root/q25/idx (the indexer the other stages use; INDEXER=DIR
+#                      elsewhere). TRAIN_MIX=F trains with --retrieval-mix F (run folder …-mixF)
 #   ruler LEN [K] [BSEL]  spindle eval --tasks-file tasks_LEN (YaRN folder above 32K): with K "dense"
 #                      the dense rows only; else one call per k of K (default GRID_K), each with the
 #                      oracle and (once trained) the indexer at every b_sel of BSEL (default GRID_BSEL;
@@ -332,13 +333,14 @@ train)
     stash_tasks
     # One run folder per (ctx, STEPS): the same STEPS resumes, another starts afresh (a resumed run keeps
     # the cosine horizon of its first call).
-    RUN=$STATE/run-ctx$TRAIN_CTX-steps$steps
+    RUN=$STATE/run-ctx$TRAIN_CTX-steps$steps${TRAIN_MIX:+-mix$TRAIN_MIX}
     train_ids=$(ids_of "$TRAIN_TEXT") && heldout_ids=$(ids_of "$HELDOUT_TEXT") || exit 1
     # The export needs time after the budget: keep EXPORT_S (default 40 s) for it.
     budget=$(($(left) - ${EXPORT_S:-40}))
     [ "$budget" -gt 30 ] || { say "no time left to train (BUDGET_S $BUDGET_S)"; exit 3; }
     cmd=("$SPINDLE" train --model "$M" --ids "$train_ids" --ctx "$TRAIN_CTX" --heldout-ids "$heldout_ids"
          --steps "$steps" --eval-every "${EVAL_EVERY:-50}" --ckpt-every "${CKPT_EVERY:-20}" --out "$RUN" --resume)
+    [ -n "${TRAIN_MIX:-}" ] && cmd+=(--retrieval-mix "$TRAIN_MIX")
     if [ "$DEVICE" = cuda ]; then cmd+=(--device cuda --teacher-precision "${TEACHER_PRECISION:-bf16}"); fi
     say "train (at most $budget s): ${cmd[*]}"
     rc=0
