@@ -1,4 +1,4 @@
-// test_retrieval: corpus reading (data/corpus.c) and the retrieval tasks (eval/retrieval.c).
+// test_retrieval: corpus reading (data/corpus.c) and the retrieval tasks (data/retrieval.c).
 //   test_retrieval TOKENIZER_DIR SMOLLM2_DIR TMP_DIR [HELDOUT_DIR]
 // TOKENIZER_DIR holds gpt2.json (tests/tokenizer): the corpus and scoring checks always run.
 // The task checks use SmolLM2's tokenizer.json from SMOLLM2_DIR; without it the test prints

@@ -165,11 +165,11 @@ add_test(NAME cli_grammar COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_cli.sh
 set(layering_cases
   "spindle_base|status.h,fileio.h,progress.h,rng.h|ops.h,indexer.h,model.h"
   "spindle_kernels|ops.h,indexer.h,indexer_ops.h,status.h,rng.h|model.h,forward.h,config.h,family.h,rope.h,export.h,synthetic.h"
-  "spindle_model|forward.h,backbone.h,family.h,rope.h,tokenizer.h,synthetic.h,indexer.h,fileio.h|shard.h,corpus.h,npy.h,export.h,trainer.h"
-  "spindle_data|shard.h,corpus.h,ids.h,npy.h,model.h|export.h,run_state.h,trainer.h,eval.h,cli_util.h"
+  "spindle_model|forward.h,backbone.h,family.h,rope.h,tokenizer.h,synthetic.h,indexer.h,fileio.h|shard.h,corpus.h,npy.h,retrieval.h,export.h,trainer.h"
+  "spindle_data|shard.h,corpus.h,ids.h,npy.h,retrieval.h,model.h|export.h,run_state.h,trainer.h,eval.h,cli_util.h"
   "spindle_checkpoints|export.h,run_state.h,shard.h|teacher.h,trainer.h,adamw.h,eval.h,cli_util.h"
   "spindle_teacher|teacher.h,shard.h,corpus.h,backbone.h|export.h,run_state.h,trainer.h,eval.h,cli_util.h,cli_layers.h"
-  "spindle_train|trainer.h,train_gpu.h,dist.h,adamw.h,export.h,teacher.h,backbone.h|eval.h,retrieval.h,cli_util.h,commands.h,cli_layers.h"
+  "spindle_train|trainer.h,train_gpu.h,dist.h,adamw.h,export.h,teacher.h,backbone.h,retrieval.h|eval.h,ruler.h,cli_util.h,commands.h,cli_layers.h"
   "spindle_eval|eval.h,retrieval.h,export.h|teacher.h,trainer.h,train_gpu.h,dist.h,schedule.h,cli_util.h,commands.h"
   "spindle_cli|commands.h,cli_util.h,cli_layers.h,teacher.h,trainer.h,eval.h|")
 set(layering_args)

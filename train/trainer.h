@@ -59,7 +59,7 @@ typedef struct TrainConfig {
     uint64_t seed;
     double query_frac;  // fraction of the positions ≥ min_pos sampled per step (block objectives: of the blocks)
     // Online, per-query objective: the fraction of windows replaced by a kv
-    // retrieval task (eval/retrieval.h) built over that window's own text
+    // retrieval task (data/retrieval.h) built over that window's own text
     // ("retrieval_mix" in the run's config; 0: none). Which windows, the needle
     // depth and the task's seed come from (seed, window) alone, so a resumed run
     // sees the same windows. A mixed window's question and answer positions are

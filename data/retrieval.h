@@ -1,4 +1,5 @@
-// retrieval.h: RULER-style retrieval tasks, teacher-forced.
+// retrieval.h: RULER-style retrieval tasks, teacher-forced (eval --tasks), and the kv task of
+// training mixes (train --retrieval-mix): token sequences built from a haystack stream.
 //
 // A task is one token sequence ids[0..T) of exactly the requested length T:
 //
