@@ -189,9 +189,14 @@ target_link_libraries(test_deltanet PRIVATE spindle_kernels)
 add_test(NAME deltanet COMMAND test_deltanet)
 # The CUDA kernels of kernels/cuda/deltanet.cu on host threads (tests/emu: CUDA
 # stand-ins), against the CPU twins: no GPU or nvcc needed, so every build checks them.
-add_test(NAME deltanet_cuda_emulated COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/emulate-deltanet-cuda.sh --quick)
+add_test(NAME deltanet_cuda_emulated COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/emulate-cuda.sh deltanet --quick)
 set_tests_properties(deltanet_cuda_emulated PROPERTIES SKIP_RETURN_CODE 77
   ENVIRONMENT "EMU_OUT=${TEST_TMP}/emu_deltanet")
+# The decoding step's attention (kernels/cuda/attention_cached.cu: chunks of keys, then a merge) on
+# host threads against attention_cached_cpu.
+add_test(NAME attention_cached_cuda_emulated COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/emulate-cuda.sh attention_cached --quick)
+set_tests_properties(attention_cached_cuda_emulated PROPERTIES SKIP_RETURN_CODE 77
+  ENVIRONMENT "EMU_OUT=${TEST_TMP}/emu_attention_cached")
 
 # Hybrid supports (recent window + sinks): the kernel against a naive masked
 # softmax, W = S = 0 bit for bit, W >= T dense, the forward on a golden model.

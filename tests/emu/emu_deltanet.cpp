@@ -3,71 +3,18 @@
 // kernels/cpu/deltanet_cpu.c. It checks the kernels' indexing, bounds, barriers
 // and algebra where there is no GPU; it says nothing about the GPU's speed, its
 // memory model beyond the barriers, or races the barriers do not order.
-// Build and run: scripts/emulate-deltanet-cuda.sh [--quick] [--twins] (--twins: the
+// Build and run: scripts/emulate-cuda.sh deltanet [--quick] [--twins] (--twins: the
 // DeltaNet part of test_cuda_twins, tests/twins/deltanet.c, on the emulated kernels).
 #include <cstdio>
 
 #include "deltanet.cu"
 
-// Device memory is host memory here, NaN to start with.
-extern "C" void *cuda_malloc(size_t bytes) {
-    void *p = aligned_alloc(256, (bytes + 255) / 256 * 256);
-    if (!p) abort();
-    emu_poison((float *)p, bytes / 4);
-    return p;
-}
-extern "C" void cuda_free(void *p) { free(p); }
-// The rest of the harness of tests/twins (common.c) on host memory, so that the
-// twin test's DeltaNet part (tests/twins/deltanet.c) runs here too (--twins).
-extern "C" void cuda_to_device(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
-extern "C" void cuda_to_host(void *dst, const void *src, size_t bytes) { memcpy(dst, src, bytes); }
-extern "C" void cuda_memset(void *p, int value, size_t bytes) { memset(p, value, bytes); }
-extern "C" void cuda_sync(void) {}
-extern "C" void cuda_f32_to_half(void *dst, const float *src, int64_t n, HalfType h) {
-    for (int64_t i = 0; i < n; i++) {
-        if (h == HALF_BF16) ((__nv_bfloat16 *)dst)[i] = __float2bfloat16_rn(src[i]);
-        else ((__half *)dst)[i] = __float2half_rn(src[i]);
-    }
-}
-extern "C" void cuda_half_to_f32(float *dst, const void *src, int64_t n, HalfType h) {
-    for (int64_t i = 0; i < n; i++)
-        dst[i] = h == HALF_BF16 ? __bfloat162float(((const __nv_bfloat16 *)src)[i]) : __half2float(((const __half *)src)[i]);
-}
+#include "emu_harness.h"
+
 extern "C" {
 void twins_seed(uint64_t seed);
 void twins_deltanet(int quick);
 int twins_summary(void);
-}
-
-static uint64_t rng = 0x2545F4914F6CDD1Dull;
-static float urand() {
-    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-    return (float)((rng >> 40) / 16777216.0);
-}
-static std::vector<float> fill(int64_t n, float lo, float hi) {
-    std::vector<float> x((size_t)(n > 0 ? n : 1));
-    for (int64_t i = 0; i < n; i++) x[i] = lo + (hi - lo) * urand();
-    return x;
-}
-static float bf16r(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
-
-static int failures;
-
-// max |a − b| / max |b| (NaN counts as failure).
-static double rel_err(const float *a, const float *b, int64_t n) {
-    double d = 0, m = 0;
-    for (int64_t i = 0; i < n; i++) {
-        const double e = fabs((double)a[i] - b[i]);
-        if (!(e <= d)) d = e;
-        if (fabs(b[i]) > m) m = fabs(b[i]);
-    }
-    return m > 0 ? d / m : d;
-}
-
-static void expect(const char *what, double err, double tol) {
-    const bool ok = err <= tol;
-    if (!ok) failures++;
-    printf("%s %-70s err %.2e (tol %.0e)\n", ok ? "PASS" : "FAIL", what, err, tol);
 }
 
 static void check_gdr(int T, int Hk, int Hv, int dk, int dv, int with_state, int bf16, int chunk, int l2,

@@ -25,7 +25,7 @@
 // triangular solve's order, and in expf/sqrtf by a few ulp. The CPU chunked
 // form agrees with the recurrence to 1.2e-6 relative (tests/test_deltanet.c),
 // the CUDA kernels run on host threads to 2.5e-7 (o) and 1.7e-6 (S) of the
-// bound's scale (scripts/emulate-deltanet-cuda.sh --twins), so 2e-5 of
+// bound's scale (scripts/emulate-cuda.sh deltanet --twins), so 2e-5 of
 // max(1, max|ref|) leaves a margin of 10 or more while an indexing,
 // masking or decay error is of order 1e-2..1. 16-bit inputs are rounded on the
 // host (bf16_round / f16_round) and the CPU twins get the rounded values: the

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# emulate-cuda.sh KERNEL [ARGS...]: builds tests/emu/emu_KERNEL.cpp (CUDA kernels
+# on host threads, the stand-ins of tests/emu/cuda_runtime.h: no GPU or nvcc
+# needed) into build-emu/ with the CPU twins it checks against, and runs it
+# with ARGS. KERNEL:
+#   deltanet           kernels/cuda/deltanet.cu against kernels/cpu/deltanet_cpu.c;
+#                      [--quick] [--twins] (--twins: the DeltaNet part of test_cuda_twins,
+#                      tests/twins/deltanet.c, on the emulated kernels)
+#   attention_cached   kernels/cuda/attention_cached.cu (the decoding step's attention)
+#                      against attention_cached_cpu (kernels/cpu/attention_cpu.c); [--quick]
+# EMU_OUT=DIR builds there (default build-emu/). Exit 0 when every case passes,
+# 77 (CTest: skipped) without g++ or pkg-config's openblas, 2 for an unknown KERNEL.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+out="${EMU_OUT:-$root/build-emu}"
+kernel="${1:-}"
+shift || true
+case "$kernel" in
+deltanet) cpu=(deltanet_cpu) twins=(twins/common twins/deltanet) ;;
+attention_cached) cpu=(attention_cpu) twins=() ;;
+*) echo "usage: scripts/emulate-cuda.sh deltanet|attention_cached [ARGS...]" >&2; exit 2 ;;
+esac
+if ! command -v g++ >/dev/null || ! pkg-config --exists openblas; then
+    echo "emulate-cuda: skipped: needs g++ and openblas (pkg-config)"
+    exit 77
+fi
+mkdir -p "$out"
+inc=(-I"$root/tests/emu" -I"$root/kernels" -I"$root/kernels/cuda" -I"$root/kernels/cpu" -I"$root/base")
+objs=()
+for c in "${cpu[@]}"; do
+    gcc -std=c11 -O2 -fopenmp -D_GNU_SOURCE "${inc[@]}" $(pkg-config --cflags openblas) -c "$root/kernels/cpu/$c.c" -o "$out/$c.o"
+    objs+=("$out/$c.o")
+done
+for f in "${twins[@]}"; do
+    gcc -std=c11 -O2 -D_GNU_SOURCE "${inc[@]}" -I"$root/tests/twins" -c "$root/tests/$f.c" -o "$out/$(basename $f).o"
+    objs+=("$out/$(basename $f).o")
+done
+g++ -std=c++20 -O1 -g -pthread -fno-strict-aliasing -Wall -Wno-unused-parameter -Wno-unused-function -Wno-unknown-pragmas "${inc[@]}" \
+    -x c++ "$root/tests/emu/emu_$kernel.cpp" -x none "${objs[@]}" -fopenmp $(pkg-config --libs openblas) -lm -o "$out/emu_$kernel"
+exec "$out/emu_$kernel" "$@"
