@@ -8,6 +8,8 @@
 #                      tests/twins/deltanet.c, on the emulated kernels)
 #   attention_cached   kernels/cuda/attention_cached.cu (the decoding step's attention)
 #                      against attention_cached_cpu (kernels/cpu/attention_cpu.c); [--quick]
+#   support_attention  kernels/cuda/sparse_attention.cu (attention over given supports, per query
+#                      and block-shared) against support_attention_cpu; [--quick]
 # EMU_OUT=DIR builds there (default build-emu/). Exit 0 when every case passes,
 # 77 (CTest: skipped) without g++ or pkg-config's openblas, 2 for an unknown KERNEL.
 set -euo pipefail
@@ -18,7 +20,8 @@ shift || true
 case "$kernel" in
 deltanet) cpu=(deltanet_cpu) twins=(twins/common twins/deltanet) ;;
 attention_cached) cpu=(attention_cpu) twins=() ;;
-*) echo "usage: scripts/emulate-cuda.sh deltanet|attention_cached [ARGS...]" >&2; exit 2 ;;
+support_attention) cpu=(attention_cpu oracle_cpu topk) twins=() ;;
+*) echo "usage: scripts/emulate-cuda.sh deltanet|attention_cached|support_attention [ARGS...]" >&2; exit 2 ;;
 esac
 if ! command -v g++ >/dev/null || ! pkg-config --exists openblas; then
     echo "emulate-cuda: skipped: needs g++ and openblas (pkg-config)"

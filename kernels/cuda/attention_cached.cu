@@ -26,29 +26,11 @@
 // A chunk past a query's last visible key writes m = −inf and is skipped.
 enum { DC_THREADS = 128, DC_WARPS = DC_THREADS / 32, DC_CHUNK = 256, DC_MAXG = 8, DC_MAXR = 8 };  // dh ≤ 256
 
-#ifdef SPINDLE_CUDA_EMULATION
-#define DC_DYNAMIC_SMEM(name) float *name = (float *)emu_dynamic_smem()
-#else
-#define DC_DYNAMIC_SMEM(name)              \
-    extern __shared__ float4 name##_f4[]; \
-    float *name = (float *)name##_f4
-#endif
-
-// Launch, then check the launch (a bad configuration is a device fault).
-template <typename... P, typename... A>
-static void dc_launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, A... args) {
-#ifdef SPINDLE_CUDA_EMULATION
-    emu_launch(kernel, grid, block, smem, args...);
-#else
-    kernel<<<grid, block, smem>>>(args...);
-#endif
-    CUDA_CHECK(cudaGetLastError());
-}
 
 __global__ void __launch_bounds__(DC_THREADS)
     attention_cached_part_kernel(float *part_o, float *part_ml, const float *q, const float *kc, const float *vc,
                                  int p0, int Hq, int Hkv, int dh, float scale, int window, int n_chunks) {
-    DC_DYNAMIC_SMEM(sm);  // qs [DC_MAXG][dh], sc [DC_MAXG][DC_CHUNK], then m_s, l_s [DC_MAXG]
+    DYNAMIC_SMEM(sm);  // qs [DC_MAXG][dh], sc [DC_MAXG][DC_CHUNK], then m_s, l_s [DC_MAXG]
     const int G = Hq / Hkv, n_hg = (G + DC_MAXG - 1) / DC_MAXG;
     const int hg = blockIdx.x % n_hg, kh = (blockIdx.x / n_hg) % Hkv, i = blockIdx.x / (n_hg * Hkv);
     const int c = blockIdx.y, g0 = hg * DC_MAXG, GB = G - g0 < DC_MAXG ? G - g0 : DC_MAXG, h0 = kh * G + g0;
@@ -146,9 +128,9 @@ extern "C" void attention_cached_cuda(float *out, const float *q, const float *k
     float *part_o = part, *part_ml = part + slots * dh;
     const dim3 grid((unsigned)(n * Hkv * n_hg), (unsigned)n_chunks);
     const size_t smem = sizeof(float) * (size_t)DC_MAXG * (size_t)(dh + DC_CHUNK + 2);
-    dc_launch(attention_cached_part_kernel, grid, dim3(DC_THREADS), smem, part_o, part_ml, q, k_cache, v_cache, p0,
+    launch_checked(attention_cached_part_kernel, grid, dim3(DC_THREADS), smem, part_o, part_ml, q, k_cache, v_cache, p0,
               Hq, Hkv, dh, scale, window, n_chunks);
-    dc_launch(attention_cached_merge_kernel, dim3((unsigned)(n * Hq)), dim3(dh < 256 ? ((dh + 31) / 32) * 32 : 256),
+    launch_checked(attention_cached_merge_kernel, dim3((unsigned)(n * Hq)), dim3(dh < 256 ? ((dh + 31) / 32) * 32 : 256),
               0, out, (const float *)part_o, (const float *)part_ml, dh, n_chunks);
     cuda_free(part);  // stream-ordered: after the kernels
 }

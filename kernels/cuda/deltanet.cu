@@ -47,25 +47,6 @@ enum {
     DN_DMAX = 256,      // largest dk, dv
 };
 
-#ifdef SPINDLE_CUDA_EMULATION
-#define DN_DYNAMIC_SMEM(name) float *name = (float *)emu_dynamic_smem()
-#else
-#define DN_DYNAMIC_SMEM(name)              \
-    extern __shared__ float4 name##_f4[]; \
-    float *name = (float *)name##_f4
-#endif
-
-// Launch, then check the launch (a bad configuration is a device fault).
-template <typename... P, typename... A>
-static void dn_launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, A... args) {
-#ifdef SPINDLE_CUDA_EMULATION
-    emu_launch(kernel, grid, block, smem, args...);
-#else
-    kernel<<<grid, block, smem>>>(args...);
-#endif
-    CUDA_CHECK(cudaGetLastError());
-}
-
 static __device__ __forceinline__ float widen(float x) { return x; }
 static __device__ __forceinline__ float widen(__nv_bfloat16 x) { return __bfloat162float(x); }
 static __device__ __forceinline__ float widen(__half x) { return __half2float(x); }
@@ -111,7 +92,7 @@ __global__ void __launch_bounds__(DN_THREADS) l2norm_rows_kernel1(float *x, int 
 // alias x or z.
 __global__ void __launch_bounds__(DN_THREADS) gated_rmsnorm_kernel1(float *out, const float *x, const float *z,
                                                                    const float *w, int C, float eps) {
-    DN_DYNAMIC_SMEM(red);
+    DYNAMIC_SMEM(red);
     const float *xr = x + (int64_t)blockIdx.x * C, *zr = z + (int64_t)blockIdx.x * C;
     float *y = out + (int64_t)blockIdx.x * C;
     float ss = 0.0f;
@@ -207,7 +188,7 @@ template <typename InT>
 __global__ void __launch_bounds__(DN_THREADS)
     dn_chunk_kernel(DnWork ws, const InT *q, const InT *k, const InT *v, const float *g, const float *beta, int T,
                     int Hk, int Hv, int dk, int dv, int C, float scale) {
-    DN_DYNAMIC_SMEM(sm);
+    DYNAMIC_SMEM(sm);
     const int dkp = round4(dk), dvp = round4(dv);
     const int xsize = dkp * DN_LDT > DN_C * dvp ? dkp * DN_LDT : DN_C * dvp;
     float *X = sm, *Y = X + xsize, *Ls = Y + dkp * DN_LDT, *Ts = Ls + DN_C * DN_LDS;
@@ -373,7 +354,7 @@ template <int BV>
 __global__ void __launch_bounds__(8 * BV)
     dn_state_kernel(float *o, float *state_out, const float *state_in, DnWork ws, int T, int Hv, int dk, int dv,
                     int C, int share_k) {
-    DN_DYNAMIC_SMEM(sm);
+    DYNAMIC_SMEM(sm);
     constexpr int NT = 8 * BV;  // threads: 16 × BV/2 V' tiles of 4×2, 32 × BV/4 state tiles of 4×4 a pass
     const int dkp = round4(dk), dvp = round4(dv);
     float *Bw = sm, *Bq = Bw + dkp * DN_C, *Bk = share_k ? Bw : Bq + dkp * DN_C;
@@ -505,27 +486,27 @@ extern "C" void causal_conv1d_cuda(float *out, const float *x, const float *w, c
                                    int K, int apply_silu) {
     if (T <= 0 || C <= 0) return;
     if (K <= 0) dn_fail("causal_conv1d_cuda", "kernel size must be positive");
-    dn_launch(causal_conv1d_kernel1, dim3(grid_for((int64_t)T * C, DN_THREADS)), dim3(DN_THREADS), 0, out, x, w,
+    launch_checked(causal_conv1d_kernel1, dim3(grid_for((int64_t)T * C, DN_THREADS)), dim3(DN_THREADS), 0, out, x, w,
               bias, T, C, K, apply_silu);
 }
 
 extern "C" void l2norm_rows_cuda(float *x, int rows, int C, float eps) {
     if (rows <= 0 || C <= 0) return;
     const int per = DN_THREADS / 32;
-    dn_launch(l2norm_rows_kernel1, dim3((rows + per - 1) / per), dim3(DN_THREADS), 0, x, rows, C, eps);
+    launch_checked(l2norm_rows_kernel1, dim3((rows + per - 1) / per), dim3(DN_THREADS), 0, x, rows, C, eps);
 }
 
 extern "C" void gated_rmsnorm_cuda(float *out, const float *x, const float *z, const float *w, int rows, int C,
                                    float eps) {
     if (rows <= 0 || C <= 0) return;
-    dn_launch(gated_rmsnorm_kernel1, dim3(rows), dim3(DN_THREADS), sizeof(float) * (DN_THREADS / 32), out, x, z, w,
+    launch_checked(gated_rmsnorm_kernel1, dim3(rows), dim3(DN_THREADS), sizeof(float) * (DN_THREADS / 32), out, x, z, w,
               C, eps);
 }
 
 extern "C" void deltanet_gates_cuda(float *g, float *beta, const float *a, const float *b, const float *A_log,
                                     const float *dt_bias, int T, int Hv) {
     if (T <= 0 || Hv <= 0) return;
-    dn_launch(deltanet_gates_kernel1, dim3(grid_for((int64_t)T * Hv, DN_THREADS)), dim3(DN_THREADS), 0, g, beta, a,
+    launch_checked(deltanet_gates_kernel1, dim3(grid_for((int64_t)T * Hv, DN_THREADS)), dim3(DN_THREADS), 0, g, beta, a,
               b, A_log, dt_bias, T, Hv);
 }
 
@@ -599,7 +580,7 @@ static void dn_run(float *o, float *state_out, const InT *q, const InT *k, const
     const dim3 state_grid((dv + BV - 1) / BV, Hv), state_block(8 * BV);
     if (T == 0) {  // the final state is the initial one
         if (state_out)
-            dn_launch(state_kernel, state_grid, state_block, smem_state, o, state_out, state_in, ws, 0, Hv,
+            launch_checked(state_kernel, state_grid, state_block, smem_state, o, state_out, state_in, ws, 0, Hv,
                       dk, dv, C, share_k);
         return;
     }
@@ -608,13 +589,13 @@ static void dn_run(float *o, float *state_out, const InT *q, const InT *k, const
         const int Tseg = (int)(T - ts < (int64_t)seg * C ? T - ts : (int64_t)seg * C);
         const int nch = (Tseg + C - 1) / C, rows = Tseg * Hk;
         const InT *qs = q + ts * Hk * dk, *ks = k + ts * Hk * dk, *vs = v + ts * Hv * dv;
-        dn_launch(dn_norms_kernel<InT>, dim3((rows + DN_THREADS / 32 - 1) / (DN_THREADS / 32)), dim3(DN_THREADS), 0,
+        launch_checked(dn_norms_kernel<InT>, dim3((rows + DN_THREADS / 32 - 1) / (DN_THREADS / 32)), dim3(DN_THREADS), 0,
                   ws.rq, ws.rk, qs, ks, rows, dk, l2);
-        dn_launch(dn_chunk_kernel<InT>, dim3(nch, Hv), dim3(DN_THREADS), smem_chunk, ws, qs, ks, vs, g + ts * Hv,
+        launch_checked(dn_chunk_kernel<InT>, dim3(nch, Hv), dim3(DN_THREADS), smem_chunk, ws, qs, ks, vs, g + ts * Hv,
                   beta + ts * Hv, Tseg, Hk, Hv, dk, dv, C, scale);
         const float *sin = s == 0 ? state_in : carry;
         float *sout = s == nseg - 1 ? state_out : carry;
-        dn_launch(state_kernel, state_grid, state_block, smem_state, o + ts * Hv * dv, sout, sin, ws, Tseg,
+        launch_checked(state_kernel, state_grid, state_block, smem_state, o + ts * Hv * dv, sout, sin, ws, Tseg,
                   Hv, dk, dv, C, share_k);
     }
 }

@@ -3,12 +3,36 @@
 // the result), a thread block's sum in double in a fixed order, and the fp32
 // flash-attention step of one query row over a staged key tile, a store that
 // rounds fp32 to the destination's type; on the host, the grid size of a
-// grid-stride launch.
+// grid-stride launch and a checked launch.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <stdint.h>
+
+#include "cuda_check.cuh"
+
+// A kernel's dynamic shared memory as float *name, and a launch checked right
+// after it. Under SPINDLE_CUDA_EMULATION (tests/emu: the kernels on host
+// threads, one thread per CUDA thread) both go through the emulation's
+// stand-ins, so a kernel written with them runs there unchanged.
+#ifdef SPINDLE_CUDA_EMULATION
+#define DYNAMIC_SMEM(name) float *name = (float *)emu_dynamic_smem()
+#else
+#define DYNAMIC_SMEM(name)                 \
+    extern __shared__ float4 name##_f4[]; \
+    float *name = (float *)name##_f4
+#endif
+
+template <typename... P, typename... A>
+static void launch_checked(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, A... args) {
+#ifdef SPINDLE_CUDA_EMULATION
+    emu_launch(kernel, grid, block, smem, args...);
+#else
+    kernel<<<grid, block, smem>>>(args...);
+#endif
+    CUDA_CHECK(cudaGetLastError());
+}
 
 // Thread blocks of `block` threads for a grid-stride loop over n elements: one
 // element per thread, at most 65535·16 blocks, at least one.

@@ -29,6 +29,10 @@
 // support_attention_counts_kernel1 adds (1/Hq)·Σ_h of it to recall[t] (the
 // teacher mass Σ_{j∈S_t} P_t(j)) and |S_t| to support[t], one thread per query:
 // deterministic, no atomics.
+//
+// Under SPINDLE_CUDA_EMULATION (tests/emu) the launches and the dynamic shared
+// memory go through the emulation's stand-ins (scripts/emulate-cuda.sh
+// support_attention); nothing else differs.
 #include <math.h>
 #include <stdint.h>
 
@@ -130,7 +134,7 @@ __global__ void __launch_bounds__(WARPS * 32)
                                     const float *lse, int T, int Hq, int Hkv, int dh, float scale, int topk,
                                     int bsel, const int32_t *sel, const int32_t *n_sel) {
     constexpr int ROWS = WARPS * RW;
-    extern __shared__ float smem[];
+    DYNAMIC_SMEM(smem);
     const int ks_stride = dh + 1;
     float *Qs = smem;
     float *Ks = Qs + ROWS * dh;
@@ -247,9 +251,8 @@ static void support_attention_block_launch(float *out, float *mass, const float 
     const int n_blocks = (T + bsel - 1) / bsel, G = Hq / Hkv;
     const int64_t rows_per_block = (int64_t)(bsel < T ? bsel : T) * G;
     dim3 grid(n_blocks, (unsigned)((rows_per_block + WARPS * RW - 1) / (WARPS * RW)), Hkv);
-    support_attention_block_kernel1<NR, WARPS, RW><<<grid, WARPS * 32, smem>>>(out, mass, q, k, v, lse, T, Hq, Hkv,
-                                                                               dh, scale, topk, bsel, sel, n_sel);
-    CUDA_CHECK(cudaGetLastError());
+    launch_checked(support_attention_block_kernel1<NR, WARPS, RW>, grid, dim3(WARPS * 32), smem, out, mass, q, k, v,
+                   lse, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel);
 }
 
 // Per query (bsel 1) the shared-tile kernel too, one thread block per (query, KV
@@ -261,9 +264,8 @@ static void support_attention_launch(float *out, float *mass, const float *q, co
                                      const float *lse, int T, int Hq, int Hkv, int dh, float scale, int topk,
                                      int bsel, const int32_t *sel, const int32_t *n_sel, int warp_kernel) {
     if (bsel == 1 && warp_kernel) {
-        support_attention_query_kernel1<NR><<<T, SQ_WARPS * 32>>>(out, mass, q, k, v, lse, T, Hq, Hkv, dh, scale,
-                                                                  topk, bsel, sel, n_sel);
-        CUDA_CHECK(cudaGetLastError());
+        launch_checked(support_attention_query_kernel1<NR>, dim3(T), dim3(SQ_WARPS * 32), 0, out, mass, q, k, v, lse, T,
+                       Hq, Hkv, dh, scale, topk, bsel, sel, n_sel);
         return;
     }
     const int G = Hq / Hkv;
@@ -295,9 +297,8 @@ static void support_attention_run(float *out, float *recall, float *support, con
     else SA_LAUNCH(8);
 #undef SA_LAUNCH
     if (recall || support) {
-        support_attention_counts_kernel1<<<(T + 255) / 256, 256>>>(recall, support, mass, T, Hq, topk, bsel, sel,
-                                                                   n_sel);
-        CUDA_CHECK(cudaGetLastError());
+        launch_checked(support_attention_counts_kernel1, dim3((T + 255) / 256), dim3(256), 0, recall, support,
+                       (const float *)mass, T, Hq, topk, bsel, sel, n_sel);
     }
     cuda_free(mass);  // cudaFree waits for the kernels that use it
 }
