@@ -30,15 +30,7 @@ static void check(int p0, int n, int Hq, int Hkv, int dh, int window) {
 }
 
 int main(int argc, char **argv) {
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    bool quick = false;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--quick")) quick = true;
-        else {
-            fprintf(stderr, "usage: emu_attention_cached [--quick]\n");
-            return 2;
-        }
-    }
+    const bool quick = emu_quick(argc, argv, "emu_attention_cached");
     check(0, 1, 8, 8, 64, 0);        // one key
     check(255, 1, 9, 3, 64, 0);      // exactly one chunk of 256
     check(256, 1, 9, 3, 64, 0);      // one key into the second chunk

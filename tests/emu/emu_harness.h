@@ -62,3 +62,17 @@ static void expect(const char *what, double err, double tol) {
     if (!ok) failures++;
     printf("%s %-70s err %.2e (tol %.0e)\n", ok ? "PASS" : "FAIL", what, err, tol);
 }
+
+// The emulation programs' command line: [--quick] (else the usage line, exit 2).
+static bool emu_quick(int argc, char **argv, const char *prog) {
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    bool quick = false;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--quick")) quick = true;
+        else {
+            fprintf(stderr, "usage: %s [--quick]\n", prog);
+            exit(2);
+        }
+    }
+    return quick;
+}

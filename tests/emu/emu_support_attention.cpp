@@ -72,15 +72,7 @@ static void check(int T, int Hq, int Hkv, int dh, int topk, int bsel) {
 }
 
 int main(int argc, char **argv) {
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    bool quick = false;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--quick")) quick = true;
-        else {
-            fprintf(stderr, "usage: emu_support_attention [--quick]\n");
-            return 2;
-        }
-    }
+    const bool quick = emu_quick(argc, argv, "emu_support_attention");
     check(1, 8, 8, 64, 4, 1);
     check(40, 4, 1, 64, 8, 1);      // a group of 4: four warps, one head each
     check(70, 9, 3, 64, 16, 1);     // 3 of 4 warps

@@ -203,8 +203,46 @@ static void compare_queries(const char *op_out, const char *op_rec, const char *
     free(og), free(oc), free(rg), free(rc), free(sg), free(sc);
 }
 
+// One GPU run over the given supports (device sel/n_sel), judged against the
+// CPU's out_c / rec_c / sup_c: warp = 0 support_attention_cuda, 1 the earlier
+// per-query kernel (support_attention_query_warp_cuda, bsel 1).
+static void judge_support_attention(const Layer *L, int topk, int bsel, const int32_t *d_sel, const int32_t *d_n,
+                                    int stats, int warp, const char *shape, const float *out_c, const float *rec_c,
+                                    const float *sup_c) {
+    const int T = L->T;
+    const int64_t nq = (int64_t)L->Hq * L->dh;
+    float *init = host_alloc(T);
+    for (int t = 0; t < T; t++) init[t] = 0.25f;
+    float *d_out = dev_poisoned(T * nq), *d_rec = dev_from(init, T), *d_sup = dev_from(init, T);
+    float *rec = stats ? d_rec : NULL, *sup = stats ? d_sup : NULL;
+    const float *lse = stats ? L->d_lse : NULL;
+    if (warp)
+        support_attention_query_warp_cuda(d_out, rec, sup, L->d_q, L->d_k, L->d_v, lse, T, L->Hq, L->Hkv, L->dh,
+                                          L->scale, topk, d_sel, d_n);
+    else
+        support_attention_cuda(d_out, rec, sup, L->d_q, L->d_k, L->d_v, lse, T, L->Hq, L->Hkv, L->dh, L->scale, topk,
+                               bsel, d_sel, d_n);
+    const char *op = warp ? "support_attention_warp" : "support_attention";
+    char name[64];
+    float *out_g = host_from_dev(d_out, T * nq);
+    snprintf(name, sizeof name, "%s out", op);
+    compare(name, shape, out_g, out_c, T * nq, F32_NMSE, F32_MAX);
+    if (stats) {
+        float *rec_g = host_from_dev(d_rec, T), *sup_g = host_from_dev(d_sup, T);
+        snprintf(name, sizeof name, "%s recall", op);
+        compare(name, shape, rec_g, rec_c, T, F32_NMSE, F32_MAX);
+        snprintf(name, sizeof name, "%s support", op);
+        compare(name, shape, sup_g, sup_c, T, 0.0, 0.0);
+        free(rec_g), free(sup_g);
+    }
+    cuda_free(d_out), cuda_free(d_rec), cuda_free(d_sup);
+    free(out_g), free(init);
+}
+
 // support_attention_cuda vs support_attention_cpu on the given supports (host
-// sel/n_sel); stats: recall and support too (else NULL, lse NULL).
+// sel/n_sel); stats: recall and support too (else NULL, lse NULL). Per query
+// also the earlier warp kernel, and the unions of blocks of 4 and 64 queries'
+// supports (eval --union-bsel, support_union_keys_cuda): exact counts.
 static void check_support_attention(const Layer *L, int topk, int bsel, const int32_t *sel, const int32_t *n_sel,
                                     int stats, const char *what) {
     const int T = L->T, rows = (T + bsel - 1) / bsel;
@@ -214,53 +252,26 @@ static void check_support_attention(const Layer *L, int topk, int bsel, const in
              what);
     float *out_c = host_alloc(T * nq), *rec_c = host_alloc(T), *sup_c = host_alloc(T);
     for (int t = 0; t < T; t++) rec_c[t] = sup_c[t] = 0.25f;
-    float *d_out = dev_poisoned(T * nq), *d_rec = dev_from(rec_c, T), *d_sup = dev_from(sup_c, T);
     int32_t *d_sel = dev_from_i32(sel, (int64_t)rows * topk), *d_n = dev_from_i32(n_sel, rows);
     support_attention_cpu(out_c, stats ? rec_c : NULL, stats ? sup_c : NULL, L->q, L->k, L->v, T, L->Hq, L->Hkv,
                           L->dh, L->scale, topk, bsel, sel, n_sel);
-    support_attention_cuda(d_out, stats ? d_rec : NULL, stats ? d_sup : NULL, L->d_q, L->d_k, L->d_v,
-                           stats ? L->d_lse : NULL, T, L->Hq, L->Hkv, L->dh, L->scale, topk, bsel, d_sel, d_n);
-    float *out_g = host_from_dev(d_out, T * nq);
-    compare("support_attention out", shape, out_g, out_c, T * nq, F32_NMSE, F32_MAX);
-    if (stats) {
-        float *rec_g = host_from_dev(d_rec, T), *sup_g = host_from_dev(d_sup, T);
-        compare("support_attention recall", shape, rec_g, rec_c, T, F32_NMSE, F32_MAX);
-        compare("support_attention support", shape, sup_g, sup_c, T, 0.0, 0.0);
-        free(rec_g), free(sup_g);
-    }
-    if (bsel == 1) {  // the earlier per-query kernel, kept for comparison, judged the same way
-        float *rec0 = host_alloc(T), *sup0 = host_alloc(T);
-        for (int t = 0; t < T; t++) rec0[t] = sup0[t] = 0.25f;
-        float *d_out2 = dev_poisoned(T * nq), *d_rec2 = dev_from(rec0, T), *d_sup2 = dev_from(sup0, T);
-        support_attention_query_warp_cuda(d_out2, stats ? d_rec2 : NULL, stats ? d_sup2 : NULL, L->d_q, L->d_k,
-                                          L->d_v, stats ? L->d_lse : NULL, T, L->Hq, L->Hkv, L->dh, L->scale, topk,
-                                          d_sel, d_n);
-        float *out2 = host_from_dev(d_out2, T * nq);
-        compare("support_attention_warp out", shape, out2, out_c, T * nq, F32_NMSE, F32_MAX);
-        if (stats) {
-            float *rec_g = host_from_dev(d_rec2, T), *sup_g = host_from_dev(d_sup2, T);
-            compare("support_attention_warp recall", shape, rec_g, rec_c, T, F32_NMSE, F32_MAX);
-            compare("support_attention_warp support", shape, sup_g, sup_c, T, 0.0, 0.0);
-            free(rec_g), free(sup_g);
-        }
-        cuda_free(d_out2), cuda_free(d_rec2), cuda_free(d_sup2);
-        free(out2), free(rec0), free(sup0);
-        // The unions of blocks of 4 and 64 queries' supports (eval --union-bsel): exact counts.
+    judge_support_attention(L, topk, bsel, d_sel, d_n, stats, 0, shape, out_c, rec_c, sup_c);
+    if (bsel == 1) {
+        judge_support_attention(L, topk, bsel, d_sel, d_n, stats, 1, shape, out_c, rec_c, sup_c);
         for (int ub = 4; ub <= 64; ub *= 16) {
             SupportUnion uni = {ub, 0, 0};
             float *tmp = host_alloc(T * nq);
             hybrid_attention_cpu(tmp, NULL, NULL, L->q, L->k, L->v, T, L->Hq, L->Hkv, L->dh, L->scale, topk, 1, 0, 0,
                                  sel, n_sel, &uni);
-            const double got = (double)support_union_keys_cuda(d_sel, d_n, T, topk, ub);
-            char what[200];
-            snprintf(what, sizeof what, "%s union of %d", shape, ub);
-            compare("support_union_keys", what, (const float[]){(float)got}, (const float[]){(float)uni.keys}, 1, 0.0,
-                    0.0);
+            const float got = (float)support_union_keys_cuda(d_sel, d_n, T, topk, ub), want = (float)uni.keys;
+            char w2[200];
+            snprintf(w2, sizeof w2, "%s union of %d", shape, ub);
+            compare("support_union_keys", w2, &got, &want, 1, 0.0, 0.0);
             free(tmp);
         }
     }
-    cuda_free(d_out), cuda_free(d_rec), cuda_free(d_sup), cuda_free(d_sel), cuda_free(d_n);
-    free(out_c), free(rec_c), free(sup_c), free(out_g);
+    cuda_free(d_sel), cuda_free(d_n);
+    free(out_c), free(rec_c), free(sup_c);
 }
 
 // bf16 = 1: oracle_select_bf16_cuda on bf16 copies of the layer's (bf16-rounded)
