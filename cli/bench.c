@@ -439,7 +439,8 @@ static void bench_layer(Bench *b, const ModelConfig *c, int T, int k, int bsel, 
     const double sp_flops = 4.0 * (double)dh * Hq * (T <= k ? T * (T + 1.0) / 2 : (double)T * k);
     ms = measure(b, k_sparse, &L, all, &reps);
     record(b, "sparse_attention", T, ms, all, reps, sp_flops, k, 1,
-           "per-query supports, fp32: a thread block per (query, KV head), the group's heads sharing its staged key tiles");
+           "per-query supports, fp32: a thread block per (query, KV head), the group's heads sharing its staged "
+           "key tiles");
     ms = measure(b, k_sparse_warp, &L, all, &reps);
     record(b, "sparse_attention_warp", T, ms, all, reps, sp_flops, k, 1,
            "per-query supports, fp32, the earlier kernel: a warp per head, shuffle-reduced dot products");

@@ -936,14 +936,9 @@ int fwd_cuda_kvcache_new(FwdCuda *f, int max_len, KvCache **out, Status *st) {
     // The RoPE tables for every position the cache can hold, now: each decoding
     // step reaches one position further, and growing them step by step would
     // rebuild the whole table on the host at every token (O(T) per token).
-    const ModelConfig *c = &f->m->cfg;
-    for (int kind = 0; kind < 2; kind++)
-        for (int l = 0; l < c->n_layers; l++)
-            if ((c->layer_kinds[l] == LAYER_SLIDING_ATTENTION) == kind) {
-                const float *cos_d, *sin_d;
-                rope_tables_dev(f, kind, max_len, &cos_d, &sin_d);
-                break;
-            }
+    const float *cos_d, *sin_d;
+    for (int kind = 0; kind < (f->m->cfg.sliding_window ? 2 : 1); kind++)  // sliding tables only where layers slide
+        rope_tables_dev(f, kind, max_len, &cos_d, &sin_d);
     return 0;
 }
 

@@ -26,7 +26,6 @@
 // A chunk past a query's last visible key writes m = −inf and is skipped.
 enum { DC_THREADS = 128, DC_WARPS = DC_THREADS / 32, DC_CHUNK = 256, DC_MAXG = 8, DC_MAXR = 8 };  // dh ≤ 256
 
-
 __global__ void __launch_bounds__(DC_THREADS)
     attention_cached_part_kernel(float *part_o, float *part_ml, const float *q, const float *kc, const float *vc,
                                  int p0, int Hq, int Hkv, int dh, float scale, int window, int n_chunks) {
@@ -40,8 +39,10 @@ __global__ void __launch_bounds__(DC_THREADS)
     // Partial (i, h, c) at ((i·Hq + h)·n_chunks + c).
     const int64_t slot0 = ((int64_t)i * Hq + h0) * n_chunks + c;
     if (nk <= 0) {
-        for (int g = threadIdx.x; g < GB; g += DC_THREADS)
-            part_ml[2 * (slot0 + (int64_t)g * n_chunks)] = -INFINITY, part_ml[2 * (slot0 + (int64_t)g * n_chunks) + 1] = 0.0f;
+        for (int g = threadIdx.x; g < GB; g += DC_THREADS) {
+            float *ml = part_ml + 2 * (slot0 + (int64_t)g * n_chunks);
+            ml[0] = -INFINITY, ml[1] = 0.0f;
+        }
         return;
     }
     float *qs = sm, *sc = sm + DC_MAXG * dh, *m_s = sc + DC_MAXG * DC_CHUNK, *l_s = m_s + DC_MAXG;
@@ -90,8 +91,8 @@ __global__ void __launch_bounds__(DC_THREADS)
             if (g < GB) part_o[(slot0 + (int64_t)g * n_chunks) * dh + d] = acc[g];
     }
     if ((int)threadIdx.x < GB) {
-        part_ml[2 * (slot0 + (int64_t)threadIdx.x * n_chunks)] = m_s[threadIdx.x];
-        part_ml[2 * (slot0 + (int64_t)threadIdx.x * n_chunks) + 1] = l_s[threadIdx.x];
+        float *ml = part_ml + 2 * (slot0 + (int64_t)threadIdx.x * n_chunks);
+        ml[0] = m_s[threadIdx.x], ml[1] = l_s[threadIdx.x];
     }
 }
 
@@ -116,8 +117,9 @@ extern "C" void attention_cached_cuda(float *out, const float *q, const float *k
                                       int n, int Hq, int Hkv, int dh, float scale, int window) {
     if (n <= 0) return;
     if (dh <= 0 || dh > 32 * DC_MAXR || Hkv <= 0 || Hq % Hkv != 0 || window < 0 || p0 < 0) {
-        fprintf(stderr, "spindle: attention_cached_cuda: unsupported shape Hq=%d Hkv=%d dh=%d window=%d p0=%d (%s:%d)\n",
-                Hq, Hkv, dh, window, p0, __FILE__, __LINE__);
+        fprintf(stderr,
+                "spindle: attention_cached_cuda: unsupported shape Hq=%d Hkv=%d dh=%d window=%d p0=%d (%s:%d)\n", Hq,
+                Hkv, dh, window, p0, __FILE__, __LINE__);
         abort();
     }
     // The most keys one query sees: the last one's, all p0 + n of them or its window.
@@ -128,9 +130,10 @@ extern "C" void attention_cached_cuda(float *out, const float *q, const float *k
     float *part_o = part, *part_ml = part + slots * dh;
     const dim3 grid((unsigned)(n * Hkv * n_hg), (unsigned)n_chunks);
     const size_t smem = sizeof(float) * (size_t)DC_MAXG * (size_t)(dh + DC_CHUNK + 2);
-    launch_checked(attention_cached_part_kernel, grid, dim3(DC_THREADS), smem, part_o, part_ml, q, k_cache, v_cache, p0,
-              Hq, Hkv, dh, scale, window, n_chunks);
-    launch_checked(attention_cached_merge_kernel, dim3((unsigned)(n * Hq)), dim3(dh < 256 ? ((dh + 31) / 32) * 32 : 256),
-              0, out, (const float *)part_o, (const float *)part_ml, dh, n_chunks);
+    launch_checked(attention_cached_part_kernel, grid, dim3(DC_THREADS), smem, part_o, part_ml, q, k_cache, v_cache,
+                   p0, Hq, Hkv, dh, scale, window, n_chunks);
+    const int merge_threads = dh < 256 ? ((dh + 31) / 32) * 32 : 256;
+    launch_checked(attention_cached_merge_kernel, dim3((unsigned)(n * Hq)), dim3(merge_threads), 0, out,
+                   (const float *)part_o, (const float *)part_ml, dh, n_chunks);
     cuda_free(part);  // stream-ordered: after the kernels
 }

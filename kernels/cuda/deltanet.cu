@@ -486,8 +486,8 @@ extern "C" void causal_conv1d_cuda(float *out, const float *x, const float *w, c
                                    int K, int apply_silu) {
     if (T <= 0 || C <= 0) return;
     if (K <= 0) dn_fail("causal_conv1d_cuda", "kernel size must be positive");
-    launch_checked(causal_conv1d_kernel1, dim3(grid_for((int64_t)T * C, DN_THREADS)), dim3(DN_THREADS), 0, out, x, w,
-              bias, T, C, K, apply_silu);
+    launch_checked(causal_conv1d_kernel1, dim3(grid_for((int64_t)T * C, DN_THREADS)), dim3(DN_THREADS), 0, out, x,
+                   w, bias, T, C, K, apply_silu);
 }
 
 extern "C" void l2norm_rows_cuda(float *x, int rows, int C, float eps) {
@@ -499,15 +499,15 @@ extern "C" void l2norm_rows_cuda(float *x, int rows, int C, float eps) {
 extern "C" void gated_rmsnorm_cuda(float *out, const float *x, const float *z, const float *w, int rows, int C,
                                    float eps) {
     if (rows <= 0 || C <= 0) return;
-    launch_checked(gated_rmsnorm_kernel1, dim3(rows), dim3(DN_THREADS), sizeof(float) * (DN_THREADS / 32), out, x, z, w,
-              C, eps);
+    launch_checked(gated_rmsnorm_kernel1, dim3(rows), dim3(DN_THREADS), sizeof(float) * (DN_THREADS / 32), out, x, z,
+                   w, C, eps);
 }
 
 extern "C" void deltanet_gates_cuda(float *g, float *beta, const float *a, const float *b, const float *A_log,
                                     const float *dt_bias, int T, int Hv) {
     if (T <= 0 || Hv <= 0) return;
-    launch_checked(deltanet_gates_kernel1, dim3(grid_for((int64_t)T * Hv, DN_THREADS)), dim3(DN_THREADS), 0, g, beta, a,
-              b, A_log, dt_bias, T, Hv);
+    launch_checked(deltanet_gates_kernel1, dim3(grid_for((int64_t)T * Hv, DN_THREADS)), dim3(DN_THREADS), 0, g, beta,
+                   a, b, A_log, dt_bias, T, Hv);
 }
 
 // The workspace holds one segment; 512 MiB of it by default (at Hv 32, dk = dv
@@ -581,7 +581,7 @@ static void dn_run(float *o, float *state_out, const InT *q, const InT *k, const
     if (T == 0) {  // the final state is the initial one
         if (state_out)
             launch_checked(state_kernel, state_grid, state_block, smem_state, o, state_out, state_in, ws, 0, Hv,
-                      dk, dv, C, share_k);
+                           dk, dv, C, share_k);
         return;
     }
     for (int s = 0; s < nseg; s++) {
@@ -589,14 +589,14 @@ static void dn_run(float *o, float *state_out, const InT *q, const InT *k, const
         const int Tseg = (int)(T - ts < (int64_t)seg * C ? T - ts : (int64_t)seg * C);
         const int nch = (Tseg + C - 1) / C, rows = Tseg * Hk;
         const InT *qs = q + ts * Hk * dk, *ks = k + ts * Hk * dk, *vs = v + ts * Hv * dv;
-        launch_checked(dn_norms_kernel<InT>, dim3((rows + DN_THREADS / 32 - 1) / (DN_THREADS / 32)), dim3(DN_THREADS), 0,
-                  ws.rq, ws.rk, qs, ks, rows, dk, l2);
+        launch_checked(dn_norms_kernel<InT>, dim3((rows + DN_THREADS / 32 - 1) / (DN_THREADS / 32)), dim3(DN_THREADS),
+                       0, ws.rq, ws.rk, qs, ks, rows, dk, l2);
         launch_checked(dn_chunk_kernel<InT>, dim3(nch, Hv), dim3(DN_THREADS), smem_chunk, ws, qs, ks, vs, g + ts * Hv,
-                  beta + ts * Hv, Tseg, Hk, Hv, dk, dv, C, scale);
+                       beta + ts * Hv, Tseg, Hk, Hv, dk, dv, C, scale);
         const float *sin = s == 0 ? state_in : carry;
         float *sout = s == nseg - 1 ? state_out : carry;
         launch_checked(state_kernel, state_grid, state_block, smem_state, o + ts * Hv * dv, sout, sin, ws, Tseg,
-                  Hv, dk, dv, C, share_k);
+                       Hv, dk, dv, C, share_k);
     }
 }
 

@@ -458,11 +458,16 @@ __global__ void union_fill_kernel(int32_t *keys, uint32_t *mask, int32_t *n_vis,
 // The bitmap and its prefix for T keys: 8 bytes per 32 keys.
 static size_t union_smem(int T) { return 8 * (size_t)((T - 1) / 32 + 1); }
 
-extern "C" int support_attention_union_tc_takes(int T, int Hq, int Hkv, int dh, int topk, int ublock) {
+// Whether a union kernel's dynamic shared memory of bytes fits this device (2 KiB kept for its static part).
+static int union_smem_fits(size_t bytes) {
     int dev = 0, max_smem = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    return T > 0 && tc_takes(Hq, Hkv, dh, topk, ublock) && union_smem(T) <= (size_t)max_smem - 2048;
+    return bytes <= (size_t)max_smem - 2048;
+}
+
+extern "C" int support_attention_union_tc_takes(int T, int Hq, int Hkv, int dh, int topk, int ublock) {
+    return T > 0 && tc_takes(Hq, Hkv, dh, topk, ublock) && union_smem_fits(union_smem(T));
 }
 
 extern "C" void support_attention_union_tc_cuda(void *out, const void *q, const void *k, const void *v, int T, int Hq,
@@ -519,10 +524,7 @@ extern "C" int64_t support_union_keys_cuda(const int32_t *sel, const int32_t *n_
     if (T <= 0 || ublock < 1) return 0;
     const int nb = (T + ublock - 1) / ublock;
     const size_t smem = union_smem(T) / 2;  // the bitmap alone
-    int dev = 0, max_smem = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    if (smem > (size_t)max_smem - 2048) return -1;  // T past ~1.8M keys on an H200
+    if (!union_smem_fits(smem)) return -1;   // T past ~1.8M keys on an H200
     CUDA_CHECK(cudaFuncSetAttribute(union_count_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     int32_t *d_nu = (int32_t *)cuda_malloc(sizeof(int32_t) * (size_t)nb);
     union_count_kernel<<<nb, 256, smem>>>(d_nu, sel, n_sel, T, topk, ublock, 1);
