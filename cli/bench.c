@@ -313,9 +313,9 @@ static void k_sparse(void *p) {
     support_attention_cuda(L->out, NULL, NULL, L->q, L->k_, L->v, NULL, L->T, L->c->n_heads, L->c->n_kv_heads,
                            L->c->head_dim, L->scale, L->k, 1, L->sel, L->n_sel);
 }
-static void k_sparse_warp(void *p) {
+static void k_sparse_tile(void *p) {
     Layer *L = p;
-    support_attention_query_warp_cuda(L->out, NULL, NULL, L->q, L->k_, L->v, NULL, L->T, L->c->n_heads,
+    support_attention_query_tile_cuda(L->out, NULL, NULL, L->q, L->k_, L->v, NULL, L->T, L->c->n_heads,
                                       L->c->n_kv_heads, L->c->head_dim, L->scale, L->k, L->sel, L->n_sel);
 }
 static void k_sparse_block(void *p) {
@@ -439,11 +439,11 @@ static void bench_layer(Bench *b, const ModelConfig *c, int T, int k, int bsel, 
     const double sp_flops = 4.0 * (double)dh * Hq * (T <= k ? T * (T + 1.0) / 2 : (double)T * k);
     ms = measure(b, k_sparse, &L, all, &reps);
     record(b, "sparse_attention", T, ms, all, reps, sp_flops, k, 1,
+           "per-query supports, fp32: a warp per head, shuffle-reduced dot products");
+    ms = measure(b, k_sparse_tile, &L, all, &reps);
+    record(b, "sparse_attention_tile", T, ms, all, reps, sp_flops, k, 1,
            "per-query supports, fp32: a thread block per (query, KV head), the group's heads sharing its staged "
            "key tiles");
-    ms = measure(b, k_sparse_warp, &L, all, &reps);
-    record(b, "sparse_attention_warp", T, ms, all, reps, sp_flops, k, 1,
-           "per-query supports, fp32, the earlier kernel: a warp per head, shuffle-reduced dot products");
     ms = measure(b, k_sparse_block, &L, all, &reps);
     record(b, "sparse_attention_block", T, ms, all, reps, sp_flops, k, bsel, "block-shared supports, fp32");
     if (!support_attention_block_tc_takes(Hq, Hkv, dh, k, bsel)) {  // it would time the fp32 fallback

@@ -46,10 +46,11 @@ void support_attention_cuda(float *out, float *recall, float *support, const flo
                             const float *v, const float *lse, int T, int Hq, int Hkv, int dh, float scale, int topk,
                             int bsel, const int32_t *sel, const int32_t *n_sel);
 
-// support_attention_cuda at bsel 1 through the earlier per-query kernel (a warp
-// per head, shuffle-reduced dot products), for comparison in the twin test and
-// spindle bench ("sparse_attention_warp").
-void support_attention_query_warp_cuda(float *out, float *recall, float *support, const float *q, const float *k,
+// support_attention_cuda at bsel 1 through the shared-tile kernel (one thread
+// block per query and KV head, the group's heads sharing each staged key tile),
+// slower on an H200 than the default warp kernel; for comparison in the twin
+// test and spindle bench ("sparse_attention_tile").
+void support_attention_query_tile_cuda(float *out, float *recall, float *support, const float *q, const float *k,
                                        const float *v, const float *lse, int T, int Hq, int Hkv, int dh, float scale,
                                        int topk, const int32_t *sel, const int32_t *n_sel);
 

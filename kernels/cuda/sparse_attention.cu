@@ -15,14 +15,16 @@
 // 16 rows consume it (lane j scores key j against the row's q, as in
 // attention.cu). A row stops at its own visible prefix of the key set.
 //
-// Per query (bsel = 1) the same kernel with one query per thread block: its
-// rows are the G heads of one KV head (a warp a head while G ≤ 8), which share
-// each staged tile of the query's keys. support_attention_query_kernel1 is the
-// earlier per-query form, kept for comparison (support_attention_query_warp_cuda):
-// one thread block per query, one warp per head; for each key the warp reads
-// its row coalesced (lane i holds dims i, i+32, …), reduces the dot product by
-// shuffles and lane j keeps key j's score — each key row read once per head,
-// and five shuffles per key and head.
+// Per query (bsel = 1), support_attention_query_kernel1: one thread block per
+// query, one warp per head; for each key the warp reads its row coalesced (lane
+// i holds dims i, i+32, …), reduces the dot product by shuffles and lane j keeps
+// key j's score — each key row read once per head (the G heads of a group hit
+// the same rows in L1/L2), five shuffles per key and head. The shared-tile
+// kernel with one query per thread block (its rows the G heads of one KV head,
+// sharing each staged tile of the query's keys) is kept for comparison
+// (support_attention_query_tile_cuda): on an H200 it is the slower of the two
+// (synthetic Qwen3-8B, k 2048: 1,228 ms against 824 ms at 128K; docs/performance.md),
+// the staging and barriers costing more than the key rows the heads re-read.
 //
 // Recall: when recall is not NULL, each (t, h) row also sums
 // exp(s·q·k − lse_{h,t}) over its support into a [T, Hq] scratch, and
@@ -255,15 +257,14 @@ static void support_attention_block_launch(float *out, float *mass, const float 
                    lse, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel);
 }
 
-// Per query (bsel 1) the shared-tile kernel too, one thread block per (query, KV
-// head): the query's gathered K/V tiles are staged once for the G heads of the
-// group (a warp a head while G ≤ 8), where the warp kernel above reads each key
-// row once per head and reduces every dot product by shuffles.
+// Per query (bsel 1) the warp kernel, or with tile_kernel the shared-tile kernel,
+// one thread block per (query, KV head): the query's gathered K/V tiles staged
+// once for the G heads of the group (a warp a head while G ≤ 8).
 template <int NR>
 static void support_attention_launch(float *out, float *mass, const float *q, const float *k, const float *v,
                                      const float *lse, int T, int Hq, int Hkv, int dh, float scale, int topk,
-                                     int bsel, const int32_t *sel, const int32_t *n_sel, int warp_kernel) {
-    if (bsel == 1 && warp_kernel) {
+                                     int bsel, const int32_t *sel, const int32_t *n_sel, int tile_kernel) {
+    if (bsel == 1 && !tile_kernel) {
         launch_checked(support_attention_query_kernel1<NR>, dim3(T), dim3(SQ_WARPS * 32), 0, out, mass, q, k, v, lse, T,
                        Hq, Hkv, dh, scale, topk, bsel, sel, n_sel);
         return;
@@ -280,7 +281,7 @@ static void support_attention_launch(float *out, float *mass, const float *q, co
 
 static void support_attention_run(float *out, float *recall, float *support, const float *q, const float *k,
                                   const float *v, const float *lse, int T, int Hq, int Hkv, int dh, float scale,
-                                  int topk, int bsel, const int32_t *sel, const int32_t *n_sel, int warp_kernel) {
+                                  int topk, int bsel, const int32_t *sel, const int32_t *n_sel, int tile_kernel) {
     if (T <= 0) return;
     if (dh <= 0 || dh > 256 || Hkv <= 0 || Hq % Hkv != 0 || topk < 1 || bsel < 1 || (recall && !lse)) {
         fprintf(stderr,
@@ -290,7 +291,7 @@ static void support_attention_run(float *out, float *recall, float *support, con
     }
     float *mass = recall ? (float *)cuda_malloc(sizeof(float) * (size_t)T * Hq) : NULL;
 #define SA_LAUNCH(NR) \
-    support_attention_launch<NR>(out, mass, q, k, v, lse, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel, warp_kernel)
+    support_attention_launch<NR>(out, mass, q, k, v, lse, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel, tile_kernel)
     if (dh <= 32) SA_LAUNCH(1);
     else if (dh <= 64) SA_LAUNCH(2);
     else if (dh <= 128) SA_LAUNCH(4);
@@ -310,7 +311,7 @@ extern "C" void support_attention_cuda(float *out, float *recall, float *support
     support_attention_run(out, recall, support, q, k, v, lse, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel, 0);
 }
 
-extern "C" void support_attention_query_warp_cuda(float *out, float *recall, float *support, const float *q,
+extern "C" void support_attention_query_tile_cuda(float *out, float *recall, float *support, const float *q,
                                                   const float *k, const float *v, const float *lse, int T, int Hq,
                                                   int Hkv, int dh, float scale, int topk, const int32_t *sel,
                                                   const int32_t *n_sel) {

@@ -1,5 +1,5 @@
 // emu_support_attention.cpp: attention over given supports (kernels/cuda/sparse_attention.cu,
-// support_attention_cuda and the earlier per-query kernel support_attention_query_warp_cuda) run
+// support_attention_cuda and the shared-tile per-query kernel support_attention_query_tile_cuda) run
 // on host threads (tests/emu/cuda_runtime.h) against support_attention_cpu
 // (kernels/cpu/oracle_cpu.c): output, recall (the teacher mass kept, from the dense lse) and support
 // size, per query (the shared-tile kernel with one query per thread block: groups of 1 to 10 heads
@@ -51,17 +51,17 @@ static void check(int T, int Hq, int Hkv, int dh, int topk, int bsel) {
     support_attention_cpu(out_c.data(), rec_c.data(), sup_c.data(), q.data(), k.data(), v.data(), T, Hq, Hkv, dh,
                           scale, topk, bsel, sel.data(), n_sel.data());
     attention_forward_cpu(dense.data(), lse.data(), q.data(), k.data(), v.data(), T, Hq, Hkv, dh, scale, 0);
-    for (int warp = 0; warp < (bsel == 1 ? 2 : 1); warp++) {
+    for (int tile = 0; tile < (bsel == 1 ? 2 : 1); tile++) {
         float *out = (float *)cuda_malloc(sizeof(float) * (size_t)nq);
         std::vector<float> rec((size_t)T, 0.25f), sup((size_t)T, 0.25f);
-        if (warp)
-            support_attention_query_warp_cuda(out, rec.data(), sup.data(), q.data(), k.data(), v.data(), lse.data(), T,
+        if (tile)
+            support_attention_query_tile_cuda(out, rec.data(), sup.data(), q.data(), k.data(), v.data(), lse.data(), T,
                                               Hq, Hkv, dh, scale, topk, sel.data(), n_sel.data());
         else
             support_attention_cuda(out, rec.data(), sup.data(), q.data(), k.data(), v.data(), lse.data(), T, Hq, Hkv,
                                    dh, scale, topk, bsel, sel.data(), n_sel.data());
         char what[160];
-        snprintf(what, sizeof what, "%s T %d Hq %d Hkv %d dh %d k %d bsel %d", warp ? "warp kernel" : "support_attention",
+        snprintf(what, sizeof what, "%s T %d Hq %d Hkv %d dh %d k %d bsel %d", tile ? "tile kernel" : "support_attention",
                  T, Hq, Hkv, dh, topk, bsel);
         double e = rel_err(out, out_c.data(), nq);
         e = std::max(e, rel_err(rec.data(), rec_c.data(), T));

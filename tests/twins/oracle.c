@@ -204,10 +204,10 @@ static void compare_queries(const char *op_out, const char *op_rec, const char *
 }
 
 // One GPU run over the given supports (device sel/n_sel), judged against the
-// CPU's out_c / rec_c / sup_c: warp = 0 support_attention_cuda, 1 the earlier
-// per-query kernel (support_attention_query_warp_cuda, bsel 1).
+// CPU's out_c / rec_c / sup_c: tile = 0 support_attention_cuda, 1 the shared-tile
+// per-query kernel (support_attention_query_tile_cuda, bsel 1).
 static void judge_support_attention(const Layer *L, int topk, int bsel, const int32_t *d_sel, const int32_t *d_n,
-                                    int stats, int warp, const char *shape, const float *out_c, const float *rec_c,
+                                    int stats, int tile, const char *shape, const float *out_c, const float *rec_c,
                                     const float *sup_c) {
     const int T = L->T;
     const int64_t nq = (int64_t)L->Hq * L->dh;
@@ -216,13 +216,13 @@ static void judge_support_attention(const Layer *L, int topk, int bsel, const in
     float *d_out = dev_poisoned(T * nq), *d_rec = dev_from(init, T), *d_sup = dev_from(init, T);
     float *rec = stats ? d_rec : NULL, *sup = stats ? d_sup : NULL;
     const float *lse = stats ? L->d_lse : NULL;
-    if (warp)
-        support_attention_query_warp_cuda(d_out, rec, sup, L->d_q, L->d_k, L->d_v, lse, T, L->Hq, L->Hkv, L->dh,
+    if (tile)
+        support_attention_query_tile_cuda(d_out, rec, sup, L->d_q, L->d_k, L->d_v, lse, T, L->Hq, L->Hkv, L->dh,
                                           L->scale, topk, d_sel, d_n);
     else
         support_attention_cuda(d_out, rec, sup, L->d_q, L->d_k, L->d_v, lse, T, L->Hq, L->Hkv, L->dh, L->scale, topk,
                                bsel, d_sel, d_n);
-    const char *op = warp ? "support_attention_warp" : "support_attention";
+    const char *op = tile ? "support_attention_tile" : "support_attention";
     char name[64];
     float *out_g = host_from_dev(d_out, T * nq);
     snprintf(name, sizeof name, "%s out", op);
@@ -241,7 +241,7 @@ static void judge_support_attention(const Layer *L, int topk, int bsel, const in
 
 // support_attention_cuda vs support_attention_cpu on the given supports (host
 // sel/n_sel); stats: recall and support too (else NULL, lse NULL). Per query
-// also the earlier warp kernel, and the unions of blocks of 4 and 64 queries'
+// also the shared-tile kernel, and the unions of blocks of 4 and 64 queries'
 // supports (eval --union-bsel, support_union_keys_cuda): exact counts.
 static void check_support_attention(const Layer *L, int topk, int bsel, const int32_t *sel, const int32_t *n_sel,
                                     int stats, const char *what) {
@@ -638,8 +638,8 @@ void twins_oracle(int quick) {
         check_oracle(&M, 20, 1, 0);
         check_oracle(&M, 20, 48, 0);
         check_support_random(&M, 20, 7, 1);
-        // Per query through the shared-tile kernel: groups of 3 and 2 heads (a warp a head, idle warps),
-        // 6 (Qwen2.5's 12:2), and 10 (more heads than one thread block's rows: two row blocks).
+        // Per query (the warp kernel, and the shared-tile kernel: groups of 3 and 2 heads — a warp a head,
+        // idle warps —, 6 (Qwen2.5's 12:2), and 10 (more heads than one thread block's rows: two row blocks)).
         check_support_random(&L, 24, 1, 1);
         check_support_random(&M, 20, 1, 1);
         layer_free(&L);
