@@ -240,7 +240,10 @@ class Indexer:
             n_cand = torch.arange(1, T + 1, device=dev)
         else:
             Q = torch.softmax(s, dim=1)
-            vals = torch.zeros(rows, T, device=dev).index_add_(0, torch.arange(T, device=dev) // bsel, Q)
+            # A block's sum in a fixed order (index_add_ on a GPU adds with atomics, in no fixed order, which
+            # breaks the exact ties of keys every query of the block scores alike, e.g. ReLU sums of 0).
+            Q = torch.cat([Q, Q.new_zeros(rows * bsel - T, T)]) if rows * bsel > T else Q
+            vals = Q.reshape(rows, bsel, T).sum(1)
             end = torch.clamp((torch.arange(rows, device=dev) + 1) * bsel, max=T)
             vals = vals.masked_fill(torch.arange(T, device=dev)[None, :] >= end[:, None], float("-inf"))
             n_cand = end
