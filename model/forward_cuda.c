@@ -6,7 +6,8 @@
 //   qkv       q, k, v = xn·Wqᵀ (+b), …; q/k norm and RoPE of the layer's kind in
 //             one pass (with bf16 copies for SDPA)
 //   attend    dense (cuDNN SDPA in bf16 mode, else fp32; causal or in the
-//             sliding window), the oracle's supports, or an indexer's
+//             sliding window), the oracle's supports (in bf16 mode from the
+//             bf16 q, k and SDPA's lse), or an indexer's
 //   attn_out  x += [RMSNorm](a·Woᵀ (+b)) (the += inside the GEMM when there is
 //             neither bias nor post-norm)
 //   attn_out  (gated attention: a · sigmoid(xn·Wgᵀ) first)
@@ -623,6 +624,40 @@ static void cuda_qkv(void *tw, int l) {
     }
 }
 
+// The oracle in the bf16 mode: its P is the bf16 pass's own attention — lse from
+// cuDNN's SDPA over qb, kb, vb, the supports from the same bf16 q, k on tensor
+// cores (oracle_select_bf16_cuda) — where oracle_attention_cuda rebuilds P in
+// fp32 with the fp32 flash kernel (at 32K about 6× the time of the whole bf16
+// selection). Attention over the supports as the indexer's path runs it: bf16
+// tensor-core tiles block-shared without statistics, else the fp32 kernel over
+// q, k widened from their bf16 roundings, so that its recall Σ exp(s·q·k − lse)
+// uses the q, k the lse came from (v stays fp32).
+static void oracle_attend_bf16(CudaPass *p, const AttendPlan *a, float *rec, float *sup) {
+    const FwdCuda *f = p->f;
+    const ModelConfig *c = &f->m->cfg;
+    const int T = p->T, Hq = c->n_heads, Hkv = c->n_kv_heads, dh = c->head_dim;
+    const float scale = (float)c->attn_scale;
+    const int rows = (T + a->bsel - 1) / a->bsel;
+    float *lse = p->lse ? p->lse : cuda_malloc(sizeof(float) * (size_t)Hq * T);
+    int32_t *sel = cuda_malloc(sizeof(int32_t) * (size_t)rows * a->topk);
+    int32_t *n_sel = cuda_malloc(sizeof(int32_t) * (size_t)rows);
+    attention_forward_bf16_cuda(p->ob, lse, p->qb, p->kb, p->vb, T, Hq, Hkv, dh, scale, 0);  // ob: scratch, for lse
+    oracle_select_bf16_cuda(sel, n_sel, p->qb, p->kb, lse, T, Hq, Hkv, dh, scale, a->topk, a->bsel);
+    if (a->bsel > 1 && !a->stats) {
+        p->att_bf16 = f->half == HALF_BF16;
+        support_attention_block_tc_cuda(p->att_bf16 ? p->ob : (void *)p->att, p->qb, p->kb, p->vb, T, Hq, Hkv, dh,
+                                        scale, a->topk, a->bsel, sel, n_sel, p->att_bf16 ? DT_BF16 : DT_F32);
+    } else {
+        cuda_bf16_to_f32(p->q, p->qb, (int64_t)T * Hq * dh);
+        cuda_bf16_to_f32(p->k, p->kb, (int64_t)T * Hkv * dh);
+        support_attention_cuda(p->att, rec, sup, p->q, p->k, p->v, lse, T, Hq, Hkv, dh, scale, a->topk, a->bsel, sel,
+                               n_sel);
+    }
+    if (lse != p->lse) cuda_free(lse);
+    cuda_free(sel);
+    cuda_free(n_sel);
+}
+
 static void cuda_attend(void *tw, int l, const AttendPlan *a) {
     CudaPass *p = tw;
     const FwdCuda *f = p->f;
@@ -660,6 +695,8 @@ static void cuda_attend(void *tw, int l, const AttendPlan *a) {
                 if (uk >= 0) p->union_keys += (double)uk, p->union_blocks += (T + p->union_stat - 1) / p->union_stat;
             }
         }
+    } else if (a->mode == ATTEND_ORACLE && p->bf16_attn && a->topk < T) {
+        oracle_attend_bf16(p, a, rec, sup);
     } else if (a->mode == ATTEND_ORACLE) {
         oracle_attention_cuda(p->att, rec, sup, p->q, p->k, p->v, T, Hq, Hkv, dh, scale, a->topk, a->bsel);
     } else if (p->bf16_attn) {
