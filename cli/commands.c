@@ -788,6 +788,7 @@ int cmd_eval(int argc, char **argv) {
         {"--recent", 1, "hybrid supports: each query also keeps its W most recent keys, comma-separated W >= 0 (default 0; CPU only)", NULL},
         {"--sinks", 1, "hybrid supports: each query also keeps the first S keys, comma-separated S >= 0 (default 0; CPU only)", NULL},
         {"--union-bsel", 1, "per-query rows (b_sel 1): also measure the union of the supports of each block of B consecutive queries, B in {1,2,4,8,16,32,64} (with --device cuda: the indexer rows only)", NULL},
+        {"--refine", 1, "two-stage supports for the indexer rows at b_sel > 1: each block takes N candidate keys by its aggregate, then each query its own top-k of them (N >= every k; CPU only)", NULL},
         {"--k-layers", 1, "per-layer budgets: JSON {\"weights\": [w, ...]}, one w > 0 per full-attention layer (normalised to mean 1); a row of k keeps round(k*w) keys per support at each layer (CPU only; scripts/calibrate-k-layers.py makes one)", NULL},
         {"--tasks-file", 1, "RULER tasks (scripts/ruler-tasks.py) instead of text: greedy answers scored by string match; its own flags: spindle eval --tasks-file F --help", NULL},
     };
@@ -802,7 +803,7 @@ int cmd_eval(int argc, char **argv) {
     const Flag *text = &flags[1];
     const char *ids_path = args_get(flags, nf, "--ids"), *v;
     int use_cuda, prec, ks[64], bsels[64], n_k, n_b, ctx, n_seq = 0;
-    int recents[64] = {0}, sinks[64] = {0}, n_rec = 1, n_sink = 1, union_bsel = 0;
+    int recents[64] = {0}, sinks[64] = {0}, n_rec = 1, n_sink = 1, union_bsel = 0, refine = 0;
     RetrievalKind tasks[8];
     double depths[64] = {0, 0.5, 1};
     int n_tasks = 0, n_depths = 3, task_n = 4, seed = 1;
@@ -829,8 +830,19 @@ int cmd_eval(int argc, char **argv) {
         ((v = args_get(flags, nf, "--depths")) && parse_depths(v, depths, &n_depths)) ||
         ((v = args_get(flags, nf, "--task-n")) && cli_positive("eval", "--task-n", v, &task_n)) ||
         ((v = args_get(flags, nf, "--seed")) && cli_positive("eval", "--seed", v, &seed)) ||
-        ((v = args_get(flags, nf, "--union-bsel")) && cli_positive("eval", "--union-bsel", v, &union_bsel)))
+        ((v = args_get(flags, nf, "--union-bsel")) && cli_positive("eval", "--union-bsel", v, &union_bsel)) ||
+        ((v = args_get(flags, nf, "--refine")) && cli_positive("eval", "--refine", v, &refine)))
         goto usage;
+    if (refine) {
+        const char *why = use_cuda ? "two-stage supports run on the CPU twin only (--device cpu)"
+                          : !args_get(flags, nf, "--indexer") ? "it refines the indexer's rows: give --indexer" : NULL;
+        for (int i = 0; !why && i < n_k; i++)
+            if (ks[i] > refine) why = "every --k must be at most the candidates per block";
+        if (why) {
+            fprintf(stderr, "spindle eval: --refine %d: %s\n", refine, why);
+            goto usage;
+        }
+    }
     if (union_bsel && 64 % union_bsel) {
         fprintf(stderr, "spindle eval: --union-bsel %d: give a divisor of 64 (1, 2, 4, 8, 16, 32 or 64)\n",
                 union_bsel);
@@ -985,6 +997,7 @@ int cmd_eval(int argc, char **argv) {
     o.layer_weights = layer_w;
     o.recents = recents, o.n_recent = n_rec, o.sinks = sinks, o.n_sinks = n_sink;
     o.union_bsel = union_bsel;
+    o.refine = refine;
     if (eval_run(&m, ids, n, &o, &res, &n_res, &st)) goto done;
     char date[32];
     const time_t now = time(NULL);

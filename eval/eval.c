@@ -60,6 +60,7 @@ static Sparsity config_of(const EvalOpts *o, int c) {
     sp.recent = o->recents && o->n_recent > 0 ? o->recents[g % nr] : 0, g /= nr;
     sp.bsel = o->bsels[g % o->n_bsel], g /= o->n_bsel;
     sp.topk = o->ks[g];
+    if (mode_of(o, c) == EVAL_INDEXER && sp.bsel > 1) sp.refine = o->refine;
     return sp;
 }
 
@@ -167,7 +168,7 @@ static int eval_retrieval(const Model *m, const int32_t *hay, size_t n_hay, cons
                 memset(e, 0, sizeof *e);
                 const Sparsity sp = config_of(o, c);
                 e->mode = mode_of(o, c), e->k = sp.topk, e->bsel = sp.bsel, e->ctx = T;
-                e->recent = sp.recent, e->sinks = sp.sinks;
+                e->recent = sp.recent, e->sinks = sp.sinks, e->refine = sp.refine;
                 e->n_sparse_layers = n_sparse_layers(m, o, c);
                 e->n_seq = o->task_n;
                 e->task = (int)o->tasks[ti];
@@ -195,6 +196,7 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
             return status_fail(st, "hybrid supports (recent %d, sinks %d) run on the CPU twin only", sp.recent,
                                sp.sinks);
     }
+    if (o->gpu && o->refine) return status_fail(st, "two-stage supports (refine %d) run on the CPU twin only", o->refine);
     // Nor per-layer budgets: it sizes every layer's supports by the row's k.
     if (o->gpu && o->layer_weights) return status_fail(st, "per-layer budgets run on the CPU twin only");
     SPINDLE_CHECK(m->cfg.n_layers <= CONFIG_MAX_LAYERS);
@@ -219,6 +221,7 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
         r->bsel = sp.bsel;
         r->recent = sp.recent;
         r->sinks = sp.sinks;
+        r->refine = sp.refine;
         r->ctx = T;
         r->n_seq = n_seq;
         r->task = -1;

@@ -29,6 +29,7 @@ typedef struct {
     EvalMode mode;
     int k, bsel;  // 0, 0 for dense
     int recent, sinks;  // hybrid supports: each query's window and sink keys (0, 0: none, and for dense)
+    int refine;         // two-stage supports: candidates per block (0: none; indexer rows at b_sel > 1)
     int ctx, n_seq;
     int64_t n_scored;   // next-token positions scored (ctx − 1 per sequence)
     Stat nll;           // nats/token
@@ -94,6 +95,10 @@ typedef struct {
     // > 0, their mean 1); a row of k keeps eval_layer_k(k, w_l) keys per support
     // at layer l. NULL: k at every layer.
     const double *layer_weights;
+    // Two-stage supports (docs/design.md "Two-stage supports"; CPU twin only):
+    // > 0 runs the indexer rows at b_sel > 1 as per-query supports drawn from
+    // this many candidates per block (Sparsity.refine). 0: block-shared.
+    int refine;
 } EvalOpts;
 
 // The keys per support at a layer of weight w in a row of k: round(k·w), at least 1.

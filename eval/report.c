@@ -123,6 +123,7 @@ static char *to_json(const EvalResult *r, int n, const EvalProvenance *p) {
         cJSON_AddNumberToObject(o, "bsel", r[i].bsel);
         cJSON_AddNumberToObject(o, "recent", r[i].recent);
         cJSON_AddNumberToObject(o, "sinks", r[i].sinks);
+        if (r[i].refine) cJSON_AddNumberToObject(o, "refine", r[i].refine);
         cJSON_AddNumberToObject(o, "ctx", r[i].ctx);
         cJSON_AddNumberToObject(o, "n_seq", r[i].n_seq);
         if (r[i].task >= 0) {
@@ -246,10 +247,11 @@ static void md_sparse(Buf *b, const EvalProvenance *p, EvalMode mode) {
     buf_printf(b, ")");
 }
 
-// The b_sel cell of a sparse row: "64", or "64 + recent 256 + sinks 4" for a
-// hybrid support (docs/design.md "Hybrid supports").
+// The b_sel cell of a sparse row: "64", "64 + recent 256 + sinks 4" for a
+// hybrid support (docs/design.md "Hybrid supports"), "64 → 1 of 1024" for a
+// two-stage one (per query from 1024 candidates a block).
 static void bsel_cell(char *s, size_t n, const EvalResult *e) {
-    int w = snprintf(s, n, "%d", e->bsel);
+    int w = e->refine ? snprintf(s, n, "%d → 1 of %d", e->bsel, e->refine) : snprintf(s, n, "%d", e->bsel);
     if (e->recent && w >= 0 && (size_t)w < n) w += snprintf(s + w, n - (size_t)w, " + recent %d", e->recent);
     if (e->sinks && w >= 0 && (size_t)w < n) snprintf(s + w, n - (size_t)w, " + sinks %d", e->sinks);
 }

@@ -72,3 +72,11 @@ double indexer_mass_recall_cpu(float *recall, const IndexerConfig *cfg, const fl
 // Attention then uses S_B ∩ [0, t] (or {t} if empty), as the oracle does.
 void indexer_select_cpu(int *sel, int *n_sel, const IndexerConfig *cfg, const float *params, const float *x, int T,
                         int k, int bsel);
+
+// Two-stage supports (docs/design.md "Two-stage supports"), per query, cand ≥ k:
+// each block B of bsel queries takes the candidates C_B = top-cand of A_B (as
+// indexer_select_cpu's block rows), then each query t ∈ B its own top-k of
+// score_{t,j} over j ∈ C_B, j ≤ t (all of those when k or fewer). sel [T, k],
+// n_sel [T] as indexer_select_cpu's bsel-1 rows. cand ≥ T: the per-query supports.
+void indexer_select_refined_cpu(int *sel, int *n_sel, const IndexerConfig *cfg, const float *params, const float *x,
+                                int T, int k, int bsel, int cand);

@@ -123,8 +123,8 @@ static void *cpu_begin(void *twin, const int32_t *ids, int T, const ForwardOpts 
         const int kl = sparsity_topk(sp, l);
         if (kl < T && kl > sel_k) sel_k = kl;
     }
-    if (sel_k > 0) {
-        const size_t rows = (size_t)(T + sp->bsel - 1) / sp->bsel;
+    if (sel_k > 0) {  // two-stage supports are per query: T rows
+        const size_t rows = sp->refine > 0 ? (size_t)T : (size_t)(T + sp->bsel - 1) / sp->bsel;
         p->sel = xmalloc(sizeof(int) * rows * (size_t)sel_k);
         p->n_sel = xmalloc(sizeof(int) * rows);
     }
@@ -161,13 +161,17 @@ static void cpu_attend(void *tw, int l, const AttendPlan *a) {
     const float s = (float)c->attn_scale;
     float *rec = a->stats ? p->stats.recall : NULL, *sup = a->stats ? p->stats.support : NULL;
     SupportUnion un = {a->stats && p->stats_out ? p->stats_out->union_bsel : 0, 0, 0};
-    SupportUnion *u = un.bsel > 0 && a->bsel == 1 ? &un : NULL;
+    SupportUnion *u = un.bsel > 0 && (a->bsel == 1 || a->refine > 0) ? &un : NULL;  // per-query supports
     // Per-layer sums: this layer's additions to the per-position sums.
     double *lrec = a->stats && p->stats_out && rec ? p->stats_out->layer_recall : NULL;
     double *lsup = a->stats && p->stats_out && sup ? p->stats_out->layer_support : NULL;
     double rec0 = 0, sup0 = 0;
     for (int t = 0; (lrec || lsup) && t < T; t++) rec0 += lrec ? rec[t] : 0, sup0 += lsup ? sup[t] : 0;
-    if (a->mode == ATTEND_INDEXER) {
+    if (a->mode == ATTEND_INDEXER && a->refine > 0) {  // two-stage: per-query rows from the block's candidates
+        indexer_select_refined_cpu(p->sel, p->n_sel, a->ix_cfg, a->ix_params, p->xn, T, a->topk, a->bsel, a->refine);
+        hybrid_attention_cpu(p->att, rec, sup, p->q, p->k, p->v, T, Hq, Hkv, dh, s, a->topk, 1, a->recent, a->sinks,
+                             p->sel, p->n_sel, u);
+    } else if (a->mode == ATTEND_INDEXER) {
         indexer_select_cpu(p->sel, p->n_sel, a->ix_cfg, a->ix_params, p->xn, T, a->topk, a->bsel);
         hybrid_attention_cpu(p->att, rec, sup, p->q, p->k, p->v, T, Hq, Hkv, dh, s, a->topk, a->bsel, a->recent,
                              a->sinks, p->sel, p->n_sel, u);

@@ -32,6 +32,12 @@ typedef struct {
     // every layer. The CPU twin only: the GPU forward sizes its supports by topk,
     // so its callers refuse per-layer budgets.
     const int *layer_topk;
+    // Two-stage supports (docs/design.md "Two-stage supports"; indexer layers,
+    // bsel > 1): > 0 makes each block of bsel queries take this many candidate
+    // keys by its aggregate A_B, then each query the top-k of those by its own
+    // score — per-query supports drawn from a block's candidates. 0: off. The
+    // CPU twin only: the GPU forward refuses it.
+    int refine;
 } Sparsity;
 
 // Keys per support at model layer l (Sparsity.layer_topk, else topk).

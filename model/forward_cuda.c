@@ -489,6 +489,11 @@ static void *cuda_begin(void *twin, const int32_t *ids, int T, const ForwardOpts
                 __FILE__, __LINE__);
         abort();
     }
+    if (sp && sp->refine) {  // callers refuse it (eval: "run on the CPU twin only")
+        fprintf(stderr, "spindle: the GPU forward has no two-stage supports (Sparsity.refine) (%s:%d)\n", __FILE__,
+                __LINE__);
+        abort();
+    }
     p->pos0 = o->kv ? o->kv->len : 0;
     p->hidden_host = tw->hidden_host;
     p->last_logits_host = tw->last_logits_host;

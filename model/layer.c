@@ -39,6 +39,7 @@ static AttendPlan plan_layer(const ModelConfig *c, int l, int T, const ForwardOp
     p.recent = sp->recent;
     p.sinks = sp->sinks;
     p.exec_block = sp->exec_block;
+    p.refine = p.mode == ATTEND_INDEXER && sp->bsel > 1 ? sp->refine : 0;
     p.stats = want_stats;
     return p;
 }

@@ -35,6 +35,7 @@ typedef struct {
     int topk, bsel;           // ORACLE, INDEXER: the supports
     int recent, sinks;        // ORACLE, INDEXER: each query's window and sink keys added to its support
     int exec_block;           // INDEXER, bsel 1: Sparsity's exec_block (how the GPU runs the supports)
+    int refine;               // INDEXER, bsel > 1: Sparsity's refine (two-stage supports, per query)
     int stats;                // add recall / support of this layer's supports into the pass's sums
     int lse;                  // DENSE: write the per-head log-sum-exp (the tap reads it)
     const IndexerConfig *ix_cfg;  // INDEXER: the indexers' shape

@@ -97,6 +97,9 @@ expect 2 "--json and --csv would both write" "$bin" eval --model "$good" --ids "
 expect 2 "--json and --md would both write" "$bin" eval --model "$good" --ids "$good/ids.txt" --ctx 16 --k 8 --bsel 1 --json "$work/out.npy" --md "$work/out.npy"
 expect 2 "--csv and --md would both write" ev --ids "$good/ids.txt" --ctx 16 --k 8 --bsel 1 --csv "$work/o.x" --md "$work/o.x"
 expect 2 "--json $good/ids.txt is the --ids input" "$bin" eval --model "$good" --ids "$good/ids.txt" --ctx 16 --k 8 --bsel 1 --json "$good/ids.txt"
+# Two-stage supports: --refine N needs --indexer, N >= every --k, and the CPU twin.
+expect 2 "--refine 4: it refines the indexer's rows: give --indexer" ev --ids "$good/ids.txt" --ctx 16 --k 4 --bsel 8 --refine 4
+expect 2 "--refine must be" ev --ids "$good/ids.txt" --ctx 16 --k 4 --bsel 8 --refine 0
 # Hybrid supports: --recent / --sinks take integers >= 0, and run on the CPU twin only.
 expect 2 "--recent must be a comma-separated list of" ev --ids "$good/ids.txt" --ctx 16 --k 8 --bsel 1 --recent -1
 expect 2 "--recent must be a comma-separated list of" ev --ids "$good/ids.txt" --ctx 16 --k 8 --bsel 1 --recent 4x

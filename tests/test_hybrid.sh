@@ -62,6 +62,23 @@ for r in rows:
         assert abs(r['sparsity'] - want) < 1e-4, (r['sparsity'], want)
     assert math.isfinite(r['dnll'])
 PY"
+# Two-stage supports (--refine N): N >= T gives the per-query rows exactly, N = k the block-shared ones.
+for n in 1000 8; do
+  "$bin" eval --model "$g" --ids "$work/ids.txt" --ctx $ctx --k 8 --bsel 8 --refine $n --indexer "$work/idx" \
+    --json "$work/eval_refine$n.json" 2>"$work/eval_refine$n.log"
+done
+check "eval --refine: N >= T equals per query, N = k equals block-shared" \
+  "python3 - '$work/eval.json' '$work/eval_refine1000.json' '$work/eval_refine8.json' <<'PY'
+import json, sys
+base, r_all, r_k = (json.load(open(f)) for f in sys.argv[1:4])
+ix = {r['bsel']: r for r in base if r['mode'] == 'indexer'}
+for rows, n, want in ((r_all, 1000, ix[1]), (r_k, 8, ix[8])):
+    got = [r for r in rows if r['mode'] == 'indexer']
+    assert len(got) == 1 and got[0]['refine'] == n and got[0]['bsel'] == 8, got
+    for key in ('nll', 'mass_recall', 'sparsity'):
+        assert abs(got[0][key] - want[key]) < 1e-6, (n, key, got[0][key], want[key])
+    assert all('refine' not in r for r in rows if r['mode'] != 'indexer')
+PY"
 }
 run_case gemma3_legacy_w4 48 "S F S F" sliding_attention
 run_case qwen3_next_moe_f32 130 "L F L F" linear_attention

@@ -558,14 +558,46 @@ double indexer_mass_recall_cpu(float *recall, const IndexerConfig *cfg, const fl
     return mean / n_queries;
 }
 
-void indexer_select_cpu(int *sel, int *n_sel, const IndexerConfig *cfg, const float *params, const float *x, int T,
-                        int k, int bsel) {
-    SPINDLE_CHECK(T >= 0 && k >= 1 && bsel >= 1);
-    if (T == 0) return;
+// Agg[j] = A_B(j) = Σ_{t∈[q0,q1), t≥j} Q_t(j) for j < q1, Q_t = softmax_{j≤t}(score_t);
+// the block's queries in chunks of BQ score rows (R: BQ·T floats, clobbered).
+static void block_aggregate(float *Agg, float *R, float *D, const Proj *p, int T, int q0, int q1) {
+    for (int j = 0; j < q1; j++) Agg[j] = 0.0f;
+    for (int c0 = q0; c0 < q1; c0 += BQ) {
+        const int c1 = c0 + BQ < q1 ? c0 + BQ : q1;
+        score_rows(R, T, D, p, c0, c1 - c0, c1);
+        for (int t = c0; t < c1; t++) {
+            float *s = R + (int64_t)(t - c0) * T, mx = -INFINITY, sum = 0.0f;
+            for (int j = 0; j <= t; j++) mx = s[j] > mx ? s[j] : mx;
+#pragma omp simd reduction(+ : sum)
+            for (int j = 0; j <= t; j++) sum += (s[j] = fast_expf(s[j] - mx));
+            const float inv = 1.0f / sum;
+#pragma omp simd
+            for (int j = 0; j <= t; j++) Agg[j] += s[j] * inv;
+        }
+    }
+}
+
+// Row r of sel (width k) = the n ≤ k indices in idx, then −1.
+static void put_row(int *sel, int *n_sel, int r, int k, const int *idx, int n) {
+    int *row = sel + (int64_t)r * k;
+    for (int a = 0; a < k; a++) row[a] = a < n ? idx[a] : -1;
+    n_sel[r] = n;
+}
+
+// The projections of x at positions 0 … T−1.
+static Proj proj_all(const IndexerConfig *cfg, const float *params, const float *x, int T) {
     int *pos = xmalloc(sizeof(int) * (size_t)T);
     for (int t = 0; t < T; t++) pos[t] = t;
     Proj p = proj_build(cfg, params, x, pos, T, T, NULL, NULL);
     free(pos);
+    return p;
+}
+
+void indexer_select_cpu(int *sel, int *n_sel, const IndexerConfig *cfg, const float *params, const float *x, int T,
+                        int k, int bsel) {
+    SPINDLE_CHECK(T >= 0 && k >= 1 && bsel >= 1);
+    if (T == 0) return;
+    Proj p = proj_all(cfg, params, x, T);
     // Tasks: BQ queries (bsel = 1) or one block (bsel > 1), longest rows first.
     const int per_task = bsel == 1 ? BQ : bsel;
     const int n_tasks = (T + per_task - 1) / per_task;
@@ -583,35 +615,55 @@ void indexer_select_cpu(int *sel, int *n_sel, const IndexerConfig *cfg, const fl
             if (bsel == 1) {
                 // S_t = top-k of score_{t,·} over j ≤ t.
                 score_rows(R, T, D, &p, q0, q1 - q0, q1);
-                for (int t = q0; t < q1; t++) {
-                    const int n = topk_support(idx, R + (int64_t)(t - q0) * T, t + 1, k);
-                    int *row = sel + (int64_t)t * k;
-                    for (int a = 0; a < k; a++) row[a] = a < n ? idx[a] : -1;
-                    n_sel[t] = n;
-                }
+                for (int t = q0; t < q1; t++)
+                    put_row(sel, n_sel, t, k, idx, topk_support(idx, R + (int64_t)(t - q0) * T, t + 1, k));
                 continue;
             }
-            // A_B(j) = Σ_{t∈B, t≥j} Q_t(j), Q_t = softmax_{j≤t}(score_t); queries in chunks of BQ.
-            for (int j = 0; j < q1; j++) Agg[j] = 0.0f;
+            block_aggregate(Agg, R, D, &p, T, q0, q1);
+            put_row(sel, n_sel, q0 / bsel, k, idx, topk_support(idx, Agg, q1, k));
+        }
+        free(R), free(Agg), free(D), free(idx);
+    }
+    openblas_set_num_threads(blas_threads);
+    proj_free(&p);
+}
+
+void indexer_select_refined_cpu(int *sel, int *n_sel, const IndexerConfig *cfg, const float *params, const float *x,
+                                int T, int k, int bsel, int cand) {
+    SPINDLE_CHECK(T >= 0 && k >= 1 && bsel >= 1 && cand >= k);
+    if (T == 0) return;
+    Proj p = proj_all(cfg, params, x, T);
+    const int n_blocks = (T + bsel - 1) / bsel;
+    int blas_threads = openblas_get_num_threads();
+    openblas_set_num_threads(1);
+#pragma omp parallel
+    {
+        float *R = xmalloc(sizeof(float) * (size_t)BQ * T);
+        float *Agg = xmalloc(sizeof(float) * (size_t)T);
+        float *D = cfg->variant == INDEXER_EXPANDED ? xmalloc(sizeof(float) * (size_t)p.H * BQ * BK) : NULL;
+        int *C = xmalloc(sizeof(int) * (size_t)T), *idx = xmalloc(sizeof(int) * (size_t)T);
+        float *v = xmalloc(sizeof(float) * (size_t)T);
+#pragma omp for schedule(dynamic, 1)
+        for (int b = n_blocks - 1; b >= 0; b--) {
+            const int q0 = b * bsel, q1 = q0 + bsel < T ? q0 + bsel : T;
+            // C_B = top-cand of A_B over j < end(B), ascending.
+            block_aggregate(Agg, R, D, &p, T, q0, q1);
+            const int nc = topk_support(C, Agg, q1, cand);
+            // S_t = top-k of score_{t,j} over j ∈ C_B, j ≤ t (all of them when k or fewer).
             for (int c0 = q0; c0 < q1; c0 += BQ) {
                 const int c1 = c0 + BQ < q1 ? c0 + BQ : q1;
                 score_rows(R, T, D, &p, c0, c1 - c0, c1);
                 for (int t = c0; t < c1; t++) {
-                    float *s = R + (int64_t)(t - c0) * T, mx = -INFINITY, sum = 0.0f;
-                    for (int j = 0; j <= t; j++) mx = s[j] > mx ? s[j] : mx;
-#pragma omp simd reduction(+ : sum)
-                    for (int j = 0; j <= t; j++) sum += (s[j] = fast_expf(s[j] - mx));
-                    const float inv = 1.0f / sum;
-#pragma omp simd
-                    for (int j = 0; j <= t; j++) Agg[j] += s[j] * inv;
+                    const float *s = R + (int64_t)(t - c0) * T;
+                    int m = 0;
+                    while (m < nc && C[m] <= t) v[m] = s[C[m]], m++;
+                    const int n = topk_support(idx, v, m, k);  // positions in C, ascending, so keys ascending
+                    for (int a = 0; a < n; a++) idx[a] = C[idx[a]];
+                    put_row(sel, n_sel, t, k, idx, n);
                 }
             }
-            const int b = q0 / bsel, n = topk_support(idx, Agg, q1, k);
-            int *row = sel + (int64_t)b * k;
-            for (int a = 0; a < k; a++) row[a] = a < n ? idx[a] : -1;
-            n_sel[b] = n;
         }
-        free(R), free(Agg), free(D), free(idx);
+        free(R), free(Agg), free(D), free(C), free(idx), free(v);
     }
     openblas_set_num_threads(blas_threads);
     proj_free(&p);
