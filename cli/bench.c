@@ -45,7 +45,8 @@
         {"--no-ttft", 0, "kernels only", NULL}, \
         {"--no-kernels", 0, "TTFT only", NULL}, \
         {"--ttft", 1, "which TTFT runs, comma-separated: dense, indexer, indexer_block, oracle (default: these four), " \
-                      "indexer_union (per-query supports run as block unions on tensor cores)", NULL}, \
+                      "indexer_union (per-query supports run as block unions on tensor cores), indexer_refine " \
+                      "(two-stage supports, run the same way)", NULL}, \
         {"--max-reps", 1, "at most this many timed repeats per kernel (default 20)", NULL}, \
         {"--ttft-reps", 1, "timed repeats per TTFT (default 3; 1 past 64K)", NULL}, \
         {"--max-fp32-ctx", 1, "longest ctx for our fp32 dense kernel (default 32768)", NULL}, \
@@ -63,14 +64,16 @@
         {"--teacher-precision", 1, "with --train-online: fp32 (default) or bf16, as spindle train", NULL}, \
         {"--train-tokens", 1, "with --train-online: tokens of the training run whose GPU-hours are reported " \
                               "(default 2.1e9, DeepSeek-V3.2's indexer warm-up)", NULL}, \
-        {"--union-block", 1, "queries per block of the indexer_union TTFT run (default 16)", NULL}, \
+        {"--union-block", 1, "queries per block of the indexer_union and indexer_refine TTFT runs (default 16)", NULL}, \
+        {"--refine", 1, "candidates per block of --bsel queries in the indexer_refine TTFT run (default 4 x --k)", NULL}, \
     }
 static const char *const BENCH_REQUIRED[] = {"--ctx", "--json", NULL};
 #define BENCH_NO_CUDA "spindle " CMD ": built without CUDA; bench needs a build configured with -DSPINDLE_CUDA=ON"
 
 // The TTFT runs, in order; --ttft picks a subset by these names.
-static const char *const TTFT_RUNS[] = {"dense", "indexer", "indexer_block", "oracle", "indexer_union"};
-enum { N_TTFT_RUNS = 5, N_TTFT_DEFAULT = 4 };  // indexer_union only when named
+static const char *const TTFT_RUNS[] = {"dense", "indexer", "indexer_block", "oracle", "indexer_union",
+                                        "indexer_refine"};
+enum { N_TTFT_RUNS = 6, N_TTFT_DEFAULT = 4 };  // indexer_union and indexer_refine only when named
 // The synthetic models by name (synthetic_config).
 static const char *const SYNTHETIC[] = {"qwen3-8b", "qwen3-1.7b", "smollm2-135m", "qwen3.5-9b", "qwen3.5-0.8b"};
 enum { N_SYNTHETIC = 5 };
@@ -80,7 +83,8 @@ typedef struct {
     int ctxs[64], n_ctx, k, bsel, n_layers, max_reps, ttft_reps;
     int max_fp32, max_oracle, max_train, max_oracle_ttft;
     int warmup_ctx;  // 0: warm each TTFT run up at its own ctx
-    int union_block; // queries per block of the indexer_union run
+    int union_block; // queries per block of the indexer_union and indexer_refine runs
+    int refine;      // candidates per block of the indexer_refine run (0: 4·k)
     int ix_scores;  // FwdIndexerScores of the TTFT runs (model/forward.h)
     int want_ttft[N_TTFT_RUNS];
     int train_online, bf16_teacher;  // --train-online and its teacher precision
@@ -103,9 +107,10 @@ static int bench_args(const Flag *flags, int nf, BenchArgs *a) {
     for (int r = 0; r < N_TTFT_RUNS; r++) a->want_ttft[r] = r < N_TTFT_DEFAULT;
     if ((v0 = args_get(flags, nf, "--ttft")) && cli_names(CMD, "--ttft", v0, TTFT_RUNS, N_TTFT_RUNS, a->want_ttft))
         return -1;
-    a->union_block = 16;
+    a->union_block = 16, a->refine = 0;
     if ((v0 = args_get(flags, nf, "--union-block")) && cli_positive(CMD, "--union-block", v0, &a->union_block))
         return -1;
+    if ((v0 = args_get(flags, nf, "--refine")) && cli_positive(CMD, "--refine", v0, &a->refine)) return -1;
     a->k = 2048, a->bsel = 64, a->n_layers = 0;
     a->max_fp32 = 32768, a->max_oracle = 32768, a->max_train = 32768, a->max_oracle_ttft = 8192, a->warmup_ctx = 0;
     long long reps_max = 20, reps_ttft = 3;  // repeats: at most 60 per kernel, 16 per TTFT (all[16])
@@ -124,6 +129,11 @@ static int bench_args(const Flag *flags, int nf, BenchArgs *a) {
         ((v = args_get(flags, nf, "--ttft-warmup-ctx")) && cli_positive(CMD, "--ttft-warmup-ctx", v, &a->warmup_ctx)))
         return -1;
     if (cli_indexer_scores(CMD, args_get(flags, nf, "--indexer-scores"), &a->ix_scores)) return -1;
+    if (a->refine && a->refine < a->k) {
+        fprintf(stderr, "spindle " CMD ": --refine %d: the candidates per block must be at least --k (%d)\n", a->refine,
+                a->k);
+        return -1;
+    }
     a->train_online = args_get(flags, nf, "--train-online") != NULL;
     a->query_frac = 0.25, a->train_tokens = 2.1e9, a->bf16_teacher = 0;
     const char *qf = args_get(flags, nf, "--query-frac"), *tp = args_get(flags, nf, "--teacher-precision");
@@ -526,12 +536,13 @@ static void annotate(Bench *b, const char *key, double v);
 // want[r]: run TTFT_RUNS[r] (the others are not recorded at all).
 static void bench_ttft(Bench *b, FwdCuda *f, const ModelConfig *c, const IndexerSet *ix, int T, int k, int bsel,
                        int max_oracle_ttft, int ttft_reps, int warmup_ctx, const int want[N_TTFT_RUNS],
-                       int ix_scores, int union_block) {
+                       int ix_scores, int union_block, int refine) {
     int32_t *ids = xmalloc(sizeof(int32_t) * (size_t)T);
     uint64_t z = 12345;
     for (int t = 0; t < T; t++) z = z * 6364136223846793005ull + 1442695040888963407ull, ids[t] = (int32_t)((z >> 33) % (uint64_t)c->vocab);
     float *logits = xmalloc(sizeof(float) * (size_t)c->vocab);
     Sparsity per_query = {k, 1}, block = {k, bsel}, unioned = {.topk = k, .bsel = 1, .exec_block = union_block};
+    Sparsity refined = {.topk = k, .bsel = bsel, .exec_block = union_block, .refine = refine > 0 ? refine : 4 * k};
     SparseStats us = {0};  // the union run's Σ |U_b| and blocks
     struct {
         const char *name;
@@ -547,6 +558,9 @@ static void bench_ttft(Bench *b, FwdCuda *f, const ModelConfig *c, const Indexer
         {"ttft_oracle", {.sparse = &per_query}, k, 1, T <= max_oracle_ttft, "attention-mass oracle per query, every full-attention layer"},
         {"ttft_indexer_union", {.sparse = &unioned, .indexer = ix, .indexer_scores = ix_scores, .stats = &us}, k, 1, 1,
          "indexer per query, run as block unions on tensor cores, every full-attention layer"},
+        {"ttft_indexer_refine", {.sparse = &refined, .indexer = ix, .indexer_scores = ix_scores, .stats = &us}, k,
+         bsel, 1, "indexer two-stage (per query from each block's candidates), run as block unions on tensor cores, "
+         "every full-attention layer"},
     };
     for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
         if (!want[r]) continue;
@@ -569,12 +583,16 @@ static void bench_ttft(Bench *b, FwdCuda *f, const ModelConfig *c, const Indexer
         for (int i = 0; i < c->vocab; i++) finite &= isfinite(logits[i]);
         char note[320];
         snprintf(note, sizeof note, "%s, %d layers%s", runs[r].note, c->n_layers, finite ? "" : "; NON-FINITE LOGITS");
-        const int is_union = runs[r].o.sparse == &unioned;
+        const int is_union = runs[r].o.sparse == &unioned || runs[r].o.sparse == &refined;
         const double per_block = us.union_blocks > 0 ? us.union_keys / us.union_blocks : 0;  // Σ |U_b| / blocks
+        if (runs[r].o.sparse == &refined)
+            snprintf(note + strlen(note), sizeof note - strlen(note), "; %d candidates per block of %d", refined.refine,
+                     bsel);
         if (is_union)
             snprintf(note + strlen(note), sizeof note - strlen(note), "; blocks of %d queries, union %.0f keys per "
                      "block = %.2f k", union_block, per_block, per_block / k);
         record(b, runs[r].name, T, ms, all, ttft_reps, 0, runs[r].k, runs[r].bsel, note);
+        if (runs[r].o.sparse == &refined) annotate(b, "refine", refined.refine);
         if (is_union) {
             annotate(b, "union_block", union_block);
             annotate(b, "union_keys_per_block", per_block);
@@ -801,7 +819,7 @@ int cmd_bench(int argc, char **argv) {
         }
         for (int i = 0; i < n_ctx; i++)
             bench_ttft(&b, f, c, &ix, ctxs[i], k, bsel, max_oracle_ttft, ctxs[i] > 65536 ? 1 : ttft_reps,
-                       a.warmup_ctx, want_ttft, a.ix_scores, a.union_block);
+                       a.warmup_ctx, want_ttft, a.ix_scores, a.union_block, a.refine);
     }
     save(&b);
     fprintf(stderr, "spindle " CMD ": -> %s\n", b.json);

@@ -788,7 +788,7 @@ int cmd_eval(int argc, char **argv) {
         {"--recent", 1, "hybrid supports: each query also keeps its W most recent keys, comma-separated W >= 0 (default 0; CPU only)", NULL},
         {"--sinks", 1, "hybrid supports: each query also keeps the first S keys, comma-separated S >= 0 (default 0; CPU only)", NULL},
         {"--union-bsel", 1, "per-query rows (b_sel 1): also measure the union of the supports of each block of B consecutive queries, B in {1,2,4,8,16,32,64} (with --device cuda: the indexer rows only)", NULL},
-        {"--refine", 1, "two-stage supports for the indexer rows at b_sel > 1: each block takes N candidate keys by its aggregate, then each query its own top-k of them (N >= every k; CPU only)", NULL},
+        {"--refine", 1, "two-stage supports for the indexer rows at b_sel > 1: each block takes N candidate keys by its aggregate, then each query its own top-k of them (N >= every k)", NULL},
         {"--k-layers", 1, "per-layer budgets: JSON {\"weights\": [w, ...]}, one w > 0 per full-attention layer (normalised to mean 1); a row of k keeps round(k*w) keys per support at each layer (CPU only; scripts/calibrate-k-layers.py makes one)", NULL},
         {"--tasks-file", 1, "RULER tasks (scripts/ruler-tasks.py) instead of text: greedy answers scored by string match; its own flags: spindle eval --tasks-file F --help", NULL},
     };
@@ -834,8 +834,7 @@ int cmd_eval(int argc, char **argv) {
         ((v = args_get(flags, nf, "--refine")) && cli_positive("eval", "--refine", v, &refine)))
         goto usage;
     if (refine) {
-        const char *why = use_cuda ? "two-stage supports run on the CPU twin only (--device cpu)"
-                          : !args_get(flags, nf, "--indexer") ? "it refines the indexer's rows: give --indexer" : NULL;
+        const char *why = !args_get(flags, nf, "--indexer") ? "it refines the indexer's rows: give --indexer" : NULL;
         for (int i = 0; !why && i < n_k; i++)
             if (ks[i] > refine) why = "every --k must be at most the candidates per block";
         if (why) {

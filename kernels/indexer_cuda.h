@@ -70,6 +70,25 @@ typedef enum { IX_SCORES_FP32 = 0, IX_SCORES_TF32 = 1, IX_SCORES_BF16 = 2 } Inde
 void indexer_select_cuda(int32_t *sel, int32_t *n_sel, const IndexerConfig *cfg, const float *params,
                          const float *x, int T, int k, int bsel, IndexerScores scores);
 
+// indexer_select_refined_cpu on the GPU (two-stage supports, docs/design.md):
+// C_B = indexer_select_cuda's block rows at k = cand (the same scores mode),
+// then each query's top-k of its fp32 scores over C_B ∩ [0, t]; sel [T, k],
+// n_sel [T]. cand ≥ k. (indexer.cu, with the second stage's kernels of
+// indexer_refine.cu)
+void indexer_select_refined_cuda(int32_t *sel, int32_t *n_sel, const IndexerConfig *cfg, const float *params,
+                                 const float *x, int T, int k, int bsel, int cand, IndexerScores scores);
+
+// The second stage's kernels (indexer_refine.cu), for the blocks b0 … b0 + nb − 1
+// of bsel queries with candidates csel [blocks, cand] (ascending, cn[b] of them):
+// R[(t − b0·bsel)·ld + i] = c_col·q_t·kk_{C_b[i]} for C_b[i] ≤ t, −∞ elsewhere;
+// then, for rows t0 … t0 + rows − 1 with the top-k positions pos [rows, k] (pn
+// of them, ascending) of those R rows, sel[t] = the candidates at the positions
+// that are ≤ t, n_sel[t] their count.
+void indexer_refine_scores_cuda(float *R, int64_t ld, const float *q, const float *kk, int dI, float c_col,
+                                const int32_t *csel, const int32_t *cn, int cand, int T, int bsel, int b0, int nb);
+void indexer_refine_rows_cuda(int32_t *sel, int32_t *n_sel, const int32_t *pos, const int32_t *pn,
+                              const int32_t *csel, const int32_t *cn, int cand, int k, int bsel, int t0, int rows);
+
 // A[(b − b0)·ld + j] = Σ_{t∈B, t≥j} exp(c_col·q_t·k_j − lse_t) for the query
 // blocks b = b0 … b0 + nb − 1 of bsel rows and j < end(B) = min((b+1)·bsel, T)
 // (lse_t over j ≤ t): the block-shared ranking values of indexer_select_cpu,

@@ -36,7 +36,8 @@ typedef struct {
     // bsel > 1): > 0 makes each block of bsel queries take this many candidate
     // keys by its aggregate A_B, then each query the top-k of those by its own
     // score — per-query supports drawn from a block's candidates. 0: off. The
-    // CPU twin only: the GPU forward refuses it.
+    // GPU forward executes them as per-query supports (in unions of exec_block
+    // queries, else of bsel, in bf16 without statistics).
     int refine;
 } Sparsity;
 

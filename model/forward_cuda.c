@@ -489,11 +489,6 @@ static void *cuda_begin(void *twin, const int32_t *ids, int T, const ForwardOpts
                 __FILE__, __LINE__);
         abort();
     }
-    if (sp && sp->refine) {  // callers refuse it (eval: "run on the CPU twin only")
-        fprintf(stderr, "spindle: the GPU forward has no two-stage supports (Sparsity.refine) (%s:%d)\n", __FILE__,
-                __LINE__);
-        abort();
-    }
     p->pos0 = o->kv ? o->kv->len : 0;
     p->hidden_host = tw->hidden_host;
     p->last_logits_host = tw->last_logits_host;
@@ -557,8 +552,8 @@ static void *cuda_begin(void *twin, const int32_t *ids, int T, const ForwardOpts
         cuda_memset(p->d_rec, 0, sizeof(float) * TT);
         cuda_memset(p->d_sup, 0, sizeof(float) * TT);
     }
-    if (ix && sp->topk < T) {
-        const int rows = (T + sp->bsel - 1) / sp->bsel;
+    if (ix && sp->topk < T) {  // two-stage supports are per query: T rows
+        const int rows = sp->refine > 0 && sp->bsel > 1 ? T : (T + sp->bsel - 1) / sp->bsel;
         p->sel = cuda_malloc(sizeof(int32_t) * (size_t)rows * sp->topk);
         p->n_sel = cuda_malloc(sizeof(int32_t) * (size_t)rows);
         p->ip = xcalloc((size_t)c->n_layers, sizeof *p->ip);
@@ -663,6 +658,40 @@ static void oracle_attend_bf16(CudaPass *p, const AttendPlan *a, float *rec, flo
     cuda_free(n_sel);
 }
 
+// Attention over the indexer's supports in p->sel (a's k and b_sel): the bf16
+// mode without statistics runs bf16 operands through the tensor-core kernels
+// (which keep no recall / support, and handle shapes they do not take
+// themselves), straight into ob for a bf16 model; otherwise the fp32 kernel.
+static void attend_supports(CudaPass *p, const AttendPlan *a, float *rec, float *sup) {
+    const FwdCuda *f = p->f;
+    const ModelConfig *c = &f->m->cfg;
+    const int T = p->T, Hq = c->n_heads, Hkv = c->n_kv_heads, dh = c->head_dim;
+    const float scale = (float)c->attn_scale;
+    if (p->bf16_attn && a->bsel == 1 && a->exec_block > 1 && !a->stats) {
+        // Per-query supports in blocks of exec_block queries: their union as tensor-core tiles.
+        p->att_bf16 = f->half == HALF_BF16;
+        int64_t uk = 0;
+        support_attention_union_tc_cuda(p->att_bf16 ? p->ob : (void *)p->att, p->qb, p->kb, p->vb, T, Hq, Hkv,
+                                        dh, scale, a->topk, a->exec_block, p->sel, p->n_sel,
+                                        p->att_bf16 ? DT_BF16 : DT_F32, &uk);
+        p->union_keys += (double)uk, p->union_blocks += (T + a->exec_block - 1) / a->exec_block;
+    } else if (p->bf16_attn && a->bsel > 1 && !a->stats) {
+        p->att_bf16 = f->half == HALF_BF16;
+        support_attention_block_tc_cuda(p->att_bf16 ? p->ob : (void *)p->att, p->qb, p->kb, p->vb, T, Hq, Hkv,
+                                        dh, scale, a->topk, a->bsel, p->sel, p->n_sel,
+                                        p->att_bf16 ? DT_BF16 : DT_F32);
+    } else {
+        support_attention_cuda(p->att, rec, sup, p->q, p->k, p->v, p->lse, T, Hq, Hkv, dh, scale, a->topk,
+                               a->bsel, p->sel, p->n_sel);
+        // Statistics of per-query supports: the union each block of union_stat queries would load
+        // (SparseStats.union_bsel), from the indexer's selection.
+        if (a->stats && a->bsel == 1 && p->union_stat > 0) {
+            const int64_t uk = support_union_keys_cuda(p->sel, p->n_sel, T, a->topk, p->union_stat);
+            if (uk >= 0) p->union_keys += (double)uk, p->union_blocks += (T + p->union_stat - 1) / p->union_stat;
+        }
+    }
+}
+
 static void cuda_attend(void *tw, int l, const AttendPlan *a) {
     CudaPass *p = tw;
     const FwdCuda *f = p->f;
@@ -673,33 +702,19 @@ static void cuda_attend(void *tw, int l, const AttendPlan *a) {
     p->att_bf16 = 0;
     if (a->mode == ATTEND_INDEXER) {
         if (a->stats) attention_forward_cuda(p->att, p->lse, p->q, p->k, p->v, T, Hq, Hkv, dh, scale, 0);  // P's lse
-        indexer_select_cuda(p->sel, p->n_sel, a->ix_cfg, p->ip[l], p->xn_all, T, a->topk, a->bsel, p->scores);
-        // bf16 mode, block-shared, no statistics: bf16 operands through the
-        // tensor-core kernel (which keeps no recall / support, and handles
-        // shapes it does not take itself), straight into ob for a bf16 model.
-        if (p->bf16_attn && a->bsel == 1 && a->exec_block > 1 && !a->stats) {
-            // Per-query supports in blocks of exec_block queries: their union as tensor-core tiles.
-            p->att_bf16 = f->half == HALF_BF16;
-            int64_t uk = 0;
-            support_attention_union_tc_cuda(p->att_bf16 ? p->ob : (void *)p->att, p->qb, p->kb, p->vb, T, Hq, Hkv,
-                                            dh, scale, a->topk, a->exec_block, p->sel, p->n_sel,
-                                            p->att_bf16 ? DT_BF16 : DT_F32, &uk);
-            p->union_keys += (double)uk, p->union_blocks += (T + a->exec_block - 1) / a->exec_block;
-        } else if (p->bf16_attn && a->bsel > 1 && !a->stats) {
-            p->att_bf16 = f->half == HALF_BF16;
-            support_attention_block_tc_cuda(p->att_bf16 ? p->ob : (void *)p->att, p->qb, p->kb, p->vb, T, Hq, Hkv,
-                                            dh, scale, a->topk, a->bsel, p->sel, p->n_sel,
-                                            p->att_bf16 ? DT_BF16 : DT_F32);
-        } else {
-            support_attention_cuda(p->att, rec, sup, p->q, p->k, p->v, p->lse, T, Hq, Hkv, dh, scale, a->topk,
-                                   a->bsel, p->sel, p->n_sel);
-            // Statistics of per-query supports: the union each block of union_stat queries would load
-            // (SparseStats.union_bsel), from the indexer's selection.
-            if (a->stats && a->bsel == 1 && p->union_stat > 0) {
-                const int64_t uk = support_union_keys_cuda(p->sel, p->n_sel, T, a->topk, p->union_stat);
-                if (uk >= 0) p->union_keys += (double)uk, p->union_blocks += (T + p->union_stat - 1) / p->union_stat;
-            }
+        if (a->refine > 0) {
+            // Two-stage: per-query supports from each block's candidates, executed like per-query ones
+            // (as unions of blocks of exec_block queries, else of b_sel: at most refine keys a block).
+            indexer_select_refined_cuda(p->sel, p->n_sel, a->ix_cfg, p->ip[l], p->xn_all, T, a->topk, a->bsel,
+                                        a->refine, p->scores);
+            const AttendPlan per_query = {.mode = ATTEND_INDEXER, .topk = a->topk, .bsel = 1,
+                                          .exec_block = a->exec_block > 1 ? a->exec_block : a->bsel,
+                                          .stats = a->stats};
+            attend_supports(p, &per_query, rec, sup);
+            return;
         }
+        indexer_select_cuda(p->sel, p->n_sel, a->ix_cfg, p->ip[l], p->xn_all, T, a->topk, a->bsel, p->scores);
+        attend_supports(p, a, rec, sup);
     } else if (a->mode == ATTEND_ORACLE && p->bf16_attn && a->topk < T) {
         oracle_attend_bf16(p, a, rec, sup);
     } else if (a->mode == ATTEND_ORACLE) {

@@ -10,6 +10,8 @@
 #                      against attention_cached_cpu (kernels/cpu/attention_cpu.c); [--quick]
 #   support_attention  kernels/cuda/sparse_attention.cu (attention over given supports, per query
 #                      and block-shared) against support_attention_cpu; [--quick]
+#   refine             kernels/cuda/indexer_refine.cu (the second stage of two-stage supports)
+#                      against dot products in double and kernels/cpu/topk.c; [--quick]
 # EMU_OUT=DIR builds there (default build-emu/). Exit 0 when every case passes,
 # 77 (CTest: skipped) without g++ or pkg-config's openblas, 2 for an unknown KERNEL.
 set -euo pipefail
@@ -21,7 +23,8 @@ case "$kernel" in
 deltanet) cpu=(deltanet_cpu) twins=(twins/common twins/deltanet) ;;
 attention_cached) cpu=(attention_cpu) twins=() ;;
 support_attention) cpu=(attention_cpu oracle_cpu topk) twins=() ;;
-*) echo "usage: scripts/emulate-cuda.sh deltanet|attention_cached|support_attention [ARGS...]" >&2; exit 2 ;;
+refine) cpu=(topk) twins=() ;;
+*) echo "usage: scripts/emulate-cuda.sh deltanet|attention_cached|support_attention|refine [ARGS...]" >&2; exit 2 ;;
 esac
 if ! command -v g++ >/dev/null || ! pkg-config --exists openblas; then
     echo "emulate-cuda: skipped: needs g++ and openblas (pkg-config)"

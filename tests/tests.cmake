@@ -197,11 +197,16 @@ set_tests_properties(deltanet_cuda_emulated PROPERTIES SKIP_RETURN_CODE 77
 add_test(NAME attention_cached_cuda_emulated COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/emulate-cuda.sh attention_cached --quick)
 set_tests_properties(attention_cached_cuda_emulated PROPERTIES SKIP_RETURN_CODE 77
   ENVIRONMENT "EMU_OUT=${TEST_TMP}/emu_attention_cached")
-# Attention over given supports (kernels/cuda/sparse_attention.cu: per query, with the shared-tile
-# kernel and the earlier warp kernel, and block-shared) on host threads against support_attention_cpu.
+# Attention over given supports (kernels/cuda/sparse_attention.cu: per query, with the warp kernel
+# and the shared-tile kernel, and block-shared) on host threads against support_attention_cpu.
 add_test(NAME support_attention_cuda_emulated COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/emulate-cuda.sh support_attention --quick)
 set_tests_properties(support_attention_cuda_emulated PROPERTIES SKIP_RETURN_CODE 77
   ENVIRONMENT "EMU_OUT=${TEST_TMP}/emu_support_attention")
+# The second stage of two-stage supports (kernels/cuda/indexer_refine.cu: candidate scores, rows)
+# on host threads against dot products in double and the CPU top-k.
+add_test(NAME refine_cuda_emulated COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/emulate-cuda.sh refine --quick)
+set_tests_properties(refine_cuda_emulated PROPERTIES SKIP_RETURN_CODE 77
+  ENVIRONMENT "EMU_OUT=${TEST_TMP}/emu_refine")
 
 # Hybrid supports (recent window + sinks): the kernel against a naive masked
 # softmax, W = S = 0 bit for bit, W >= T dense, the forward on a golden model.

@@ -1171,24 +1171,11 @@ static int select_blocks_bf16(int32_t *sel, int32_t *n_sel, const float *q, cons
     return rc;
 }
 
-extern "C" void indexer_select_cuda(int32_t *sel, int32_t *n_sel, const IndexerConfig *cfg, const float *params,
-                                    const float *x, int T, int k, int bsel, IndexerScores scores) {
-    if (T < 0 || k < 1 || bsel < 1) {
-        fprintf(stderr, "spindle: %s: bad arguments T = %d, k = %d, bsel = %d\n", __func__, T, k, bsel);
-        abort();
-    }
-    if (T == 0) return;
-    require_collapsed(cfg, __func__);
-    const int dI = cfg->d_index;
-    float *q = (float *)cuda_malloc(sizeof(float) * (size_t)T * dI);
-    float *kk = (float *)cuda_malloc(sizeof(float) * (size_t)T * dI);
-    // Every position is a query; q and k share x. Projections, like the
-    // scores, on TF32 tensor cores unless fp32 is asked for.
-    const int tf32 = scores != IX_SCORES_FP32;
-    queries_forward(q, cfg, params, x, NULL, T, T, tf32);
-    keys_forward(kk, NULL, NULL, cfg, params, x, T, tf32);
+// indexer_select_cuda's rows from the projections q, kk [T, dI] (tf32: the
+// score GEMMs on TF32 tensor cores).
+static void select_projected(int32_t *sel, int32_t *n_sel, const float *q, const float *kk, int T, int dI, int k,
+                             int bsel, IndexerScores scores, int tf32) {
     const float c_col = 1.0f / sqrtf((float)dI);
-
     int64_t ch = CHUNK_FLOATS / T;  // score rows per chunk
     ch = ch < 1 ? 1 : ch > 1024 ? 1024 : ch;
     if (bsel > 1 && scores == IX_SCORES_BF16 && select_blocks_bf16(sel, n_sel, q, kk, T, dI, c_col, k, bsel) == 0) {
@@ -1226,5 +1213,65 @@ extern "C" void indexer_select_cuda(int32_t *sel, int32_t *n_sel, const IndexerC
         }
         cuda_free(R), cuda_free(A), cuda_free(mx), cuda_free(inv);
     }
+}
+
+// Every position's indexer q and k (q^I [T, dI], k^I [T, dI]), as the selection projects them.
+static void project_all(float **q, float **kk, const IndexerConfig *cfg, const float *params, const float *x, int T,
+                        int tf32) {
+    *q = (float *)cuda_malloc(sizeof(float) * (size_t)T * cfg->d_index);
+    *kk = (float *)cuda_malloc(sizeof(float) * (size_t)T * cfg->d_index);
+    // Every position is a query; q and k share x.
+    queries_forward(*q, cfg, params, x, NULL, T, T, tf32);
+    keys_forward(*kk, NULL, NULL, cfg, params, x, T, tf32);
+}
+
+extern "C" void indexer_select_cuda(int32_t *sel, int32_t *n_sel, const IndexerConfig *cfg, const float *params,
+                                    const float *x, int T, int k, int bsel, IndexerScores scores) {
+    if (T < 0 || k < 1 || bsel < 1) {
+        fprintf(stderr, "spindle: %s: bad arguments T = %d, k = %d, bsel = %d\n", __func__, T, k, bsel);
+        abort();
+    }
+    if (T == 0) return;
+    require_collapsed(cfg, __func__);
+    // Projections, like the scores, on TF32 tensor cores unless fp32 is asked for.
+    const int tf32 = scores != IX_SCORES_FP32;
+    float *q, *kk;
+    project_all(&q, &kk, cfg, params, x, T, tf32);
+    select_projected(sel, n_sel, q, kk, T, cfg->d_index, k, bsel, scores, tf32);
+    cuda_free(q), cuda_free(kk);
+}
+
+extern "C" void indexer_select_refined_cuda(int32_t *sel, int32_t *n_sel, const IndexerConfig *cfg,
+                                            const float *params, const float *x, int T, int k, int bsel, int cand,
+                                            IndexerScores scores) {
+    if (T < 0 || k < 1 || bsel < 1 || cand < k) {
+        fprintf(stderr, "spindle: %s: bad arguments T = %d, k = %d, bsel = %d, cand = %d\n", __func__, T, k, bsel,
+                cand);
+        abort();
+    }
+    if (T == 0) return;
+    require_collapsed(cfg, __func__);
+    const int tf32 = scores != IX_SCORES_FP32, dI = cfg->d_index, n_blocks = (T + bsel - 1) / bsel;
+    float *q, *kk;
+    project_all(&q, &kk, cfg, params, x, T, tf32);
+    // Stage 1: C_B, the block-shared selection at k = cand.
+    int32_t *csel = (int32_t *)cuda_malloc(sizeof(int32_t) * (size_t)n_blocks * cand);
+    int32_t *cn = (int32_t *)cuda_malloc(sizeof(int32_t) * (size_t)n_blocks);
+    select_projected(csel, cn, q, kk, T, dI, cand, bsel, scores, tf32);
+    // Stage 2, in chunks of whole blocks: each query's scores over its block's candidates, their top-k.
+    int nb = (int)(CHUNK_FLOATS / ((int64_t)bsel * cand));
+    nb = nb < 1 ? 1 : nb > n_blocks ? n_blocks : nb;
+    const int64_t rows = (int64_t)nb * bsel;
+    float *R = (float *)cuda_malloc(sizeof(float) * (size_t)rows * cand);
+    int32_t *pos = (int32_t *)cuda_malloc(sizeof(int32_t) * (size_t)rows * k);
+    int32_t *pn = (int32_t *)cuda_malloc(sizeof(int32_t) * (size_t)rows);
+    for (int b0 = 0; b0 < n_blocks; b0 += nb) {
+        const int nbk = n_blocks - b0 < nb ? n_blocks - b0 : nb;
+        const int t0 = b0 * bsel, nr = ((b0 + nbk) * bsel < T ? (b0 + nbk) * bsel : T) - t0;
+        indexer_refine_scores_cuda(R, cand, q, kk, dI, 1.0f / sqrtf((float)dI), csel, cn, cand, T, bsel, b0, nbk);
+        topk_rows_cuda(pos, pn, R, nr, cand, cand, 0, cand, k);
+        indexer_refine_rows_cuda(sel, n_sel, pos, pn, csel, cn, cand, k, bsel, t0, nr);
+    }
+    cuda_free(R), cuda_free(pos), cuda_free(pn), cuda_free(csel), cuda_free(cn);
     cuda_free(q), cuda_free(kk);
 }

@@ -427,6 +427,76 @@ static void check_select(const Case *c, int k, int bsel, IndexerScores mode) {
     setup_free(&s);
 }
 
+// Two-stage supports: indexer_select_refined_cuda against indexer_select_refined_cpu, in fp32
+// scores. A row that differs must still be a valid two-stage row by the CPU twin's values (A_B from
+// its scores in double, then the query's scores), with the tolerance of fp32 summation order: its
+// keys ≤ t, each an admissible candidate (A_B within tol of the cand-th value or above) whose score
+// is within tol of the k-th best among the candidates that are certain (above the cand-th by more
+// than tol), and as many keys as those rules allow.
+static void check_select_refined(const Case *c, int k, int bsel, int cand) {
+    Setup s = setup_build(c);
+    const int T = c->T;
+    const double tol = 1e-5;
+    char shape[160];
+    snprintf(shape, sizeof shape, "T=%d dm=%d dI=%d rope=%d %s k=%d bsel=%d cand=%d", T, c->dm, c->dI, c->d_rope,
+             norm_name(c->norm), k, bsel, cand);
+    int *sel_cpu = malloc(sizeof(int) * (size_t)T * k), *n_cpu = malloc(sizeof(int) * T);
+    indexer_select_refined_cpu(sel_cpu, n_cpu, &s.cfg, s.params, s.x, T, k, bsel, cand);
+    int32_t *d_sel = (int32_t *)dev_poisoned((int64_t)T * k), *d_n = (int32_t *)dev_poisoned(T);
+    indexer_select_refined_cuda(d_sel, d_n, &s.cfg, s.d_params, s.d_x, T, k, bsel, cand, IX_SCORES_FP32);
+    int32_t *sel = host_from_dev_i32(d_sel, (int64_t)T * k), *nsel = host_from_dev_i32(d_n, T);
+    int *all = malloc(sizeof(int) * T);
+    for (int t = 0; t < T; t++) all[t] = t;
+    float *score = host_alloc((int64_t)T * T), *lse = host_alloc(T);
+    indexer_forward_cpu(score, lse, &s.cfg, s.params, s.x, T, all, T);
+    double *A = malloc(sizeof(double) * T), *tmp = malloc(sizeof(double) * T);
+    int bad = 0, differ = 0, first_bad = -1;
+    for (int b = 0; b * bsel < T; b++) {
+        const int tb = b * bsel, te = tb + bsel < T ? tb + bsel : T;
+        for (int j = 0; j < te; j++) A[j] = 0.0;
+        for (int t = tb; t < te; t++)
+            for (int j = 0; j <= t; j++) A[j] += exp((double)score[(int64_t)t * T + j] - lse[t]);
+        memcpy(tmp, A, sizeof(double) * te);
+        qsort(tmp, (size_t)te, sizeof(double), cmp_desc);
+        const double athr = te > cand ? tmp[cand - 1] : -INFINITY, atol = tol * (1.0 + fabs(athr));
+        for (int t = tb; t < te; t++) {
+            const int same = nsel[t] == n_cpu[t] && !memcmp(sel + (int64_t)t * k, sel_cpu + (int64_t)t * k,
+                                                            sizeof(int) * k);
+            if (same) continue;
+            differ++;
+            // Certain and admissible candidates visible to t; the k-th best score among the certain.
+            int n_sure = 0, n_adm = 0;
+            for (int j = 0; j <= t; j++) {
+                if (A[j] > athr + atol) tmp[n_sure++] = score[(int64_t)t * T + j];
+                if (A[j] >= athr - atol) n_adm++;
+            }
+            qsort(tmp, (size_t)n_sure, sizeof(double), cmp_desc);
+            const double sthr = n_sure >= k ? tmp[k - 1] : -INFINITY;
+            int ok = nsel[t] >= (n_sure < k ? n_sure : k) && nsel[t] <= (n_adm < k ? n_adm : k);
+            for (int a = 0; ok && a < k; a++) {
+                const int j = sel[(int64_t)t * k + a];
+                if (a >= nsel[t]) {
+                    ok = j == -1;
+                    continue;
+                }
+                ok = j >= 0 && j <= t && (a == 0 || j > sel[(int64_t)t * k + a - 1]) && A[j] >= athr - atol &&
+                     score[(int64_t)t * T + j] >= sthr - tol * (1.0 + fabs(sthr));
+            }
+            if (!ok) {
+                bad++;
+                if (first_bad < 0) first_bad = t;
+            }
+        }
+    }
+    char detail[160];
+    snprintf(detail, sizeof detail, "%d of %d rows invalid (first %d); %d differ from the CPU twin", bad, T, first_bad,
+             differ);
+    record("indexer select two-stage", shape, bad == 0, detail);
+    free(sel_cpu), free(n_cpu), free(sel), free(nsel), free(all), free(score), free(lse), free(A), free(tmp);
+    cuda_free(d_sel), cuda_free(d_n);
+    setup_free(&s);
+}
+
 // ---- fused bf16 block sums -------------------------------------------------------------------
 
 // indexer_block_scores_bf16_cuda against the same sums in double over the same
@@ -586,6 +656,12 @@ void twins_indexer(int quick) {
                 check_select(c, 8, 16, (IndexerScores)mode);
                 check_select(c, 64, 7, (IndexerScores)mode);
             }
+        }
+        if (c->T > 1) {  // two-stage: candidates of 1–4× k, blocks of 16 / 64 / 7
+            check_select_refined(c, 8, 16, 8);
+            check_select_refined(c, 8, 16, 32);
+            check_select_refined(c, 16, 64, 64);
+            check_select_refined(c, 4, 7, 13);
         }
         if (c->T > 1 && (c->dI == 64 || c->dI == 128)) {  // the fused bf16 block sums (bsel 16, 64)
             check_select(c, 8, 16, IX_SCORES_BF16);
