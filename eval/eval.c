@@ -312,6 +312,23 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
             }
         }
     }
+    // Realization gaps: a b_sel > 1 row against its mode's b_sel 1 row of the same k, paired per position.
+    double *gap = xmalloc(sizeof(double) * (size_t)cap);
+    for (int c = 1; c < n_cfg; c++) {
+        const Sparsity sc = config_of(o, c);
+        if (sc.bsel <= 1) continue;
+        for (int c1 = 1; c1 < n_cfg; c1++) {
+            const Sparsity s1 = config_of(o, c1);
+            if (mode_of(o, c1) != mode_of(o, c) || s1.bsel != 1 || s1.topk != sc.topk || s1.recent != sc.recent ||
+                s1.sinks != sc.sinks || smp[c1].n[M_NLL] != smp[c].n[M_NLL])
+                continue;
+            for (int64_t i = 0; i < smp[c].n[M_NLL]; i++) gap[i] = smp[c].v[M_NLL][i] - smp[c1].v[M_NLL][i];
+            res[c].has_realization = 1;
+            res[c].realization = stat_of(gap, smp[c].n[M_NLL]);
+            break;
+        }
+    }
+    free(gap);
     for (int c = 0; c < n_cfg; c++) {
         EvalResult *r = &res[c];
         Samples *sm = &smp[c];

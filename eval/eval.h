@@ -47,6 +47,12 @@ typedef struct {
     // layers' blocks, and that over k (0, 0: not measured).
     int union_bsel;
     double union_keys, union_ratio;
+    // Sparse language-modelling rows at b_sel > 1 whose mode has the b_sel 1 row
+    // of the same k (and recent, sinks) in the same call: the realization gap
+    // NLL(this row) − NLL(that row), paired per position (docs/design.md
+    // "Evidence decomposition"). has_realization 0: no such row.
+    int has_realization;
+    Stat realization;
     // Per full-attention layer (the j-th of the model's full-attention layers,
     // in order), language-modelling sparse rows on the CPU twin: mass recall
     // (mean over positions of Σ_{j∈S_t} P_t(j)) and sparsity (1 − Σ|S_t| / Σ(t+1));

@@ -145,6 +145,10 @@ static char *to_json(const EvalResult *r, int n, const EvalProvenance *p) {
             cJSON_AddNumberToObject(o, "mass_recall_sparse_layers_ci95", r[i].mass_recall_sparse.ci95);
             cJSON_AddNumberToObject(o, "sparsity_sparse_layers", r[i].sparsity_sparse.mean);
             cJSON_AddNumberToObject(o, "sparsity_sparse_layers_ci95", r[i].sparsity_sparse.ci95);
+            if (r[i].has_realization) {
+                cJSON_AddNumberToObject(o, "realization_gap", r[i].realization.mean);
+                cJSON_AddNumberToObject(o, "realization_gap_ci95", r[i].realization.ci95);
+            }
             if (r[i].union_keys > 0) {  // --union-bsel, per-query rows
                 cJSON_AddNumberToObject(o, "union_bsel", r[i].union_bsel);
                 cJSON_AddNumberToObject(o, "union_keys_per_block", r[i].union_keys);
@@ -313,6 +317,20 @@ int eval_write(const EvalResult *r, int n, const EvalProvenance *p, const char *
                        e->top1_agree.ci95, e->mass_recall.mean, e->mass_recall.ci95, e->sparsity.mean);
             md_sparse(&b, p, e->mode);
             buf_printf(&b, " |\n");
+        }
+        int any_gap = 0;
+        for (int i = 0; i < n; i++) any_gap |= r[i].task < 0 && r[i].has_realization;
+        if (any_gap) {
+            buf_printf(&b, "\nRealization gap: NLL of the row − NLL of its mode's b_sel 1 row of the same k, paired per "
+                           "position.\n\n| mode | k | b_sel | realization gap |\n|---|---|---|---|\n");
+            for (int i = 0; i < n; i++) {
+                const EvalResult *e = &r[i];
+                if (e->task >= 0 || !e->has_realization) continue;
+                char bb[48];
+                bsel_cell(bb, sizeof bb, e);
+                buf_printf(&b, "| %s | %d | %s | %+.4f ± %.4f |\n", mode_name(e->mode), e->k, bb, e->realization.mean,
+                           e->realization.ci95);
+            }
         }
         if (any_task) {
             buf_printf(&b, "\n| task | depth | mode | k | b_sel | ctx | instances | exact match | 95%% interval | sparse layers |\n"

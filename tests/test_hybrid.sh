@@ -62,22 +62,29 @@ for r in rows:
         assert abs(r['sparsity'] - want) < 1e-4, (r['sparsity'], want)
     assert math.isfinite(r['dnll'])
 PY"
-# Two-stage supports (--refine N): N >= T gives the per-query rows exactly, N = k the block-shared ones.
-for n in 1000 8; do
-  "$bin" eval --model "$g" --ids "$work/ids.txt" --ctx $ctx --k 8 --bsel 8 --refine $n --indexer "$work/idx" \
-    --json "$work/eval_refine$n.json" 2>"$work/eval_refine$n.log"
-done
-check "eval --refine: N >= T equals per query, N = k equals block-shared" \
+# Two-stage supports (--refine N): N >= T gives the per-query rows exactly, N = k the block-shared ones;
+# the realization gap of a b_sel 8 row is its NLL minus the b_sel 1 row's, paired (0 for N >= T).
+"$bin" eval --model "$g" --ids "$work/ids.txt" --ctx $ctx --k 8 --bsel 1,8 --refine 1000 --indexer "$work/idx" \
+  --json "$work/eval_refine1000.json" 2>"$work/eval_refine1000.log"
+"$bin" eval --model "$g" --ids "$work/ids.txt" --ctx $ctx --k 8 --bsel 8 --refine 8 --indexer "$work/idx" \
+  --json "$work/eval_refine8.json" 2>"$work/eval_refine8.log"
+check "eval --refine: N >= T equals per query, N = k equals block-shared; realization gaps paired" \
   "python3 - '$work/eval.json' '$work/eval_refine1000.json' '$work/eval_refine8.json' <<'PY'
 import json, sys
 base, r_all, r_k = (json.load(open(f)) for f in sys.argv[1:4])
 ix = {r['bsel']: r for r in base if r['mode'] == 'indexer'}
 for rows, n, want in ((r_all, 1000, ix[1]), (r_k, 8, ix[8])):
-    got = [r for r in rows if r['mode'] == 'indexer']
-    assert len(got) == 1 and got[0]['refine'] == n and got[0]['bsel'] == 8, got
+    got = [r for r in rows if r['mode'] == 'indexer' and r['bsel'] == 8]
+    assert len(got) == 1 and got[0]['refine'] == n, got
     for key in ('nll', 'mass_recall', 'sparsity'):
         assert abs(got[0][key] - want[key]) < 1e-6, (n, key, got[0][key], want[key])
-    assert all('refine' not in r for r in rows if r['mode'] != 'indexer')
+    assert all('refine' not in r for r in rows if not (r['mode'] == 'indexer' and r['bsel'] == 8))
+two = {(r['mode'], r['bsel']): r for r in r_all}
+assert abs(two[('indexer', 8)]['realization_gap']) < 1e-9, two[('indexer', 8)]['realization_gap']
+orc = two[('oracle', 8)]['realization_gap'] - (two[('oracle', 8)]['nll'] - two[('oracle', 1)]['nll'])
+assert abs(orc) < 1e-9, orc
+assert all('realization_gap' not in r for r in r_k + base + r_all if r['bsel'] <= 1)  # dense, per query
+assert 'realization_gap' in ix[8] and all('realization_gap' not in r for r in r_k)  # r_k has no b_sel 1 row
 PY"
 }
 run_case gemma3_legacy_w4 48 "S F S F" sliding_attention
