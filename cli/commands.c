@@ -552,6 +552,17 @@ static int ruler_out_write(void *ctx, const RulerResult *rows, int n_rows, char 
     return 0;
 }
 
+// eval --refine N (two-stage supports): it needs an indexer and N ≥ every k.
+// Nonzero after a message: a usage error.
+static int refine_check(int refine, const char *indexer, const int *ks, int n_k) {
+    if (!refine) return 0;
+    const char *why = !indexer ? "it refines the indexer's rows: give --indexer" : NULL;
+    for (int i = 0; !why && i < n_k; i++)
+        if (ks[i] > refine) why = "every --k must be at most the candidates per block";
+    if (why) fprintf(stderr, "spindle eval: --refine %d: %s\n", refine, why);
+    return why != NULL;
+}
+
 // spindle eval --tasks-file: RULER tasks (scripts/ruler-tasks.py) answered by
 // greedy decoding after each configuration's prefill (eval/ruler.h).
 static int eval_tasks(int argc, char **argv) {
@@ -567,6 +578,7 @@ static int eval_tasks(int argc, char **argv) {
         {"--predictions", 1, "each greedy answer as JSON lines (configuration, task, pred, outputs, score)", NULL},
         {"--n-tasks", 1, "score only the first N tasks of the file", NULL},
         {"--modes", 1, "which rows, comma-separated: dense, oracle, indexer (default: all that the flags allow)", NULL},
+        {"--refine", 1, "two-stage supports for the indexer rows at b_sel > 1: N candidate keys per block by its aggregate, then each query its own top-k of them (N >= every k)", NULL},
         {"--stop-after", 1, "testing aid: stop (as if killed) after N configurations, leaving only the .partial files",
          NULL},
         {"--threads", 1, "OpenMP threads (default: all cores)", NULL},
@@ -581,7 +593,7 @@ static int eval_tasks(int argc, char **argv) {
         return rc;
     }
     rc = 2;
-    int ks[64], bsels[64] = {1}, n_k = 0, n_b = 1, n_max = 0, stop_after = 0;
+    int ks[64], bsels[64] = {1}, n_k = 0, n_b = 1, n_max = 0, stop_after = 0, refine = 0;
     const char *v;
     int use_cuda = 0, prec = 0;
     if ((rc = backbone_flags("eval", args_get(flags, nf, "--device"), args_get(flags, nf, "--precision"), &use_cuda,
@@ -594,8 +606,10 @@ static int eval_tasks(int argc, char **argv) {
         ((v = args_get(flags, nf, "--k")) && cli_list("eval", "--k", v, 1, ks, &n_k)) ||
         ((v = args_get(flags, nf, "--bsel")) && cli_list("eval", "--bsel", v, 1, bsels, &n_b)) ||
         ((v = args_get(flags, nf, "--n-tasks")) && cli_positive("eval", "--n-tasks", v, &n_max)) ||
-        ((v = args_get(flags, nf, "--stop-after")) && cli_positive("eval", "--stop-after", v, &stop_after)))
+        ((v = args_get(flags, nf, "--stop-after")) && cli_positive("eval", "--stop-after", v, &stop_after)) ||
+        ((v = args_get(flags, nf, "--refine")) && cli_positive("eval", "--refine", v, &refine)))
         goto usage;
+    if (refine_check(refine, args_get(flags, nf, "--indexer"), ks, n_k)) goto usage;
     if (args_get(flags, nf, "--bsel") && !n_k) {
         fprintf(stderr, "spindle eval: --bsel needs --k\n");
         goto usage;
@@ -692,7 +706,7 @@ static int eval_tasks(int argc, char **argv) {
     snprintf(w.json, sizeof w.json, "%s.partial", json);
     snprintf(w.md, sizeof w.md, "%s.partial", md);
     if (preds_path) snprintf(w.preds, sizeof w.preds, "%s.partial", preds_path);
-    const RulerOpts o = {ks, bsels, n_k, n_k ? n_b : 0, ix_dir ? &set : NULL, tok, 1, modes, ruler_out_write, &w};
+    const RulerOpts o = {ks, bsels, n_k, n_k ? n_b : 0, ix_dir ? &set : NULL, tok, 1, modes, ruler_out_write, &w, refine};
     n_cfg = ruler_n_configs(&o);
     if (ruler_run(&bb, tasks, n_tasks, &o, &res, &n_res, &preds, &st)) goto done;
     if (ruler_write(res, n_res, tasks, n_tasks, preds, &prov, json, md, preds_path, &st)) goto done;
@@ -833,15 +847,7 @@ int cmd_eval(int argc, char **argv) {
         ((v = args_get(flags, nf, "--union-bsel")) && cli_positive("eval", "--union-bsel", v, &union_bsel)) ||
         ((v = args_get(flags, nf, "--refine")) && cli_positive("eval", "--refine", v, &refine)))
         goto usage;
-    if (refine) {
-        const char *why = !args_get(flags, nf, "--indexer") ? "it refines the indexer's rows: give --indexer" : NULL;
-        for (int i = 0; !why && i < n_k; i++)
-            if (ks[i] > refine) why = "every --k must be at most the candidates per block";
-        if (why) {
-            fprintf(stderr, "spindle eval: --refine %d: %s\n", refine, why);
-            goto usage;
-        }
-    }
+    if (refine_check(refine, args_get(flags, nf, "--indexer"), ks, n_k)) goto usage;
     if (union_bsel && 64 % union_bsel) {
         fprintf(stderr, "spindle eval: --union-bsel %d: give a divisor of 64 (1, 2, 4, 8, 16, 32 or 64)\n",
                 union_bsel);

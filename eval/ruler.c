@@ -263,11 +263,12 @@ int ruler_run(const Backbone *b, const RulerTask *tasks, int n_tasks, const Rule
     for (int c = 0; c < n_cfg && !rc; c++) {
         const EvalMode mode = cfg_mode[c];
         const int k = cfg_k[c], bsel = cfg_b[c];
-        const Sparsity sp = {.topk = k, .bsel = bsel};
+        const int refine = mode == EVAL_INDEXER && bsel > 1 ? o->refine : 0;
+        const Sparsity sp = {.topk = k, .bsel = bsel, .refine = refine};
         const ForwardOpts fo = {.sparse = mode == EVAL_DENSE ? NULL : &sp,
                                 .indexer = mode == EVAL_INDEXER ? o->indexer : NULL};
         RulerResult *row = res + (size_t)c * rows_per_cfg;
-        for (int g = 0; g < rows_per_cfg; g++) row[g] = (RulerResult){mode, k, bsel, NULL, 0, 0, 0, 0, 0, 0};
+        for (int g = 0; g < rows_per_cfg; g++) row[g] = (RulerResult){mode, k, bsel, NULL, 0, 0, 0, 0, 0, 0, refine};
         for (int i = 0; i < n_tasks && !rc; i++) {
             const RulerTask *t = &tasks[i];
             const double t0 = omp_get_wtime();
@@ -393,6 +394,7 @@ int ruler_write(const RulerResult *r, int n, const RulerTask *tasks, int n_tasks
         cJSON_AddStringToObject(o, "mode", ruler_mode_name(r[i].mode));
         cJSON_AddNumberToObject(o, "k", r[i].k);
         cJSON_AddNumberToObject(o, "bsel", r[i].bsel);
+        if (r[i].refine) cJSON_AddNumberToObject(o, "refine", r[i].refine);
         cJSON_AddNumberToObject(o, "ctx", r[i].ctx);
         cJSON_AddStringToObject(o, "task", r[i].task);
         cJSON_AddNumberToObject(o, "n_seq", r[i].n);
@@ -414,15 +416,19 @@ int ruler_write(const RulerResult *r, int n, const RulerTask *tasks, int n_tasks
         len += (size_t)snprintf(b + len, cap - len,
                                 "| mode | k | b_sel | ctx | task | n | RULER score | ±95%% | s/task | new tokens |\n"
                                 "|---|---|---|---|---|---|---|---|---|---|\n");
-        for (int i = 0; i < n; i++)
-            len += (size_t)snprintf(b + len, cap - len, "| %s | %d | %d | %d | %s | %d | %.1f | %.1f | %.2f | %.1f |\n",
-                                    ruler_mode_name(r[i].mode), r[i].k, r[i].bsel, r[i].ctx, r[i].task, r[i].n,
-                                    r[i].score, r[i].ci95, r[i].seconds, r[i].new_tokens);
+        for (int i = 0; i < n; i++) {
+            char bs[48];  // "64", or "64 → 1 of 1024" for two-stage supports
+            if (r[i].refine) snprintf(bs, sizeof bs, "%d → 1 of %d", r[i].bsel, r[i].refine);
+            else snprintf(bs, sizeof bs, "%d", r[i].bsel);
+            len += (size_t)snprintf(b + len, cap - len, "| %s | %d | %s | %d | %s | %d | %.1f | %.1f | %.2f | %.1f |\n",
+                                    ruler_mode_name(r[i].mode), r[i].k, bs, r[i].ctx, r[i].task, r[i].n, r[i].score,
+                                    r[i].ci95, r[i].seconds, r[i].new_tokens);
+        }
         len += (size_t)snprintf(b + len, cap - len,
                                 "\nModel %s, RoPE %s. Tasks: %s (sha256 %s), generator %s, seed %d, template %s. "
-                                "Greedy answers, dense decoding after each row's prefill (CPU, fp32).\n\n`%s`\n",
+                                "Greedy answers, dense decoding after each row's prefill (%s).\n\n`%s`\n",
                                 p->model, p->rope, p->tasks_file, p->tasks_sha256, tasks[0].generator, tasks[0].seed,
-                                tasks[0].tmpl, p->command);
+                                tasks[0].tmpl, p->device, p->command);
         rc = atomic_write_file(md, b, len, st);
         free(b);
         if (rc) return -1;
@@ -439,6 +445,7 @@ int ruler_write(const RulerResult *r, int n, const RulerTask *tasks, int n_tasks
                 cJSON_AddStringToObject(o, "mode", ruler_mode_name(r[i].mode));
                 cJSON_AddNumberToObject(o, "k", r[i].k);
                 cJSON_AddNumberToObject(o, "bsel", r[i].bsel);
+                if (r[i].refine) cJSON_AddNumberToObject(o, "refine", r[i].refine);
                 cJSON_AddStringToObject(o, "task", tasks[t].task);
                 cJSON_AddNumberToObject(o, "ctx", tasks[t].ctx);
                 cJSON_AddNumberToObject(o, "index", tasks[t].index);

@@ -64,6 +64,7 @@ typedef struct {
     double score, ci95; // RULER score mean (0..100) and the 95% half-width (normal, sample sd)
     double seconds;     // wall time of prefill + decoding, per instance
     double new_tokens;  // mean tokens generated
+    int refine;         // two-stage supports: candidates per block (0: none)
 } RulerResult;
 
 typedef struct {
@@ -82,6 +83,9 @@ typedef struct {
     // writes its outputs there). Nonzero: the run stops with that failure.
     int (*on_config)(void *ctx, const RulerResult *rows, int n_rows, char *const *preds, Status *st);
     void *on_config_ctx;
+    // > 0: the indexer rows at b_sel > 1 run two-stage supports with this many
+    // candidates per block (Sparsity.refine; docs/design.md "Two-stage supports").
+    int refine;
 } RulerOpts;
 
 // The configurations ruler_run scores (dense once, then each sparse mode at

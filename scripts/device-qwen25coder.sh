@@ -59,7 +59,8 @@
 # rerunning a stage skips the calls whose JSON is already in /root/q25/res with the same command line.
 # Environment: GRID_K (default 256,512,1024,2048,4096), GRID_BSEL (default 1,16,64), PREC (bf16: the
 # prefill's precision of eval and the indexer's; fp32 for the reference), BUDGET_S, RULER_PER_TASK,
-# NLL_POSITIONS, ORACLE_TTFT_MAX, and for a CPU smoke test DEVICE=cpu SPINDLE=build/spindle
+# NLL_POSITIONS, ORACLE_TTFT_MAX, REFINE_X (the indexer rows at b_sel > 1 as two-stage supports with
+# REFINE_X·k candidates per block: eval --refine; the call names carry _rFx), and for a CPU smoke test DEVICE=cpu SPINDLE=build/spindle
 # MODEL=models/smollm2 MODEL_YARN=... TASKS=DIR TRAIN_TEXT=... HELDOUT_TEXT=... TRAIN_CTX=1024 STATE=DIR
 # (ttft needs a GPU: with DEVICE=cpu it says so and does nothing). Results in $OUT.
 set -uo pipefail
@@ -105,6 +106,8 @@ tokens() {
     esac
 }
 indexer_args() { if [ -f "$IDX/model.safetensors" ]; then echo --indexer "$IDX"; fi; }
+# REFINE_X=F: the indexer rows at b_sel > 1 as two-stage supports with F·k candidates a block (eval --refine).
+refine_args() { if [ -n "${REFINE_X:-}" ] && [ -f "$IDX/model.safetensors" ]; then echo --refine $(($1 * REFINE_X)); fi; }
 
 # The task files travel once: keep every one found in the tree, unpacked, in $STATE/tasks.
 stash_tasks() {
@@ -211,10 +214,11 @@ stage_ruler() {  # LEN [K] [BSEL]
         # RULER_MODES names the calls too, so that an oracle-only call and a later indexer-only one keep
         # their own JSON.
         [ -n "${RULER_MODES:-}" ] && tag+=_m${RULER_MODES//,/-}
+        [ -n "$ix" ] && [ -n "${REFINE_X:-}" ] && tag+=_r${REFINE_X}x
         for k in ${ks//,/ }; do
             name=ruler_ctx${L}${tag}_k${k}_b${bs//,/-}
             call "$name" "$SPINDLE" eval --model "$MM" --tasks-file "$f" --k "$k" --bsel "$bs" \
-                --modes "${RULER_MODES:-$modes}" $ix $(dev_flags) --json "$RES/$name.json" \
+                --modes "${RULER_MODES:-$modes}" $ix $(refine_args "$k") $(dev_flags) --json "$RES/$name.json" \
                 --predictions "$RES/$name-preds.jsonl" || rc=1
         done
     fi
@@ -232,11 +236,13 @@ stage_nll() {  # LEN [K] [BSEL]
     [ "$n" -ge 1 ] || n=1
     ix=$(indexer_args)
     [ -n "$ix" ] || say "no indexer in $IDX (stage train): oracle rows only"
+    local tag=""
+    [ -n "$ix" ] && [ -n "${REFINE_X:-}" ] && tag=_r${REFINE_X}x
     for k in ${ks//,/ }; do
         [ "$k" -lt "$L" ] || { say "k $k >= ctx $L: no sparse row (spindle eval refuses it)"; continue; }
-        call "nll_ctx${L}_n${n}_k${k}_b${bs//,/-}" "$SPINDLE" eval --model "$MM" --ids "$ids" --ctx "$L" \
-            --n-seq "$n" --k "$k" --bsel "$bs" $ix $(dev_flags) --json "$RES/nll_ctx${L}_n${n}_k${k}_b${bs//,/-}.json" ||
-            rc=1
+        call "nll_ctx${L}_n${n}${tag}_k${k}_b${bs//,/-}" "$SPINDLE" eval --model "$MM" --ids "$ids" --ctx "$L" \
+            --n-seq "$n" --k "$k" --bsel "$bs" $ix $(refine_args "$k") $(dev_flags) \
+            --json "$RES/nll_ctx${L}_n${n}${tag}_k${k}_b${bs//,/-}.json" || rc=1
     done
     return $rc
 }

@@ -29,7 +29,7 @@ import math
 import os
 import sys
 
-MODES = ("dense", "oracle", "indexer")
+MODES = ("dense", "oracle", "indexer", "two-stage")  # two-stage: indexer rows with eval --refine
 
 
 def fail(msg):
@@ -53,8 +53,12 @@ def load(path):
         fail(f"{path}: unreadable JSON ({e})")
 
 
-def key(mode, k, bsel):
-    return (mode, 0, 0) if mode == "dense" else (mode, int(k), int(bsel))
+def key(mode, k, bsel, refine=0):
+    """A configuration: (mode, k, b_sel); an indexer row with two-stage supports (eval --refine) is mode
+    "two-stage" (its candidates per block are in the row's "refine")."""
+    if mode == "dense":
+        return (mode, 0, 0)
+    return ("two-stage" if refine else mode, int(k), int(bsel))
 
 
 def side(path, ext):
@@ -88,7 +92,7 @@ class Frontier:
         prov = rows[0].get("provenance", {})
         cid = self.command("nll", path, prov.get("command"))
         for r in rows:
-            L, kk = r["ctx"], key(r["mode"], r["k"], r["bsel"])
+            L, kk = r["ctx"], key(r["mode"], r["k"], r["bsel"], r.get("refine", 0))
             if r.get("recent") or r.get("sinks"):
                 continue
             self.model_at(L, prov.get("model"))
@@ -109,7 +113,7 @@ class Frontier:
         prov = rows[0].get("provenance", {})
         cid = self.command("ruler", path, prov.get("command"))
         for r in rows:
-            L, kk = r["ctx"], key(r["mode"], r["k"], r["bsel"])
+            L, kk = r["ctx"], key(r["mode"], r["k"], r["bsel"], r.get("refine", 0))
             p = r.get("provenance", prov)
             self.rope.setdefault(L, p.get("rope"))
             self.model_at(L, p.get("model"))
@@ -130,7 +134,7 @@ class Frontier:
         self.bench_env = self.bench_env or doc.get("env")
         model = (doc.get("env") or {}).get("model")
         names = {"ttft_dense": "dense", "ttft_indexer": "indexer", "ttft_indexer_block": "indexer",
-                 "ttft_oracle": "oracle"}
+                 "ttft_oracle": "oracle", "ttft_indexer_refine": "two-stage"}
         for r in doc.get("results", []):
             mode = names.get(r.get("name"))
             if mode is None:
@@ -156,7 +160,7 @@ class Frontier:
         for line in open(p):
             try:
                 r = json.loads(line)
-                kk = key(r["mode"], r["k"], r["bsel"])
+                kk = key(r["mode"], r["k"], r["bsel"], r.get("refine", 0))
                 self.inst.setdefault(r["ctx"], {}).setdefault(kk, {}).setdefault((r["task"], r["index"]), r["score"])
             except (ValueError, KeyError, TypeError):
                 fail(f"{p}: not a predictions file of spindle eval --tasks-file")

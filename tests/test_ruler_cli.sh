@@ -102,6 +102,8 @@ check "--modes oracle without --k is refused (exit 2)" "[ $? = 2 ] && grep -q 'n
 check "--modes indexer without --indexer is refused (exit 2)" "[ $? = 2 ] && grep -q 'needs --indexer' $work/e7"
 "$spindle" eval --model "$model" --tasks-file "$work/t2.jsonl" --k 8 --modes dense,sparse --json "$work/r7.json" 2>"$work/e7"
 check "--modes with an unknown name is refused (exit 2)" "[ $? = 2 ]"
+"$spindle" eval --model "$model" --tasks-file "$work/t2.jsonl" --k 8 --bsel 8 --refine 4 --json "$work/r9.json" 2>"$work/e9"
+check "--refine without --indexer is refused (exit 2)" "[ $? = 2 ] && grep -q 'give --indexer' $work/e9"
 printf '{"task": "x"}\n' >"$work/bad.jsonl"
 "$spindle" eval --model "$model" --tasks-file "$work/bad.jsonl" --json "$work/r5.json" 2>"$work/e5"
 check "a bad tasks file: exit 1, file and line named, no output" "[ $? = 1 ] && grep -q 'bad.jsonl: line 1' $work/e5 && [ ! -e $work/r5.json ]"
