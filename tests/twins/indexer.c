@@ -368,6 +368,15 @@ static int valid_topk(const int32_t *sel, int n, const double *v, int len, int k
     return 1;
 }
 
+// The CPU twin's scores of every query against every key, and each query's lse (host, caller frees).
+static void reference_scores(const Setup *s, int T, float **score, float **lse) {
+    int *all = malloc(sizeof(int) * T);
+    for (int t = 0; t < T; t++) all[t] = t;
+    *score = host_alloc((int64_t)T * T), *lse = host_alloc(T);
+    indexer_forward_cpu(*score, *lse, &s->cfg, s->params, s->x, T, all, T);
+    free(all);
+}
+
 // The reduced-precision modes are judged by the same rule against the CPU
 // twin's fp32 values, with a wider tolerance, and not compared row by row:
 // TF32 (1e-2: it rounds q and k to 2⁻¹¹ relative, so a score s = c·Σ q_i k_i
@@ -393,10 +402,8 @@ static void check_select(const Case *c, int k, int bsel, IndexerScores mode) {
     int32_t *sel = host_from_dev_i32(d_sel, (int64_t)rows * k), *nsel = host_from_dev_i32(d_n, rows);
 
     // Reference values: the CPU twin's scores (and lse), A_B in double from them.
-    int *all = malloc(sizeof(int) * T);
-    for (int t = 0; t < T; t++) all[t] = t;
-    float *score = host_alloc((int64_t)T * T), *lse = host_alloc(T);
-    indexer_forward_cpu(score, lse, &s.cfg, s.params, s.x, T, all, T);
+    float *score, *lse;
+    reference_scores(&s, T, &score, &lse);
     double *v = malloc(sizeof(double) * T), *tmp = malloc(sizeof(double) * T);
     int bad = 0, differ = 0, first_bad = -1;
     for (int r = 0; r < rows; r++) {
@@ -422,7 +429,7 @@ static void check_select(const Case *c, int k, int bsel, IndexerScores mode) {
     snprintf(detail, sizeof detail, "%d of %d rows invalid (first %d); %d differ from the CPU twin", bad, rows,
              first_bad, differ);
     record(bsel == 1 ? op_q[mode] : op_b[mode], shape, bad == 0, detail);
-    free(sel_cpu), free(n_cpu), free(sel), free(nsel), free(all), free(score), free(lse), free(v), free(tmp);
+    free(sel_cpu), free(n_cpu), free(sel), free(nsel), free(score), free(lse), free(v), free(tmp);
     cuda_free(d_sel), cuda_free(d_n);
     setup_free(&s);
 }
@@ -445,10 +452,8 @@ static void check_select_refined(const Case *c, int k, int bsel, int cand) {
     int32_t *d_sel = (int32_t *)dev_poisoned((int64_t)T * k), *d_n = (int32_t *)dev_poisoned(T);
     indexer_select_refined_cuda(d_sel, d_n, &s.cfg, s.d_params, s.d_x, T, k, bsel, cand, IX_SCORES_FP32);
     int32_t *sel = host_from_dev_i32(d_sel, (int64_t)T * k), *nsel = host_from_dev_i32(d_n, T);
-    int *all = malloc(sizeof(int) * T);
-    for (int t = 0; t < T; t++) all[t] = t;
-    float *score = host_alloc((int64_t)T * T), *lse = host_alloc(T);
-    indexer_forward_cpu(score, lse, &s.cfg, s.params, s.x, T, all, T);
+    float *score, *lse;
+    reference_scores(&s, T, &score, &lse);
     double *A = malloc(sizeof(double) * T), *tmp = malloc(sizeof(double) * T);
     int bad = 0, differ = 0, first_bad = -1;
     for (int b = 0; b * bsel < T; b++) {
@@ -492,7 +497,7 @@ static void check_select_refined(const Case *c, int k, int bsel, int cand) {
     snprintf(detail, sizeof detail, "%d of %d rows invalid (first %d); %d differ from the CPU twin", bad, T, first_bad,
              differ);
     record("indexer select two-stage", shape, bad == 0, detail);
-    free(sel_cpu), free(n_cpu), free(sel), free(nsel), free(all), free(score), free(lse), free(A), free(tmp);
+    free(sel_cpu), free(n_cpu), free(sel), free(nsel), free(score), free(lse), free(A), free(tmp);
     cuda_free(d_sel), cuda_free(d_n);
     setup_free(&s);
 }
