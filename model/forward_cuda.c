@@ -444,6 +444,7 @@ typedef struct {
     int f32_attn;       // q, k, v, att are [T, ·] fp32 (else rc rows: GEMM outputs and the gate's product)
     double union_keys, union_blocks;  // per-query supports run as block unions: Σ |U_b|, Σ blocks (all layers)
     int union_stat;     // > 0: also count those unions for blocks of this many queries (statistics, indexer rows)
+    int union_refused;  // layers whose unions were too long to count (support_union_keys_cuda returned −1)
     int att_bf16;       // the layer's attention output is in ob (else in att)
     int xn_layer;       // the layer whose normed attention input xn_all holds (−1: none)
     int pos0;           // position of the pass's first token (a decoding cache's length, else 0)
@@ -688,6 +689,9 @@ static void attend_supports(CudaPass *p, const AttendPlan *a, float *rec, float 
         if (a->stats && a->bsel == 1 && p->union_stat > 0) {
             const int64_t uk = support_union_keys_cuda(p->sel, p->n_sel, T, a->topk, p->union_stat);
             if (uk >= 0) p->union_keys += (double)uk, p->union_blocks += (T + p->union_stat - 1) / p->union_stat;
+            else if (!p->union_refused++)  // the row then carries no union fields; say why, once a pass
+                fprintf(stderr, "spindle: union statistics not counted: %d keys are more than the union's bitmap "
+                                "holds in this GPU's shared memory\n", T);
         }
     }
 }
