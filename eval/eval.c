@@ -196,9 +196,6 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
             return status_fail(st, "hybrid supports (recent %d, sinks %d) run on the CPU twin only", sp.recent,
                                sp.sinks);
     }
-    // Two-stage supports on the GPU: the collapsed variant only (indexer_select_refined_cuda).
-    if (o->gpu && o->refine && o->indexer && o->indexer->cfg.variant != INDEXER_COLLAPSED)
-        return status_fail(st, "two-stage supports on the GPU take the collapsed indexer variant only");
     // Nor per-layer budgets: it sizes every layer's supports by the row's k.
     if (o->gpu && o->layer_weights) return status_fail(st, "per-layer budgets run on the CPU twin only");
     SPINDLE_CHECK(m->cfg.n_layers <= CONFIG_MAX_LAYERS);

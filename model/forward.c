@@ -123,8 +123,8 @@ static void *cpu_begin(void *twin, const int32_t *ids, int T, const ForwardOpts 
         const int kl = sparsity_topk(sp, l);
         if (kl < T && kl > sel_k) sel_k = kl;
     }
-    if (sel_k > 0) {  // two-stage supports are per query: T rows
-        const size_t rows = sp->refine > 0 ? (size_t)T : (size_t)(T + sp->bsel - 1) / sp->bsel;
+    if (sel_k > 0) {
+        const size_t rows = (size_t)sparsity_rows(sp, T);
         p->sel = xmalloc(sizeof(int) * rows * (size_t)sel_k);
         p->n_sel = xmalloc(sizeof(int) * rows);
     }

@@ -41,6 +41,12 @@ typedef struct {
     int refine;
 } Sparsity;
 
+// Rows of supports a pass selects: T per query (bsel 1, or two-stage supports),
+// else one per block of bsel queries.
+static inline int sparsity_rows(const Sparsity *sp, int T) {
+    return sp->refine > 0 && sp->bsel > 1 ? T : (T + sp->bsel - 1) / sp->bsel;
+}
+
 // Keys per support at model layer l (Sparsity.layer_topk, else topk).
 static inline int sparsity_topk(const Sparsity *sp, int l) { return sp->layer_topk ? sp->layer_topk[l] : sp->topk; }
 

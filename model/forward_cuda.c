@@ -553,8 +553,8 @@ static void *cuda_begin(void *twin, const int32_t *ids, int T, const ForwardOpts
         cuda_memset(p->d_rec, 0, sizeof(float) * TT);
         cuda_memset(p->d_sup, 0, sizeof(float) * TT);
     }
-    if (ix && sp->topk < T) {  // two-stage supports are per query: T rows
-        const int rows = sp->refine > 0 && sp->bsel > 1 ? T : (T + sp->bsel - 1) / sp->bsel;
+    if (ix && sp->topk < T) {
+        const int rows = sparsity_rows(sp, T);
         p->sel = cuda_malloc(sizeof(int32_t) * (size_t)rows * sp->topk);
         p->n_sel = cuda_malloc(sizeof(int32_t) * (size_t)rows);
         p->ip = xcalloc((size_t)c->n_layers, sizeof *p->ip);
@@ -625,6 +625,44 @@ static void cuda_qkv(void *tw, int l) {
     }
 }
 
+// Attention over supports sel, n_sel (a's k and b_sel; the indexer's or the
+// oracle's): the bf16 mode without statistics runs bf16 operands through the
+// tensor-core kernels (which keep no recall / support, and handle shapes they do
+// not take themselves), straight into ob for a bf16 model; otherwise the fp32
+// kernel over p->q, p->k, p->v (recall from lse).
+static void attend_supports(CudaPass *p, const AttendPlan *a, const int32_t *sel, const int32_t *n_sel,
+                            const float *lse, float *rec, float *sup) {
+    const FwdCuda *f = p->f;
+    const ModelConfig *c = &f->m->cfg;
+    const int T = p->T, Hq = c->n_heads, Hkv = c->n_kv_heads, dh = c->head_dim;
+    const float scale = (float)c->attn_scale;
+    if (p->bf16_attn && a->bsel == 1 && a->exec_block > 1 && !a->stats) {
+        // Per-query supports in blocks of exec_block queries: their union as tensor-core tiles.
+        p->att_bf16 = f->half == HALF_BF16;
+        int64_t uk = 0;
+        support_attention_union_tc_cuda(p->att_bf16 ? p->ob : (void *)p->att, p->qb, p->kb, p->vb, T, Hq, Hkv,
+                                        dh, scale, a->topk, a->exec_block, sel, n_sel, p->att_bf16 ? DT_BF16 : DT_F32,
+                                        &uk);
+        p->union_keys += (double)uk, p->union_blocks += (T + a->exec_block - 1) / a->exec_block;
+    } else if (p->bf16_attn && a->bsel > 1 && !a->stats) {
+        p->att_bf16 = f->half == HALF_BF16;
+        support_attention_block_tc_cuda(p->att_bf16 ? p->ob : (void *)p->att, p->qb, p->kb, p->vb, T, Hq, Hkv,
+                                        dh, scale, a->topk, a->bsel, sel, n_sel, p->att_bf16 ? DT_BF16 : DT_F32);
+    } else {
+        support_attention_cuda(p->att, rec, sup, p->q, p->k, p->v, lse, T, Hq, Hkv, dh, scale, a->topk, a->bsel, sel,
+                               n_sel);
+        // Statistics of per-query supports: the union each block of union_stat queries would load
+        // (SparseStats.union_bsel), from the indexer's selection.
+        if (a->mode == ATTEND_INDEXER && a->stats && a->bsel == 1 && p->union_stat > 0) {
+            const int64_t uk = support_union_keys_cuda(sel, n_sel, T, a->topk, p->union_stat);
+            if (uk >= 0) p->union_keys += (double)uk, p->union_blocks += (T + p->union_stat - 1) / p->union_stat;
+            else if (!p->union_refused++)  // the row then carries no union fields; say why, once a pass
+                fprintf(stderr, "spindle: union statistics not counted: %d keys are more than the union's bitmap "
+                                "holds in this GPU's shared memory\n", T);
+        }
+    }
+}
+
 // The oracle in the bf16 mode: its P is the bf16 pass's own attention — lse from
 // cuDNN's SDPA over qb, kb, vb, the supports from the same bf16 q, k on tensor
 // cores (oracle_select_bf16_cuda) — where oracle_attention_cuda rebuilds P in
@@ -644,56 +682,12 @@ static void oracle_attend_bf16(CudaPass *p, const AttendPlan *a, float *rec, flo
     int32_t *n_sel = cuda_malloc(sizeof(int32_t) * (size_t)rows);
     attention_forward_bf16_cuda(p->ob, lse, p->qb, p->kb, p->vb, T, Hq, Hkv, dh, scale, 0);  // ob: scratch, for lse
     oracle_select_bf16_cuda(sel, n_sel, p->qb, p->kb, lse, T, Hq, Hkv, dh, scale, a->topk, a->bsel);
-    if (a->bsel > 1 && !a->stats) {
-        p->att_bf16 = f->half == HALF_BF16;
-        support_attention_block_tc_cuda(p->att_bf16 ? p->ob : (void *)p->att, p->qb, p->kb, p->vb, T, Hq, Hkv, dh,
-                                        scale, a->topk, a->bsel, sel, n_sel, p->att_bf16 ? DT_BF16 : DT_F32);
-    } else {
-        cuda_bf16_to_f32(p->q, p->qb, (int64_t)T * Hq * dh);
-        cuda_bf16_to_f32(p->k, p->kb, (int64_t)T * Hkv * dh);
-        support_attention_cuda(p->att, rec, sup, p->q, p->k, p->v, lse, T, Hq, Hkv, dh, scale, a->topk, a->bsel, sel,
-                               n_sel);
-    }
+    cuda_bf16_to_f32(p->q, p->qb, (int64_t)T * Hq * dh);  // for the fp32 kernel, when it runs
+    cuda_bf16_to_f32(p->k, p->kb, (int64_t)T * Hkv * dh);
+    attend_supports(p, a, sel, n_sel, lse, rec, sup);
     if (lse != p->lse) cuda_free(lse);
     cuda_free(sel);
     cuda_free(n_sel);
-}
-
-// Attention over the indexer's supports in p->sel (a's k and b_sel): the bf16
-// mode without statistics runs bf16 operands through the tensor-core kernels
-// (which keep no recall / support, and handle shapes they do not take
-// themselves), straight into ob for a bf16 model; otherwise the fp32 kernel.
-static void attend_supports(CudaPass *p, const AttendPlan *a, float *rec, float *sup) {
-    const FwdCuda *f = p->f;
-    const ModelConfig *c = &f->m->cfg;
-    const int T = p->T, Hq = c->n_heads, Hkv = c->n_kv_heads, dh = c->head_dim;
-    const float scale = (float)c->attn_scale;
-    if (p->bf16_attn && a->bsel == 1 && a->exec_block > 1 && !a->stats) {
-        // Per-query supports in blocks of exec_block queries: their union as tensor-core tiles.
-        p->att_bf16 = f->half == HALF_BF16;
-        int64_t uk = 0;
-        support_attention_union_tc_cuda(p->att_bf16 ? p->ob : (void *)p->att, p->qb, p->kb, p->vb, T, Hq, Hkv,
-                                        dh, scale, a->topk, a->exec_block, p->sel, p->n_sel,
-                                        p->att_bf16 ? DT_BF16 : DT_F32, &uk);
-        p->union_keys += (double)uk, p->union_blocks += (T + a->exec_block - 1) / a->exec_block;
-    } else if (p->bf16_attn && a->bsel > 1 && !a->stats) {
-        p->att_bf16 = f->half == HALF_BF16;
-        support_attention_block_tc_cuda(p->att_bf16 ? p->ob : (void *)p->att, p->qb, p->kb, p->vb, T, Hq, Hkv,
-                                        dh, scale, a->topk, a->bsel, p->sel, p->n_sel,
-                                        p->att_bf16 ? DT_BF16 : DT_F32);
-    } else {
-        support_attention_cuda(p->att, rec, sup, p->q, p->k, p->v, p->lse, T, Hq, Hkv, dh, scale, a->topk,
-                               a->bsel, p->sel, p->n_sel);
-        // Statistics of per-query supports: the union each block of union_stat queries would load
-        // (SparseStats.union_bsel), from the indexer's selection.
-        if (a->stats && a->bsel == 1 && p->union_stat > 0) {
-            const int64_t uk = support_union_keys_cuda(p->sel, p->n_sel, T, a->topk, p->union_stat);
-            if (uk >= 0) p->union_keys += (double)uk, p->union_blocks += (T + p->union_stat - 1) / p->union_stat;
-            else if (!p->union_refused++)  // the row then carries no union fields; say why, once a pass
-                fprintf(stderr, "spindle: union statistics not counted: %d keys are more than the union's bitmap "
-                                "holds in this GPU's shared memory\n", T);
-        }
-    }
 }
 
 static void cuda_attend(void *tw, int l, const AttendPlan *a) {
@@ -714,11 +708,11 @@ static void cuda_attend(void *tw, int l, const AttendPlan *a) {
             const AttendPlan per_query = {.mode = ATTEND_INDEXER, .topk = a->topk, .bsel = 1,
                                           .exec_block = a->exec_block > 1 ? a->exec_block : a->bsel,
                                           .stats = a->stats};
-            attend_supports(p, &per_query, rec, sup);
+            attend_supports(p, &per_query, p->sel, p->n_sel, p->lse, rec, sup);
             return;
         }
         indexer_select_cuda(p->sel, p->n_sel, a->ix_cfg, p->ip[l], p->xn_all, T, a->topk, a->bsel, p->scores);
-        attend_supports(p, a, rec, sup);
+        attend_supports(p, a, p->sel, p->n_sel, p->lse, rec, sup);
     } else if (a->mode == ATTEND_ORACLE && p->bf16_attn && a->topk < T) {
         oracle_attend_bf16(p, a, rec, sup);
     } else if (a->mode == ATTEND_ORACLE) {

@@ -187,26 +187,19 @@ add_test(NAME layering COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_layering.sh $
 add_executable(test_deltanet tests/test_deltanet.c)
 target_link_libraries(test_deltanet PRIVATE spindle_kernels)
 add_test(NAME deltanet COMMAND test_deltanet)
-# The CUDA kernels of kernels/cuda/deltanet.cu on host threads (tests/emu: CUDA
-# stand-ins), against the CPU twins: no GPU or nvcc needed, so every build checks them.
-add_test(NAME deltanet_cuda_emulated COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/emulate-cuda.sh deltanet --quick)
-set_tests_properties(deltanet_cuda_emulated PROPERTIES SKIP_RETURN_CODE 77
-  ENVIRONMENT "EMU_OUT=${TEST_TMP}/emu_deltanet")
-# The decoding step's attention (kernels/cuda/attention_cached.cu: chunks of keys, then a merge) on
-# host threads against attention_cached_cpu.
-add_test(NAME attention_cached_cuda_emulated COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/emulate-cuda.sh attention_cached --quick)
-set_tests_properties(attention_cached_cuda_emulated PROPERTIES SKIP_RETURN_CODE 77
-  ENVIRONMENT "EMU_OUT=${TEST_TMP}/emu_attention_cached")
-# Attention over given supports (kernels/cuda/sparse_attention.cu: per query, with the warp kernel
-# and the shared-tile kernel, and block-shared) on host threads against support_attention_cpu.
-add_test(NAME support_attention_cuda_emulated COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/emulate-cuda.sh support_attention --quick)
-set_tests_properties(support_attention_cuda_emulated PROPERTIES SKIP_RETURN_CODE 77
-  ENVIRONMENT "EMU_OUT=${TEST_TMP}/emu_support_attention")
-# The second stage of two-stage supports (kernels/cuda/indexer_refine.cu: candidate scores, rows)
-# on host threads against dot products in double and the CPU top-k.
-add_test(NAME refine_cuda_emulated COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/emulate-cuda.sh refine --quick)
-set_tests_properties(refine_cuda_emulated PROPERTIES SKIP_RETURN_CODE 77
-  ENVIRONMENT "EMU_OUT=${TEST_TMP}/emu_refine")
+# CUDA kernels on host threads (tests/emu: CUDA stand-ins) against their CPU twins, no GPU or nvcc
+# needed, so every build checks them (scripts/emulate-cuda.sh KERNEL --quick, test KERNEL_cuda_emulated):
+#   deltanet           kernels/cuda/deltanet.cu against the DeltaNet CPU twins;
+#   attention_cached   the decoding step's attention (chunks of keys, then a merge), attention_cached_cpu;
+#   support_attention  attention over given supports (per query: the warp and the shared-tile kernels;
+#                      block-shared), support_attention_cpu;
+#   refine             the second stage of two-stage supports (kernels/cuda/indexer_refine.cu: candidate
+#                      scores, rows) against dot products in double and the CPU top-k.
+foreach(kernel deltanet attention_cached support_attention refine)
+  add_test(NAME ${kernel}_cuda_emulated COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/emulate-cuda.sh ${kernel} --quick)
+  set_tests_properties(${kernel}_cuda_emulated PROPERTIES SKIP_RETURN_CODE 77
+    ENVIRONMENT "EMU_OUT=${TEST_TMP}/emu_${kernel}")
+endforeach()
 
 # Hybrid supports (recent window + sinks): the kernel against a naive masked
 # softmax, W = S = 0 bit for bit, W >= T dense, the forward on a golden model.
