@@ -142,8 +142,14 @@ PY
 done
 # The oracle on the GPU against the HF oracle references: fp32 (max |Δ| ≤ 2e-3), and
 # bf16, where the oracle selects from the bf16 q, k and cuDNN's lse (model/forward_cuda.c,
-# oracle_attend_bf16), with dense bf16's bounds (nmse ≤ 3e-4, top-1 ≥ 95%).
+# oracle_attend_bf16). On these tiny random-weight cases bf16 rounding alone moves keys across
+# near-ties of attention mass, so a bf16 oracle case can leave the fp32 golden far more than dense
+# bf16 does (numpy's emulation of the bf16 pass, scripts/oracle-bf16-emulate.py, lands where the
+# GPU does: docs/goldens.md). The bf16 bounds: each case nmse ≤ 3e-2 and top-1 ≥ 85%, and the
+# median nmse over all bf16 oracle cases ≤ 3e-3 (emulated broken selections — random keys, the
+# least-mass keys, heads summed unnormalised — have medians of 0.16 or more).
 n_oracle=0
+: >"$tmp/oracle_bf16_nmse"
 for f in "$goldens"/*/oracle_k*_bsel*.npy; do
     [ -f "$f" ] || continue
     d=$(dirname "$f") name=$(basename "$d") base=$(basename "$f" .npy)
@@ -157,7 +163,7 @@ for f in "$goldens"/*/oracle_k*_bsel*.npy; do
             fails=$((fails + 1))
             continue
         fi
-        python3 - "$out" "$f" "$name/$base" "$prec" <<'PY'
+        python3 - "$out" "$f" "$name/$base" "$prec" "$tmp/oracle_bf16_nmse" <<'PY'
 import sys
 import numpy as np
 got, ref = np.load(sys.argv[1]).astype(np.float64), np.load(sys.argv[2]).astype(np.float64)
@@ -166,7 +172,10 @@ ok = got.shape == ref.shape and bool(np.isfinite(got).all())
 m = float(np.abs(got - ref).max()) if ok else float("nan")
 nmse = float(((got - ref) ** 2).sum() / (ref ** 2).sum()) if ok else float("nan")
 top1 = float((got.argmax(axis=1) == ref.argmax(axis=1)).mean()) if ok else float("nan")
-ok = ok and (m <= 2e-3 if prec == "fp32" else nmse <= 3e-4 and top1 >= 0.95)
+ok = ok and (m <= 2e-3 if prec == "fp32" else nmse <= 3e-2 and top1 >= 0.85)
+if prec == "bf16":
+    with open(sys.argv[5], "a") as f:
+        f.write(f"{nmse}\n")
 print(f"{sys.argv[3]:<44} {prec} oracle max|diff| {m:.3e} nmse {nmse:.3e} top1 {100 * top1:6.2f}%  "
       f"{'PASS' if ok else 'FAIL'}")
 sys.exit(0 if ok else 1)
@@ -175,6 +184,18 @@ PY
         rm -f "$out"
     done
 done
-rm -f "$tmp/err" "$tmp/probe.err"
+if [ -s "$tmp/oracle_bf16_nmse" ]; then
+    python3 - "$tmp/oracle_bf16_nmse" <<'PY'
+import sys
+import numpy as np
+v = np.array([float(x) for x in open(sys.argv[1])])
+med = float(np.median(v)) if np.isfinite(v).all() else float("nan")
+ok = med <= 3e-3
+print(f"bf16 oracle: median nmse {med:.3e} over {len(v)} cases (bound 3e-3)  {'PASS' if ok else 'FAIL'}")
+sys.exit(0 if ok else 1)
+PY
+    [ $? -eq 0 ] || fails=$((fails + 1))
+fi
+rm -f "$tmp/err" "$tmp/probe.err" "$tmp/oracle_bf16_nmse"
 echo "goldens_cuda: ${#cases[@]} cases x 3 precisions, $n_oracle oracle cases x 2 precisions: $([ $fails -eq 0 ] && echo PASS || echo "FAIL ($fails)")"
 [ $fails -eq 0 ]
