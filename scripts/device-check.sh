@@ -64,33 +64,41 @@ if ! ls .deb/*.deb >/dev/null 2>&1; then
     echo "device-check: no .deb/*.deb: run scripts/device-prepare.sh here and carry .deb" >&2
     exit 1
 fi
-rm -rf "$P" && mkdir -p "$P"
-for f in .deb/*.deb; do dpkg -x "$f" "$P" || fail "dpkg -x $f"; done
 L=$P/usr/lib/$ARCH
-# The system's copy wins for every soname it has (newer, and what its other
-# libraries were built against); bookworm's fills only the gaps.
-kept=() linked=()
-for f in "$L"/lib*.so.* "$L"/openblas-pthread/lib*.so.* "$L"/hdf5/serial/lib*.so.*; do
-    [ -e "$f" ] || [ -L "$f" ] || continue
-    name=$(basename "$f")
-    sys=$(ldconfig -p | awk -v n="$name" '$1 == n && /x86-64/ {print $NF; exit}')
-    if [ -n "$sys" ] && [ "${sys#$P}" = "$sys" ]; then
-        ln -sfn "$sys" "$f"
-        linked+=("$name")
-    else
-        case "$name" in *.so.[0-9]|*.so.[0-9][0-9]|*.so.[0-9][0-9][0-9]) kept+=("$name") ;; esac
-    fi
-done
-echo "system copy used for: ${linked[*]:-none}"
-echo "from .deb/ (missing on this machine): ${kept[*]:-none}"
-# What update-alternatives would have made: openblas's .pc and cblas.h live in
-# openblas-pthread/ folders; hdf5 lives in hdf5/serial.
-cp "$L/openblas-pthread/pkgconfig/openblas.pc" "$L/pkgconfig/openblas.pc"
-ln -sfn openblas-pthread/libopenblas.so.0 "$L/libopenblas.so.0"
-# .pc files name /usr: point them at the prefix.
-for pc in $(find "$P" -name '*.pc'); do
-    sed -i -E "s#(^|[=[:space:]]|-I|-L)/usr#\1$P/usr#g" "$pc"
-done
+# A prefix built from the same .deb/ is kept: jobs running from it (scripts/device-bg.sh) would fail
+# to load their libraries while it is unpacked again.
+stamp=$(ls -l .deb/*.deb | awk '{print $5, $NF}' | sha256sum | cut -d' ' -f1)
+if [ -f "$P/.debs-sha256" ] && [ "$(cat "$P/.debs-sha256")" = "$stamp" ]; then
+    echo "keeping $P (built from the same .deb/)"
+else
+    rm -rf "$P" && mkdir -p "$P"
+    for f in .deb/*.deb; do dpkg -x "$f" "$P" || fail "dpkg -x $f"; done
+    # The system's copy wins for every soname it has (newer, and what its other
+    # libraries were built against); bookworm's fills only the gaps.
+    kept=() linked=()
+    for f in "$L"/lib*.so.* "$L"/openblas-pthread/lib*.so.* "$L"/hdf5/serial/lib*.so.*; do
+        [ -e "$f" ] || [ -L "$f" ] || continue
+        name=$(basename "$f")
+        sys=$(ldconfig -p | awk -v n="$name" '$1 == n && /x86-64/ {print $NF; exit}')
+        if [ -n "$sys" ] && [ "${sys#$P}" = "$sys" ]; then
+            ln -sfn "$sys" "$f"
+            linked+=("$name")
+        else
+            case "$name" in *.so.[0-9]|*.so.[0-9][0-9]|*.so.[0-9][0-9][0-9]) kept+=("$name") ;; esac
+        fi
+    done
+    echo "system copy used for: ${linked[*]:-none}"
+    echo "from .deb/ (missing on this machine): ${kept[*]:-none}"
+    # What update-alternatives would have made: openblas's .pc and cblas.h live in
+    # openblas-pthread/ folders; hdf5 lives in hdf5/serial.
+    cp "$L/openblas-pthread/pkgconfig/openblas.pc" "$L/pkgconfig/openblas.pc"
+    ln -sfn openblas-pthread/libopenblas.so.0 "$L/libopenblas.so.0"
+    # .pc files name /usr: point them at the prefix.
+    for pc in $(find "$P" -name '*.pc'); do
+        sed -i -E "s#(^|[=[:space:]]|-I|-L)/usr#\1$P/usr#g" "$pc"
+    done
+    [ $status -ne 0 ] || echo "$stamp" >"$P/.debs-sha256"
+fi
 export PKG_CONFIG_PATH=$L/pkgconfig:$P/usr/share/pkgconfig
 export LD_LIBRARY_PATH=$L:$L/openblas-pthread:$L/hdf5/serial${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 PKGCONF=$(command -v pkg-config || true)

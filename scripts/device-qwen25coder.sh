@@ -133,13 +133,14 @@ tasks_file() {
 import collections, json, os, sys
 src, n, dst = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 seen = collections.Counter()
-with open(dst + ".tmp", "w") as out:
+tmp = f"{dst}.tmp.{os.getpid()}"  # stages started together write it at once: each its own .tmp
+with open(tmp, "w") as out:
     for line in open(src):
         t = json.loads(line)["task"]
         if seen[t] < n:
             out.write(line)
         seen[t] += 1
-os.replace(dst + ".tmp", dst)
+os.replace(tmp, dst)
 PYEOF
         fi
         f=$g
