@@ -1,0 +1,1 @@
+build-device/spindle bench --model models/qwen25coder-1.5b --no-kernels --ctx 32768 --k 1024 --bsel 64 --ttft indexer_block,indexer_refine --refine 8192 --union-block 64 --device cuda --json /root/res/ttft/q32_k1024.json

@@ -1,0 +1,1 @@
+build-device/spindle bench --model models/qwen25coder-1.5b --no-kernels --ctx 32768 --k 256 --bsel 64 --ttft dense,indexer,indexer_block,indexer_refine --refine 2048 --union-block 64 --device cuda --json /root/res/ttft/q32_k256.json
