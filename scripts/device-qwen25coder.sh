@@ -49,7 +49,16 @@
 #                      dense once per model, indexer per query and oracle (LEN ≤ ORACLE_TTFT_MAX, default
 #                      32768) once per k, indexer block-shared at every b_sel > 1; random indexer weights
 #                      (the timing does not depend on training)
+#                      (REFINE_X=F adds the two-stage run, indexer_refine with F·k candidates, to each
+#                      block-shared call)
 #   frontier LEN [K] [BSEL]  nll, ttft and ruler at one length, in that order, in one call
+#   grid LENS [K] [BSEL]  the quality rows of several lengths side by side, then their TTFT: for each
+#                      length of LENS the dense RULER call and, per k, its RULER and NLL calls, each a
+#                      background job (scripts/device-bg.sh, BG=$STATE/bg) running this script's stage,
+#                      at most GRID_JOBS (default 6) at once; the jobs share the card, so their times are
+#                      not speeds. When they have ended (or GRID_TTFT_S, default 240, s before the budget:
+#                      the rest are stopped, rerun to continue) the ttft stage runs alone on the card.
+#                      Results of every job in $OUT; each job's log in $STATE/grid/NAME/
 #
 # An order for 30 minutes of one machine, with the times it took: docs/qwen25coder.md ("What 30 minutes
 # of one H200 hold"): the build and the long stages as background jobs (scripts/device-bg.sh) while the
@@ -117,8 +126,9 @@ stash_tasks() {
         [ -f "$f" ] || continue
         base=$(basename "${f%.gz}")
         if [ ! -s "$STATE/tasks/$base" ] || [ "$f" -nt "$STATE/tasks/$base" ]; then
-            case "$f" in *.gz) gunzip -c "$f" >"$STATE/tasks/$base.tmp" ;; *) cp "$f" "$STATE/tasks/$base.tmp" ;; esac &&
-                mv "$STATE/tasks/$base.tmp" "$STATE/tasks/$base"
+            # Stages started together (stage grid) may do this at once: each through its own .tmp.
+            case "$f" in *.gz) gunzip -c "$f" >"$STATE/tasks/$base.tmp.$$" ;; *) cp "$f" "$STATE/tasks/$base.tmp.$$" ;; esac &&
+                mv "$STATE/tasks/$base.tmp.$$" "$STATE/tasks/$base"
         fi
     done
 }
@@ -151,7 +161,7 @@ PYEOF
 ids_of() {
     local ids="$STATE/ids-$(basename "$1" .txt).txt"
     if [ ! -s "$ids" ]; then
-        "$SPINDLE" tokenize --model "$M" --text "$1" --out "$ids.tmp" >&2 && mv "$ids.tmp" "$ids" || return 1
+        "$SPINDLE" tokenize --model "$M" --text "$1" --out "$ids.tmp.$$" >&2 && mv "$ids.tmp.$$" "$ids" || return 1
     fi
     echo "$ids"
 }
@@ -249,7 +259,7 @@ stage_nll() {  # LEN [K] [BSEL]
 }
 
 stage_ttft() {  # LENS [K] [BSEL]
-    local lens=() L k s ks=${2:-$GRID_K} bs=${3:-$GRID_BSEL} MM rc=0 small="" large="" group runs first_k
+    local lens=() L k s ks=${2:-$GRID_K} bs=${3:-$GRID_BSEL} MM rc=0 small="" large="" group runs first_k refine tag
     if [ "$DEVICE" != cuda ]; then
         say "ttft: spindle bench runs on a GPU only (DEVICE=$DEVICE): nothing timed"
         return 0
@@ -279,15 +289,59 @@ stage_ttft() {  # LENS [K] [BSEL]
                 # --max-oracle-ttft-ctx and says so in its JSON).
                 [ "$s" = "${blocks[0]}" ] && [ $per_query = 1 ] && runs+="${runs:+,}indexer,oracle"
                 [ "$s" -gt 1 ] && runs+="${runs:+,}indexer_block"
+                refine=() tag=""
+                if [ "$s" -gt 1 ] && [ -n "${REFINE_X:-}" ]; then  # two-stage: executed as unions of its blocks
+                    runs+=",indexer_refine" refine=(--refine $((k * REFINE_X)) --union-block "$s") tag=_r${REFINE_X}x
+                fi
                 first_k=0
-                call "ttft_ctx${group//,/-}_k${k}_b${s}" "$SPINDLE" bench --model "$MM" --no-kernels --ctx "$group" \
-                    --k "$k" --bsel "$s" --ttft "$runs" --max-oracle-ttft-ctx "${ORACLE_TTFT_MAX:-32768}" \
-                    --device cuda --json "$RES/ttft_ctx${group//,/-}_k${k}_b${s}.json" || rc=1
-                grep -h "^ttft" "$RES/ttft_ctx${group//,/-}_k${k}_b${s}.log" 2>/dev/null
+                call "ttft_ctx${group//,/-}${tag}_k${k}_b${s}" "$SPINDLE" bench --model "$MM" --no-kernels --ctx "$group" \
+                    --k "$k" --bsel "$s" --ttft "$runs" "${refine[@]}" --max-oracle-ttft-ctx "${ORACLE_TTFT_MAX:-32768}" \
+                    --device cuda --json "$RES/ttft_ctx${group//,/-}${tag}_k${k}_b${s}.json" || rc=1
+                grep -h "^ttft" "$RES/ttft_ctx${group//,/-}${tag}_k${k}_b${s}.log" 2>/dev/null
             done
         done
     done
     return $rc
+}
+
+stage_grid() {  # LENS [K] [BSEL]
+    local lens=${1:?LENS} ks=${2:-$GRID_K} bs=${3:-$GRID_BSEL} L k j name args n_run started=() reserve=${GRID_TTFT_S:-240}
+    local bgs="bash $ROOT/scripts/device-bg.sh" me="$ROOT/scripts/device-qwen25coder.sh"
+    export BG=$STATE/bg
+    stash_tasks
+    ids_of "$HELDOUT_TEXT" >/dev/null || exit 1  # once, before the jobs that read it
+    local jobs=()
+    for L in ${lens//,/ }; do
+        L=$(tokens "$L") || exit 2
+        need_model "$(model_for "$L")"
+        if tasks_file "$L" >/dev/null; then
+            jobs+=("g${L}_dense|ruler $L dense")
+            for k in ${ks//,/ }; do jobs+=("g${L}_ruler_k$k|ruler $L $k $bs"); done
+        fi
+        for k in ${ks//,/ }; do jobs+=("g${L}_nll_k$k|nll $L $k $bs"); done
+    done
+    running() {  # how many of the started jobs have no status yet
+        local n=0 x
+        for x in "${started[@]}"; do [ -f "$BG/$x.rc" ] || n=$((n + 1)); done
+        echo $n
+    }
+    for j in "${jobs[@]}"; do
+        name=${j%%|*} args=${j#*|}
+        while [ "$(running)" -ge "${GRID_JOBS:-6}" ] && [ "$(left)" -gt "$reserve" ]; do sleep 5; done
+        if [ "$(left)" -le $((reserve + 20)) ]; then say "grid: budget reached before $name: rerun to continue"; break; fi
+        mkdir -p "$STATE/grid/$name"
+        # shellcheck disable=SC2086 # args: the stage and its words
+        $bgs start "$name" env BUDGET_S=$(($(left) - reserve)) OUT="$STATE/grid/$name" bash "$me" $args >/dev/null &&
+            started+=("$name") && say "grid: $name started ($args)"
+    done
+    while [ "$(running)" -gt 0 ] && [ "$(left)" -gt "$reserve" ]; do sleep 5; done
+    for name in "${started[@]}"; do
+        [ -f "$BG/$name.rc" ] || { $bgs stop "$name" >/dev/null; say "grid: $name stopped at the budget"; }
+        say "grid: $name: $(cat "$BG/$name.rc"): $(grep -h "RULER average\|done in\|kept from\|FAILED\|budget" "$BG/$name.log" | tail -1)"
+    done
+    cp "$RES"/*.json "$RES"/*.md "$RES"/*.cmd "$RES"/*.secs "$RES"/*-preds.jsonl "$OUT"/ 2>/dev/null
+    for name in "${started[@]}"; do cp "$STATE/grid/$name"/* "$OUT"/ 2>/dev/null; done  # a cut call's .partial and log
+    stage_ttft "$lens" "$ks" "$bs"
 }
 
 case "$stage" in
@@ -398,6 +452,7 @@ ruler)
     ;;
 nll) stage_nll "${@:2}" ;;
 ttft) stage_ttft "${@:2}" ;;
+grid) stage_grid "${@:2}" ;;
 frontier)
     L=${2:?LEN}
     rc=0
@@ -408,7 +463,8 @@ frontier)
     ;;
 *)
     echo "usage: scripts/device-qwen25coder.sh stash | part NN [CMD...] | convert | yarn | train [STEPS] |" \
-        "ruler LEN [K] [BSEL] | ruler FILE | nll LEN [K] [BSEL] | ttft LENS [K] [BSEL] | frontier LEN [K] [BSEL]" >&2
+        "ruler LEN [K] [BSEL] | ruler FILE | nll LEN [K] [BSEL] | ttft LENS [K] [BSEL] | frontier LEN [K] [BSEL] |" \
+        "grid LENS [K] [BSEL]" >&2
     exit 2
     ;;
 esac

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# scripts/device-qwen25coder.sh grid on the CPU twin with SmolLM2-135M: the quality rows of a length as
+# background jobs side by side (at most GRID_JOBS at once), their results gathered in OUT; a second run
+# keeps every finished call; a budget too short for a job starts none; a bad length is refused.
+# Exits 77 when the model is absent.
+# Usage: test_device_grid.sh SPINDLE MODEL_DIR WORK
+set -u
+spindle=$1 model=$2 work=$3
+[ -d "$model" ] || { echo "skipped: $model is absent"; exit 77; }
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+rm -rf "$work" && mkdir -p "$work/tasks"
+fails=0 passes=0
+check() { if eval "$2"; then echo "ok: $1"; passes=$((passes + 1)); else echo "FAIL: $1"; fails=$((fails + 1)); fi; }
+
+# Two tiny RULER lines (the format of scripts/ruler-tasks.py) and a held-out text of > 1,024 tokens.
+printf '<|im_start|>user\nRepeat after me: the secret code is 4417.<|im_end|>\n<|im_start|>assistant\n' >"$work/p.txt"
+"$spindle" tokenize --model "$model" --text "$work/p.txt" --out "$work/p.ids" 2>/dev/null
+ids=$(tr -s ' \n,' ',' <"$work/p.ids" | sed 's/^,//; s/,$//')
+for t in a b; do
+    printf '{"task": "%s", "metric": "string_match_all", "ctx": 1024, "index": 0, "input_ids": [%s], "outputs": ["4417"], "max_new_tokens": 8, "stop_ids": [2], "seed": 1, "generator": "test", "sentence_splitter": "none", "template": "chat"}\n' "$t" "$ids"
+done >"$work/tasks/tasks_1k.jsonl"
+for i in $(seq 1 120); do echo "Line $i of a held-out text: the indexer ranks keys, the oracle keeps the mass of each query."; done >"$work/heldout.txt"
+
+run() {  # OUT BUDGET_S [LENS]
+    env DEVICE=cpu SPINDLE="$spindle" MODEL="$model" MODEL_YARN="$work/yarn" TASKS="$work/tasks" HELDOUT_TEXT="$work/heldout.txt" \
+        STATE="$work/state" OUT="$1" GRID_K=32,64 GRID_BSEL=1,16 NLL_POSITIONS=1024 BUDGET_S="$2" GRID_TTFT_S=5 GRID_JOBS=2 \
+        bash "$root/scripts/device-qwen25coder.sh" grid "${3:-1024}"
+}
+(cd "$root" && run "$work/out1" 600) >"$work/log1" 2>&1
+rc=$?
+check "grid runs (exit 0)" "[ $rc = 0 ]"
+check "every job's result is in OUT: dense RULER, RULER and NLL at k 32 and 64" \
+    "[ -s $work/out1/ruler_ctx1024_dense.json ] && [ -s $work/out1/ruler_ctx1024_k32_b1-16.json ] && [ -s $work/out1/ruler_ctx1024_k64_b1-16.json ] && [ -s $work/out1/nll_ctx1024_n1_k32_b1-16.json ] && [ -s $work/out1/nll_ctx1024_n1_k64_b1-16.json ]"
+check "five jobs started, each ended with status 0" \
+    "[ \$(grep -c ' started (' $work/log1) = 5 ] && [ \$(grep -c 'grid: g1024_[a-z0-9_]*: 0: ' $work/log1) = 5 ]"
+check "never more than GRID_JOBS (2) running at once" "python3 - '$work/state/bg' <<'PY'
+import glob, os, sys
+spans = []
+for pid in glob.glob(os.path.join(sys.argv[1], 'g1024_*.pid')):
+    rc = pid[:-4] + '.rc'
+    spans.append((os.stat(pid).st_mtime, os.stat(rc).st_mtime))
+peak = max(sum(1 for a, b in spans if a <= t < b) for t, _ in spans)
+sys.exit(0 if len(spans) == 5 and peak <= 2 else print(len(spans), peak) or 1)
+PY"
+check "the dense RULER row scores the answer" "python3 - '$work/out1/ruler_ctx1024_dense.json' <<'PY'
+import json, sys
+rows = [r for r in json.load(open(sys.argv[1])) if r['mode'] == 'dense' and r['task'] == 'average']
+sys.exit(0 if len(rows) == 1 and rows[0]['accuracy'] in (0, 100) else print(rows) or 1)
+PY"
+(cd "$root" && run "$work/out2" 600) >"$work/log2" 2>&1
+check "a second run keeps every finished call" "[ \$? = 0 ] && [ \$(grep -c 'kept from an earlier call' $work/state/bg/g1024_*.log | awk -F: '{s += \$2} END {print s}') = 5 ]"
+(cd "$root" && run "$work/out3" 20) >"$work/log3" 2>&1
+check "a budget too short for a job starts none" "grep -q 'budget reached before g1024_dense' $work/log3 && ! grep -q ' started (' $work/log3"
+(cd "$root" && run "$work/out4" 600 12x) >"$work/log4" 2>&1
+check "a bad length is refused (exit 2)" "[ \$? = 2 ] && grep -q 'not a length: 12x' $work/log4"
+echo "test_device_grid: $passes passed, $fails failed"
+[ $fails = 0 ]
