@@ -233,6 +233,8 @@ set_tests_properties(ruler_cli PROPERTIES SKIP_RETURN_CODE 77)
 add_test(NAME device_grid COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_device_grid.sh $<TARGET_FILE:spindle>
          ${CMAKE_SOURCE_DIR}/models/smollm2 ${TEST_TMP}/device_grid)
 set_tests_properties(device_grid PROPERTIES SKIP_RETURN_CODE 77)
+# scripts/needle-attention.py's look-alike matching (the model run itself needs torch: the GPU machine's).
+add_test(NAME needle_attention COMMAND python3 ${CMAKE_SOURCE_DIR}/tests/test_needle_attention.py)
 # Per-layer key budgets (eval --k-layers) and their calibration (scripts/calibrate-k-layers.py).
 add_test(NAME k_layers COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_k_layers.sh $<TARGET_FILE:spindle>
          ${GOLDENS} ${TEST_TMP}/k_layers ${CMAKE_SOURCE_DIR})
