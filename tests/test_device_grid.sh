@@ -13,9 +13,8 @@ fails=0 passes=0
 check() { if eval "$2"; then echo "ok: $1"; passes=$((passes + 1)); else echo "FAIL: $1"; fails=$((fails + 1)); fi; }
 
 # Two tiny RULER lines (the format of scripts/ruler-tasks.py) and a held-out text of > 1,024 tokens.
-printf '<|im_start|>user\nRepeat after me: the secret code is 4417.<|im_end|>\n<|im_start|>assistant\n' >"$work/p.txt"
-"$spindle" tokenize --model "$model" --text "$work/p.txt" --out "$work/p.ids" 2>/dev/null
-ids=$(tr -s ' \n,' ',' <"$work/p.ids" | sed 's/^,//; s/,$//')
+. "$(dirname "${BASH_SOURCE[0]}")/ruler_probe.sh"
+ids=$(probe_ids "$spindle" "$model" "$work")
 for t in a b; do
     printf '{"task": "%s", "metric": "string_match_all", "ctx": 1024, "index": 0, "input_ids": [%s], "outputs": ["4417"], "max_new_tokens": 8, "stop_ids": [2], "seed": 1, "generator": "test", "sentence_splitter": "none", "template": "chat"}\n' "$t" "$ids"
 done >"$work/tasks/tasks_1k.jsonl"

@@ -12,9 +12,8 @@ rm -rf "$work" && mkdir -p "$work"
 fails=0 passes=0
 check() { if eval "$2"; then echo "ok: $1"; passes=$((passes + 1)); else echo "FAIL: $1"; fails=$((fails + 1)); fi; }
 
-printf '<|im_start|>user\nRepeat after me: the secret code is 4417.<|im_end|>\n<|im_start|>assistant\n' >"$work/p.txt"
-"$spindle" tokenize --model "$model" --text "$work/p.txt" --out "$work/p.ids" 2>/dev/null
-ids=$(tr -s ' \n,' ',' <"$work/p.ids" | sed 's/^,//; s/,$//')
+. "$(dirname "${BASH_SOURCE[0]}")/ruler_probe.sh"
+ids=$(probe_ids "$spindle" "$model" "$work")
 line() {  # task metric outputs-json
     printf '{"task": "%s", "metric": "%s", "ctx": 64, "index": 0, "input_ids": [%s], "outputs": %s, "max_new_tokens": 12, "stop_ids": [2], "seed": 1, "generator": "test", "sentence_splitter": "none", "template": "chat"}\n' "$1" "$2" "$ids" "$3"
 }
