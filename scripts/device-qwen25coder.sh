@@ -305,7 +305,7 @@ stage_ttft() {  # LENS [K] [BSEL]
 }
 
 stage_grid() {  # LENS [K] [BSEL]
-    local lens=${1:?LENS} ks=${2:-$GRID_K} bs=${3:-$GRID_BSEL} L k j name args n_run started=() reserve=${GRID_TTFT_S:-240}
+    local lens=${1:?LENS} ks=${2:-$GRID_K} bs=${3:-$GRID_BSEL} L k j name args started=() reserve=${GRID_TTFT_S:-240}
     local bgs="bash $ROOT/scripts/device-bg.sh" me="$ROOT/scripts/device-qwen25coder.sh"
     export BG=$STATE/bg
     stash_tasks
