@@ -444,6 +444,14 @@ def plot(rows, fr, path, title):
             if ox:
                 ax.plot([p[0] for p in ox], [p[1] for p in ox], "s", mfc="none", color=color,
                         label=f"oracle {lab}, per query")
+            for bi, b in enumerate(bsels):  # two-stage rows (eval --refine): the per-query supports, block-executed
+                tx = sorted((r[xkey], r[ykey], r["k"]) for r in rows if r["ctx"] == L and r["mode"] == "two-stage"
+                            and r["bsel"] == b and r.get(xkey) is not None and r.get(ykey) is not None)
+                if tx:
+                    ax.plot([p[0] for p in tx], [p[1] for p in tx], "D", mfc="none", color=color,
+                            label=f"two-stage {lab}, b_sel {b}")
+                    for x, y, k in tx:
+                        ax.annotate(f"k{k}", (x, y), fontsize=6, xytext=(3, -8), textcoords="offset points")
         ax.axhline(0, color="black", lw=0.8)
         if ykey == "druler":
             ax.axhline(-1, color="grey", lw=0.8, ls=":")
@@ -458,9 +466,11 @@ def plot(rows, fr, path, title):
             ax.set_xlabel("sparsity (TTFT not measured)")
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
-    handles, labels = axes[1].get_legend_handles_labels()
-    if not handles:
-        handles, labels = axes[0].get_legend_handles_labels()
+    legend = {}  # every series of either panel, once
+    for ax in axes:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            legend.setdefault(lab, h)
+    handles, labels = list(legend.values()), list(legend)
     if handles:
         axes[1].legend(handles, labels, fontsize=6, loc="best")
     fig.suptitle(title or "Quality against TTFT speedup", fontsize=10)
