@@ -148,6 +148,18 @@ def doc_rope(cfg, head_dim):
     return inv, attn
 
 
+def _np_teacher_P(q, k, mask, G, scale):
+    """The teacher P of docs/design.md: the head average of each head's causal softmax (q [T, Hq, d],
+    k [T, Hkv, d], G = Hq / Hkv, mask additive [T, T]), [T, T]."""
+    T, nh = q.shape[0], q.shape[1]
+    P = np.zeros((T, T))
+    for hh in range(nh):
+        s = (q[:, hh] @ k[:, hh // G].T) * scale + mask
+        s = np.exp(s - s.max(-1, keepdims=True))
+        P += s / s.sum(-1, keepdims=True)
+    return P / nh
+
+
 def _np_oracle_mask(P, k, bsel):
     T = P.shape[0]
     M = np.zeros((T, T), dtype=bool)
@@ -211,13 +223,7 @@ def numpy_forward(folder, ids, window=None, oracle=None, bf16=False):
         o = np.empty((T, nh, hd))
         lmask = mask
         if oracle is not None:   # oracle goldens: teacher P from this layer's q/k, then restricted softmax
-            P = np.zeros((T, T))
-            for hh in range(nh):
-                s = (q[:, hh] @ k[:, hh // G].T) * hd ** -0.5 + mask
-                s = np.exp(s - s.max(-1, keepdims=True))
-                P += s / s.sum(-1, keepdims=True)
-            P /= nh
-            lmask = np.where(_np_oracle_mask(P, *oracle), 0.0, -np.inf)
+            lmask = np.where(_np_oracle_mask(_np_teacher_P(q, k, mask, G, hd ** -0.5), *oracle), 0.0, -np.inf)
         for hh in range(nh):
             s = (q[:, hh] @ k[:, hh // G].T) * hd ** -0.5 + lmask
             s = np.exp(s - s.max(-1, keepdims=True))

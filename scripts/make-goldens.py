@@ -53,8 +53,8 @@ import transformers
 from safetensors import safe_open
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from goldens_np import (_np_oracle_mask, doc_rope, gemma3_layout, gemma3_pattern_types, numpy_forward,  # noqa: E402
-                        read_safetensors, read_safetensors_raw)
+from goldens_np import (_np_oracle_mask, _np_teacher_P, doc_rope, gemma3_layout, gemma3_pattern_types,  # noqa: E402
+                        numpy_forward, read_safetensors, read_safetensors_raw)
 from transformers import (AutoModelForCausalLM, Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig,
                           LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM, Qwen3_5ForCausalLM, Qwen3_5TextConfig,
                           Qwen3Config, Qwen3ForCausalLM, Qwen3NextConfig, Qwen3NextForCausalLM)
@@ -773,12 +773,7 @@ def numpy_forward_gemma3(folder, ids, oracle=None, over=None):
         q, k = rope(q, lt), rope(k, lt)
         lmask = masks[lt]
         if oracle is not None and lt == "full_attention":
-            P = np.zeros((T, T))
-            for hh in range(nh):
-                s = (q[:, hh] @ k[:, hh // G].T) * scale + masks["full_attention"]
-                s = np.exp(s - s.max(-1, keepdims=True))
-                P += s / s.sum(-1, keepdims=True)
-            P /= nh
+            P = _np_teacher_P(q, k, masks["full_attention"], G, scale)
             lmask = np.where(_np_oracle_mask(P, *oracle), 0.0, -np.inf)
         o = np.empty((T, nh, hd))
         for hh in range(nh):
@@ -1175,13 +1170,7 @@ def numpy_forward_hybrid(folder, ids, oracle=None, over=None):
             v = lin(h, a + "v_proj").reshape(T, nkv, hd)
             lmask = causal
             if oracle is not None:
-                P = np.zeros((T, T))
-                for hh in range(nh):
-                    s = (q[:, hh] @ k[:, hh // G].T) * scale + causal
-                    s = np.exp(s - s.max(-1, keepdims=True))
-                    P += s / s.sum(-1, keepdims=True)
-                P /= nh
-                lmask = np.where(_np_oracle_mask(P, *oracle), 0.0, -np.inf)
+                lmask = np.where(_np_oracle_mask(_np_teacher_P(q, k, causal, G, scale), *oracle), 0.0, -np.inf)
             o = np.empty((T, nh, hd))
             for hh in range(nh):
                 s = (q[:, hh] @ k[:, hh // G].T) * scale + lmask
