@@ -431,27 +431,25 @@ def plot(rows, fr, path, title):
         for li, L in enumerate(lengths):
             color = cmap(li % 10)
             lab = ctx_name(L) + (" YaRN" if yarn(fr.rope.get(L)) else "")
-            for bi, b in enumerate(bsels):
-                pts = sorted(((r[xkey], r[ykey], r["k"]) for r in rows if r["ctx"] == L and r["mode"] == "indexer"
-                              and r["bsel"] == b and r.get(xkey) is not None and r.get(ykey) is not None))
-                if pts:
-                    ax.plot([p[0] for p in pts], [p[1] for p in pts], styles[bi % 4], marker="^", color=color,
-                            label=f"indexer {lab}, b_sel {b}")
+            # The indexer's rows through its k values (a line per b_sel), the two-stage rows (eval --refine:
+            # per-query supports executed block-wise) as markers, the per-query oracle as markers.
+            for mode, dy in (("indexer", 2), ("two-stage", -8)):
+                for bi, b in enumerate(bsels):
+                    pts = sorted((r[xkey], r[ykey], r["k"]) for r in rows if r["ctx"] == L and r["mode"] == mode
+                                 and r["bsel"] == b and r.get(xkey) is not None and r.get(ykey) is not None)
+                    if not pts:
+                        continue
+                    look = (dict(ls=styles[bi % 4], marker="^") if mode == "indexer"
+                            else dict(ls="", marker="D", mfc="none"))
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], color=color, label=f"{mode} {lab}, b_sel {b}",
+                            **look)
                     for x, y, k in pts:
-                        ax.annotate(f"k{k}", (x, y), fontsize=6, xytext=(3, 2), textcoords="offset points")
+                        ax.annotate(f"k{k}", (x, y), fontsize=6, xytext=(3, dy), textcoords="offset points")
             ox = [(r[xkey], r[ykey]) for r in rows if r["ctx"] == L and r["mode"] == "oracle" and r["bsel"] == 1
                   and r.get(xkey) is not None and r.get(ykey) is not None]
             if ox:
                 ax.plot([p[0] for p in ox], [p[1] for p in ox], "s", mfc="none", color=color,
                         label=f"oracle {lab}, per query")
-            for bi, b in enumerate(bsels):  # two-stage rows (eval --refine): the per-query supports, block-executed
-                tx = sorted((r[xkey], r[ykey], r["k"]) for r in rows if r["ctx"] == L and r["mode"] == "two-stage"
-                            and r["bsel"] == b and r.get(xkey) is not None and r.get(ykey) is not None)
-                if tx:
-                    ax.plot([p[0] for p in tx], [p[1] for p in tx], "D", mfc="none", color=color,
-                            label=f"two-stage {lab}, b_sel {b}")
-                    for x, y, k in tx:
-                        ax.annotate(f"k{k}", (x, y), fontsize=6, xytext=(3, -8), textcoords="offset points")
         ax.axhline(0, color="black", lw=0.8)
         if ykey == "druler":
             ax.axhline(-1, color="grey", lw=0.8, ls=":")
