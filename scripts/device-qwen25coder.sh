@@ -339,8 +339,8 @@ stage_grid() {  # LENS [K] [BSEL]
         [ -f "$BG/$name.rc" ] || { $bgs stop "$name" >/dev/null; say "grid: $name stopped at the budget"; }
         say "grid: $name: $(cat "$BG/$name.rc"): $(grep -h "RULER average\|done in\|kept from\|FAILED\|budget" "$BG/$name.log" | tail -1)"
     done
-    cp "$RES"/*.json "$RES"/*.md "$RES"/*.cmd "$RES"/*.secs "$RES"/*-preds.jsonl "$OUT"/ 2>/dev/null
-    for name in "${started[@]}"; do cp "$STATE/grid/$name"/* "$OUT"/ 2>/dev/null; done  # a cut call's .partial and log
+    # Each job's OUT: its calls' results (finished or kept), a cut call's .partial files and log.
+    for name in "${started[@]}"; do cp "$STATE/grid/$name"/* "$OUT"/ 2>/dev/null; done
     stage_ttft "$lens" "$ks" "$bs"
 }
 
