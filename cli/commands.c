@@ -103,11 +103,23 @@ static int hybrid_needs_cpu(const char *cmd, const Flag *flags, int nf) {
     return 0;
 }
 
-// Loads the exported indexer in dir for model m (its fingerprint must match;
-// it may cover full-attention layers only).
-static int load_indexer(IndexerSet *set, const char *dir, const Model *m, const char *model_dir, Status *st) {
+// --indexer-base without --indexer: a usage error of cmd (exit 2).
+static int indexer_base_check(const char *cmd, const Flag *flags, int nf) {
+    if (!args_get(flags, nf, "--indexer-base") || args_get(flags, nf, "--indexer")) return 0;
+    fprintf(stderr, "spindle %s: --indexer-base needs --indexer (it names the checkpoint that indexer was trained on)\n",
+            cmd);
+    return 2;
+}
+
+// Loads the exported indexer in dir for model m (its fingerprint must match,
+// or with base_dir, the --indexer-base, base_dir's when model_dir is base_dir
+// with another RoPE scaling; it may cover full-attention layers only).
+static int load_indexer(IndexerSet *set, const char *dir, const Model *m, const char *model_dir, const char *base_dir,
+                        Status *st) {
     char fp[65];
-    if (model_fingerprint(model_dir, &m->st, fp, st)) return -1;
+    if (base_dir ? model_rope_variant_of(model_dir, &m->st, base_dir, fp, st)
+                 : model_fingerprint(model_dir, &m->st, fp, st))
+        return -1;
     if (indexer_set_load(set, dir, m->cfg.n_layers, fp, st)) return -1;
     if (set->cfg.d_model != m->cfg.hidden) {
         status_fail(st, "%s: indexer d_model %d, model hidden size %d", dir, set->cfg.d_model, m->cfg.hidden);
@@ -141,14 +153,16 @@ int cmd_info(int argc, char **argv) {
     Flag flags[] = {
         {"--model", 1, "model folder (config.json + safetensors)", NULL},
         {"--indexer", 1, "exported indexer folder (spindle export) for this model: say which layers it covers", NULL},
+        {"--indexer-base", 1, "the checkpoint the indexer was trained on, when --model is it with another RoPE scaling (the same tensors; config.json differs only in rope_scaling, rope_parameters, rope_theta and max_position_embeddings: e.g. its YaRN folder)", NULL},
     };
     int rc = cli_parse(argc, argv, flags, N_FLAGS(flags), "info", (const char *const[]){"--model", NULL});
     if (rc) return rc;
+    if ((rc = indexer_base_check("info", flags, N_FLAGS(flags)))) return rc;
     Status st;
     Model m;
     if (model_load(&m, flags[0].value, &st)) return cli_fail("info", &st);
     IndexerSet set = {0};
-    if (flags[1].value && load_indexer(&set, flags[1].value, &m, flags[0].value, &st)) {
+    if (flags[1].value && load_indexer(&set, flags[1].value, &m, flags[0].value, flags[2].value, &st)) {
         model_free(&m);
         return cli_fail("info", &st);
     }
@@ -296,6 +310,7 @@ int cmd_logits(int argc, char **argv) {
         {"--oracle-k", 1, "attention-mass oracle: keep the top K keys (K >= 1)", NULL},
         {"--bsel", 1, "queries sharing one support (default 1: per query)", NULL},
         {"--indexer", 1, "trained indexer folder (spindle export): it picks the supports", NULL},
+        {"--indexer-base", 1, "the checkpoint the indexer was trained on, when --model is it with another RoPE scaling (the same tensors; config.json differs only in rope_scaling, rope_parameters, rope_theta and max_position_embeddings: e.g. its YaRN folder)", NULL},
         {"--k", 1, "keys kept per support with --indexer (default: the export's default_k)", NULL},
         {"--precision", 1, "with --device cuda: fp32 (default, the reference), mixed (16-bit layer GEMMs) or bf16 (mixed + cuDNN bf16 attention)", NULL},
         {"--indexer-scores", 1, "with --device cuda and --indexer: how the indexer scores keys, fp32, tf32 or bf16 (default: the precision's: fp32 in fp32 and mixed; in bf16, tf32 per query and fused bf16 block sums block-shared)", NULL},
@@ -305,6 +320,7 @@ int cmd_logits(int argc, char **argv) {
     int rc = cli_parse(argc, argv, flags, N_FLAGS(flags), "logits",
                        (const char *const[]){"--model", "--ids", "--out", NULL});
     if (rc) return rc;
+    if ((rc = indexer_base_check("logits", flags, N_FLAGS(flags)))) return rc;
     const char *ok_s = args_get(flags, N_FLAGS(flags), "--oracle-k"), *bs_s = args_get(flags, N_FLAGS(flags), "--bsel");
     Sparsity sp = {0, 1};
     int sparse = ok_s != NULL;
@@ -356,7 +372,7 @@ int cmd_logits(int argc, char **argv) {
     size_t n;
     IndexerSet set = {0};
     if (ix_dir) {
-        if (load_indexer(&set, ix_dir, &m, flags[0].value, &st)) {
+        if (load_indexer(&set, ix_dir, &m, flags[0].value, args_get(flags, N_FLAGS(flags), "--indexer-base"), &st)) {
             model_free(&m);
             return cli_fail("logits", &st);
         }
@@ -572,6 +588,7 @@ static int eval_tasks(int argc, char **argv) {
         {"--k", 1, "keys kept per support, comma-separated (default: dense rows only)", NULL},
         {"--bsel", 1, "queries sharing one support, comma-separated (with --k; default 1)", NULL},
         {"--indexer", 1, "trained indexer folder (spindle export): adds indexer rows at every (k, b_sel)", NULL},
+        {"--indexer-base", 1, "the checkpoint the indexer was trained on, when --model is it with another RoPE scaling (the same tensors; config.json differs only in rope_scaling, rope_parameters, rope_theta and max_position_embeddings: e.g. its YaRN folder)", NULL},
         {"--json", 1, "results as JSON (one object per configuration and task, with its provenance); while it runs, "
                       "the configurations done so far in JSON.partial (also MD.partial, PREDICTIONS.partial)", NULL},
         {"--md", 1, "results as a Markdown table (default: the --json path with .md)", NULL},
@@ -588,6 +605,7 @@ static int eval_tasks(int argc, char **argv) {
     const int nf = N_FLAGS(flags);
     char *cmdline = command_line(argc, argv);
     int rc = cli_parse(argc, argv, flags, nf, "eval", (const char *const[]){"--model", "--tasks-file", "--json", NULL});
+    if (!rc) rc = indexer_base_check("eval", flags, nf);
     if (rc) {
         free(cmdline);
         return rc;
@@ -687,7 +705,7 @@ static int eval_tasks(int argc, char **argv) {
         max_ctx = (int)(m.cfg.rope.factor * m.cfg.rope.original_max_pos);
     if (ruler_load(tasks_path, m.cfg.vocab, max_ctx, &tasks, &n_loaded, &st)) goto done;
     n_tasks = n_max && n_max < n_loaded ? n_max : n_loaded;
-    if (ix_dir && load_indexer(&set, ix_dir, &m, flags[0].value, &st)) goto done;
+    if (ix_dir && load_indexer(&set, ix_dir, &m, flags[0].value, args_get(flags, nf, "--indexer-base"), &st)) goto done;
     if (backbone_open(&bb, &m, use_cuda, prec, &st)) goto done;
     char date[32];
     const time_t now = time(NULL);
@@ -796,6 +814,7 @@ int cmd_eval(int argc, char **argv) {
         {"--task-n", 1, "seeded instances per task and depth (default 4)", NULL},
         {"--seed", 1, "seed of the retrieval instances (default 1)", NULL},
         {"--indexer", 1, "trained indexer folder (spindle export): adds indexer rows at every (k, b_sel)", NULL},
+        {"--indexer-base", 1, "the checkpoint the indexer was trained on, when --model is it with another RoPE scaling (the same tensors; config.json differs only in rope_scaling, rope_parameters, rope_theta and max_position_embeddings: e.g. its YaRN folder)", NULL},
         {"--device", 1, "cpu (default) or cuda", NULL},
         {"--precision", 1, "with --device cuda: fp32 (default), mixed or bf16 (see spindle logits)", NULL},
         {"--indexer-scores", 1, "with --device cuda and --indexer: how the indexer scores keys, fp32, tf32 or bf16 (default: the precision's: fp32 in fp32 and mixed; in bf16, tf32 per query and fused bf16 block sums block-shared)", NULL},
@@ -809,6 +828,7 @@ int cmd_eval(int argc, char **argv) {
     const int nf = N_FLAGS(flags);
     char *cmdline = command_line(argc, argv);  // before parsing rewrites --flag=value entries
     int rc = cli_parse(argc, argv, flags, nf, "eval", (const char *const[]){"--model", "--ctx", "--k", "--bsel", "--json", NULL});
+    if (!rc) rc = indexer_base_check("eval", flags, nf);
     if (rc) {
         free(cmdline);
         return rc;
@@ -966,7 +986,7 @@ int cmd_eval(int argc, char **argv) {
                  : corpus_load_tokens(tok, (const char *const *)text->values, text->n_values, &ids, &n, &st))
         goto done;
     const char *ix_dir = args_get(flags, nf, "--indexer");
-    if (ix_dir && load_indexer(&set, ix_dir, &m, flags[0].value, &st)) goto done;
+    if (ix_dir && load_indexer(&set, ix_dir, &m, flags[0].value, args_get(flags, nf, "--indexer-base"), &st)) goto done;
     if (ix_dir && use_cuda && set.cfg.variant == INDEXER_EXPANDED) {
         status_fail(&st, "%s: the expanded indexer variant runs on the CPU twin only (use --device cpu)", ix_dir);
         goto done;

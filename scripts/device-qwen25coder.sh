@@ -57,7 +57,8 @@
 #                      background job (scripts/device-bg.sh, BG=$STATE/bg) running this script's stage,
 #                      at most GRID_JOBS (default 6) at once; the jobs share the card, so their times are
 #                      not speeds. When they have ended (or GRID_TTFT_S, default 240, s before the budget:
-#                      the rest are stopped, rerun to continue) the ttft stage runs alone on the card.
+#                      the rest are stopped, rerun to continue) the ttft stage runs alone on the card
+#                      (GRID_NO_TTFT=1 leaves it out: grids of other lengths side by side, one ttft after).
 #                      Results of every job in $OUT; each job's log in $STATE/grid/NAME/
 #
 # An order for 30 minutes of one machine, with the times it took: docs/qwen25coder.md ("What 30 minutes
@@ -114,7 +115,12 @@ tokens() {
     *) [[ $1 =~ ^[1-9][0-9]*$ ]] || { echo "device-qwen25coder: not a length: $1" >&2; exit 2; }; echo "$1" ;;
     esac
 }
-indexer_args() { if [ -f "$IDX/model.safetensors" ]; then echo --indexer "$IDX"; fi; }
+# indexer_args FOLDER: the indexer (trained on $M) for the model folder FOLDER; on the YaRN folder with
+# --indexer-base $M (the same weights with another RoPE scaling: eval checks that and accepts the indexer).
+indexer_args() {
+    [ -f "$IDX/model.safetensors" ] || return 0
+    if [ "$1" != "$M" ]; then echo --indexer "$IDX" --indexer-base "$M"; else echo --indexer "$IDX"; fi
+}
 # REFINE_X=F: the indexer rows at b_sel > 1 as two-stage supports with F·k candidates a block (eval --refine).
 refine_args() { if [ -n "${REFINE_X:-}" ] && [ -f "$IDX/model.safetensors" ]; then echo --refine $(($1 * REFINE_X)); fi; }
 
@@ -212,7 +218,7 @@ stage_ruler() {  # LEN [K] [BSEL]
     need_model "$MM"
     stash_tasks
     f=$(tasks_file "$L") || exit 1
-    ix=$(indexer_args)
+    ix=$(indexer_args "$MM")
     [ -n "$ix" ] || say "no indexer in $IDX (stage train): oracle rows only"
     local tag=${RULER_PER_TASK:+_n$RULER_PER_TASK}
     if [ "$ks" = dense ]; then
@@ -245,7 +251,7 @@ stage_nll() {  # LEN [K] [BSEL]
     ids=$(ids_of "$HELDOUT_TEXT") || exit 1
     n=$((${NLL_POSITIONS:-65536} / L))
     [ "$n" -ge 1 ] || n=1
-    ix=$(indexer_args)
+    ix=$(indexer_args "$MM")
     [ -n "$ix" ] || say "no indexer in $IDX (stage train): oracle rows only"
     local tag=""
     [ -n "$ix" ] && [ -n "${REFINE_X:-}" ] && tag=_r${REFINE_X}x
@@ -341,7 +347,8 @@ stage_grid() {  # LENS [K] [BSEL]
     done
     # Each job's OUT: its calls' results (finished or kept), a cut call's .partial files and log.
     for name in "${started[@]}"; do cp "$STATE/grid/$name"/* "$OUT"/ 2>/dev/null; done
-    stage_ttft "$lens" "$ks" "$bs"
+    # GRID_NO_TTFT=1: the quality rows only (several grids side by side; one ttft stage after them all).
+    [ -n "${GRID_NO_TTFT:-}" ] || stage_ttft "$lens" "$ks" "$bs"
 }
 
 case "$stage" in

@@ -190,6 +190,34 @@ check "info --indexer says which layers it covers; info lists the layer kinds" \
    grep -q '^layers  *2 (2 full_attention)' '$work/info.out'"
 "$bin" info --model "$goldens/qwen2_bias_legacy" --indexer "$work/idx" >/dev/null 2>"$work/err"; rc=$?
 check "info --indexer of another checkpoint: exit 1" "[ $rc = 1 ] && grep -q 'another checkpoint' '$work/err'"
+# The same checkpoint with another RoPE scaling (a YaRN folder over the same weights): another
+# fingerprint, refused as such; accepted with --indexer-base naming the checkpoint the indexer was trained on.
+variant() {  # variant DIR PYTHON-EDIT-OF-c: $g's files linked into DIR, its config.json edited
+  rm -rf "$1" && mkdir -p "$1" && for f in "$g"/*; do ln -s "$f" "$1/"; done && rm "$1/config.json" &&
+    python3 -c "import json, sys; c = json.load(open(sys.argv[1])); $2; json.dump(c, open(sys.argv[2], 'w'), indent=1)" \
+      "$g/config.json" "$1/config.json"
+}
+variant "$work/yarn" "c['rope_parameters'] = {'rope_type': 'yarn', 'factor': 4.0, 'original_max_position_embeddings': 512, 'rope_theta': 10000.0}"
+"$bin" info --model "$work/yarn" --indexer "$work/idx" >/dev/null 2>"$work/err"; rc=$?
+check "a YaRN folder over the same weights without --indexer-base: another checkpoint (exit 1)" \
+  "[ $rc = 1 ] && grep -q 'another checkpoint' '$work/err'"
+"$bin" info --model "$work/yarn" --indexer "$work/idx" --indexer-base "$g" >"$work/info.out" 2>"$work/err"; rc=$?
+check "... with --indexer-base the original: accepted (info names the indexer's layers and the YaRN RoPE)" \
+  "[ $rc = 0 ] && grep -q '^indexer .*: 2 of 2 full-attention layers' '$work/info.out' && grep -qi 'yarn' '$work/info.out'"
+"$bin" logits --model "$work/yarn" --ids "$g/ids.txt" --indexer "$work/idx" --indexer-base "$g" --k 8 \
+  --out "$work/yarn-logits.npy" 2>"$work/err"; rc=$?
+check "... and logits run with the indexer's supports on it" "[ $rc = 0 ] && [ -s '$work/yarn-logits.npy' ]"
+"$bin" info --model "$work/yarn" --indexer "$work/idx" --indexer-base "$goldens/qwen2_bias_legacy" >/dev/null 2>"$work/err"; rc=$?
+check "--indexer-base of another checkpoint (other tensors): exit 1, both folders named" \
+  "[ $rc = 1 ] && grep -q 'hold different tensors' '$work/err' && grep -q '$goldens/qwen2_bias_legacy' '$work/err'"
+variant "$work/eps" "c['rms_norm_eps'] = 1e-6"
+"$bin" info --model "$work/eps" --indexer "$work/idx" --indexer-base "$g" >/dev/null 2>"$work/err"; rc=$?
+check "--indexer-base with a config that differs beyond the RoPE: exit 1, the key named" \
+  "[ $rc = 1 ] && grep -q '\"rms_norm_eps\" differs from' '$work/err'"
+"$bin" info --model "$g" --indexer-base "$g" >/dev/null 2>"$work/err"; rc=$?
+check "--indexer-base without --indexer: usage error (exit 2)" "[ $rc = 2 ] && grep -q 'needs --indexer' '$work/err'"
+"$bin" eval --model "$g" --ids "$g/ids.txt" --ctx 32 --k 8 --bsel 1 --json "$work/x.json" --indexer-base "$g" >/dev/null 2>"$work/err"; rc=$?
+check "eval --indexer-base without --indexer: exit 2" "[ $rc = 2 ] && grep -q 'needs --indexer' '$work/err'"
 "$bin" export --run "$work/full" --out "$work/idx" 2>"$work/err"; rc=$?
 check "export refuses an existing --out" "[ $rc = 1 ]"
 # Hostile --out names with a leftover OUT.tmp: removed with the C library, never a shell.
