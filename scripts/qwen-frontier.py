@@ -221,7 +221,7 @@ class Frontier:
                 else:
                     row["ttft_note"] = (t["error"] if t else None) or (
                         "not timed (bench times the oracle per query only)" if c[0] == "oracle" and c[2] > 1
-                        else ttft_note)
+                        else "not timed in these runs" if self.ttft.get(L) else ttft_note)
                 out.append(row)
         return out
 
