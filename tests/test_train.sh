@@ -206,14 +206,28 @@ check "... with --indexer-base the original: accepted (info names the indexer's 
   "[ $rc = 0 ] && grep -q '^indexer .*: 2 of 2 full-attention layers' '$work/info.out' && grep -qi 'yarn' '$work/info.out'"
 "$bin" logits --model "$work/yarn" --ids "$g/ids.txt" --indexer "$work/idx" --indexer-base "$g" --k 8 \
   --out "$work/yarn-logits.npy" 2>"$work/err"; rc=$?
-check "... and logits run with the indexer's supports on it" "[ $rc = 0 ] && [ -s '$work/yarn-logits.npy' ]"
+"$bin" logits --model "$g" --ids "$g/ids.txt" --indexer "$work/idx" --k 8 --out "$work/base-logits.npy" 2>/dev/null
+check "... and logits run with the indexer's supports on it, under the YaRN RoPE (not the base's: they differ)" \
+  "[ $rc = 0 ] && [ -s '$work/yarn-logits.npy' ] && [ -s '$work/base-logits.npy' ] &&
+   ! cmp -s '$work/yarn-logits.npy' '$work/base-logits.npy'"
+# Qwen's documented edit, as scripts/get-qwen25coder.sh --yarn writes it: rope_scaling added, the context x4.
+variant "$work/qyarn" "c['rope_scaling'] = {'type': 'yarn', 'factor': 4.0, 'original_max_position_embeddings': 512}; c['max_position_embeddings'] = 2048"
+"$bin" eval --model "$work/qyarn" --ids "$work/ids.txt" --ctx 48 --k 8 --bsel 1 --indexer "$work/idx" \
+  --indexer-base "$g" --json "$work/qyarn.json" 2>"$work/err"; rc=$?
+check "... Qwen's rope_scaling form (and max_position_embeddings x4): eval --indexer-base adds indexer rows" \
+  "[ $rc = 0 ] && grep -q '\"mode\":.*\"indexer\"' '$work/qyarn.json'"
+"$bin" eval --model "$work/qyarn" --ids "$work/ids.txt" --ctx 48 --k 8 --bsel 1 --indexer "$work/idx" \
+  --json "$work/qyarn-no.json" 2>"$work/err"; rc=$?
+check "... and without --indexer-base eval refuses it (exit 1, another checkpoint, no JSON)" \
+  "[ $rc = 1 ] && grep -q 'another checkpoint' '$work/err' && [ ! -e '$work/qyarn-no.json' ] && [ ! -e '$work/qyarn-no.json.partial' ]"
 "$bin" info --model "$work/yarn" --indexer "$work/idx" --indexer-base "$goldens/qwen2_bias_legacy" >/dev/null 2>"$work/err"; rc=$?
 check "--indexer-base of another checkpoint (other tensors): exit 1, both folders named" \
-  "[ $rc = 1 ] && grep -q 'hold different tensors' '$work/err' && grep -q '$goldens/qwen2_bias_legacy' '$work/err'"
+  "[ $rc = 1 ] && grep -q 'hold different tensors' '$work/err' && grep -q '$goldens/qwen2_bias_legacy' '$work/err' &&
+   grep -q '$work/yarn ' '$work/err'"
 variant "$work/eps" "c['rms_norm_eps'] = 1e-6"
 "$bin" info --model "$work/eps" --indexer "$work/idx" --indexer-base "$g" >/dev/null 2>"$work/err"; rc=$?
-check "--indexer-base with a config that differs beyond the RoPE: exit 1, the key named" \
-  "[ $rc = 1 ] && grep -q '\"rms_norm_eps\" differs from' '$work/err'"
+check "--indexer-base with a config that differs beyond the RoPE: exit 1, the key and both files named" \
+  "[ $rc = 1 ] && grep -q '$work/eps/config.json: \"rms_norm_eps\" differs from $g/config.json' '$work/err'"
 "$bin" info --model "$g" --indexer-base "$g" >/dev/null 2>"$work/err"; rc=$?
 check "--indexer-base without --indexer: usage error (exit 2)" "[ $rc = 2 ] && grep -q 'needs --indexer' '$work/err'"
 "$bin" eval --model "$g" --ids "$g/ids.txt" --ctx 32 --k 8 --bsel 1 --json "$work/x.json" --indexer-base "$g" >/dev/null 2>"$work/err"; rc=$?
