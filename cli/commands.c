@@ -103,6 +103,12 @@ static int hybrid_needs_cpu(const char *cmd, const Flag *flags, int nf) {
     return 0;
 }
 
+// --indexer-base, in every command that takes --indexer (load_indexer).
+#define INDEXER_BASE_HELP                                                                                             \
+    "the checkpoint the indexer was trained on, when --model is it with another RoPE scaling (the same tensors; "  \
+    "config.json differs only in rope_scaling, rope_parameters, rope_theta and max_position_embeddings: e.g. its " \
+    "YaRN folder)"
+
 // --indexer-base without --indexer: a usage error of cmd (exit 2).
 static int indexer_base_check(const char *cmd, const Flag *flags, int nf) {
     if (!args_get(flags, nf, "--indexer-base") || args_get(flags, nf, "--indexer")) return 0;
@@ -153,7 +159,7 @@ int cmd_info(int argc, char **argv) {
     Flag flags[] = {
         {"--model", 1, "model folder (config.json + safetensors)", NULL},
         {"--indexer", 1, "exported indexer folder (spindle export) for this model: say which layers it covers", NULL},
-        {"--indexer-base", 1, "the checkpoint the indexer was trained on, when --model is it with another RoPE scaling (the same tensors; config.json differs only in rope_scaling, rope_parameters, rope_theta and max_position_embeddings: e.g. its YaRN folder)", NULL},
+        {"--indexer-base", 1, INDEXER_BASE_HELP, NULL},
     };
     int rc = cli_parse(argc, argv, flags, N_FLAGS(flags), "info", (const char *const[]){"--model", NULL});
     if (rc) return rc;
@@ -310,7 +316,7 @@ int cmd_logits(int argc, char **argv) {
         {"--oracle-k", 1, "attention-mass oracle: keep the top K keys (K >= 1)", NULL},
         {"--bsel", 1, "queries sharing one support (default 1: per query)", NULL},
         {"--indexer", 1, "trained indexer folder (spindle export): it picks the supports", NULL},
-        {"--indexer-base", 1, "the checkpoint the indexer was trained on, when --model is it with another RoPE scaling (the same tensors; config.json differs only in rope_scaling, rope_parameters, rope_theta and max_position_embeddings: e.g. its YaRN folder)", NULL},
+        {"--indexer-base", 1, INDEXER_BASE_HELP, NULL},
         {"--k", 1, "keys kept per support with --indexer (default: the export's default_k)", NULL},
         {"--precision", 1, "with --device cuda: fp32 (default, the reference), mixed (16-bit layer GEMMs) or bf16 (mixed + cuDNN bf16 attention)", NULL},
         {"--indexer-scores", 1, "with --device cuda and --indexer: how the indexer scores keys, fp32, tf32 or bf16 (default: the precision's: fp32 in fp32 and mixed; in bf16, tf32 per query and fused bf16 block sums block-shared)", NULL},
@@ -588,7 +594,7 @@ static int eval_tasks(int argc, char **argv) {
         {"--k", 1, "keys kept per support, comma-separated (default: dense rows only)", NULL},
         {"--bsel", 1, "queries sharing one support, comma-separated (with --k; default 1)", NULL},
         {"--indexer", 1, "trained indexer folder (spindle export): adds indexer rows at every (k, b_sel)", NULL},
-        {"--indexer-base", 1, "the checkpoint the indexer was trained on, when --model is it with another RoPE scaling (the same tensors; config.json differs only in rope_scaling, rope_parameters, rope_theta and max_position_embeddings: e.g. its YaRN folder)", NULL},
+        {"--indexer-base", 1, INDEXER_BASE_HELP, NULL},
         {"--json", 1, "results as JSON (one object per configuration and task, with its provenance); while it runs, "
                       "the configurations done so far in JSON.partial (also MD.partial, PREDICTIONS.partial)", NULL},
         {"--md", 1, "results as a Markdown table (default: the --json path with .md)", NULL},
@@ -814,7 +820,7 @@ int cmd_eval(int argc, char **argv) {
         {"--task-n", 1, "seeded instances per task and depth (default 4)", NULL},
         {"--seed", 1, "seed of the retrieval instances (default 1)", NULL},
         {"--indexer", 1, "trained indexer folder (spindle export): adds indexer rows at every (k, b_sel)", NULL},
-        {"--indexer-base", 1, "the checkpoint the indexer was trained on, when --model is it with another RoPE scaling (the same tensors; config.json differs only in rope_scaling, rope_parameters, rope_theta and max_position_embeddings: e.g. its YaRN folder)", NULL},
+        {"--indexer-base", 1, INDEXER_BASE_HELP, NULL},
         {"--device", 1, "cpu (default) or cuda", NULL},
         {"--precision", 1, "with --device cuda: fp32 (default), mixed or bf16 (see spindle logits)", NULL},
         {"--indexer-scores", 1, "with --device cuda and --indexer: how the indexer scores keys, fp32, tf32 or bf16 (default: the precision's: fp32 in fp32 and mixed; in bf16, tf32 per query and fused bf16 block sums block-shared)", NULL},

@@ -338,19 +338,26 @@ const char *family_supported(void) {
     return buf;
 }
 
-int config_load(ModelConfig *cfg, const char *dir, Status *st) {
-    memset(cfg, 0, sizeof *cfg);
-    char path[4096];
-    snprintf(path, sizeof path, "%s/config.json", dir);
+cJSON *config_json_read(const char *dir, char *path, size_t n, Status *st) {
+    snprintf(path, n, "%s/config.json", dir);
     size_t len = 0;
     char *text = NULL;
-    if (file_read_all(path, &text, &len, st)) return -1;
+    if (file_read_all(path, &text, &len, st)) return NULL;
     cJSON *doc = cJSON_ParseWithLength(text, len);
     free(text);
     if (!doc || !cJSON_IsObject(doc)) {
         cJSON_Delete(doc);
-        return status_fail(st, "%s: not valid JSON (broken or truncated file)", path);
+        status_fail(st, "%s: not valid JSON (broken or truncated file)", path);
+        return NULL;
     }
+    return doc;
+}
+
+int config_load(ModelConfig *cfg, const char *dir, Status *st) {
+    memset(cfg, 0, sizeof *cfg);
+    char path[4096];
+    cJSON *doc = config_json_read(dir, path, sizeof path, st);
+    if (!doc) return -1;
     int rc = -1;
     const cJSON *root = doc;
 

@@ -88,6 +88,9 @@ typedef struct {
 // Reads DIR/config.json. On failure st names the file and the problem.
 // The caller releases cfg with config_free.
 int config_load(ModelConfig *cfg, const char *dir, Status *st);
+// DIR/config.json parsed as a JSON object (cJSON_Delete it), its path in path[0..n);
+// NULL with st naming the file when it is unreadable or not a JSON object.
+struct cJSON *config_json_read(const char *dir, char *path, size_t n, Status *st);
 void config_free(ModelConfig *cfg);
 const char *config_family_name(Family f);
 const char *config_rope_name(RopeType t);

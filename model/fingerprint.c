@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h"
 #include "fileio.h"
 
 static int cmp_tensor_names(const void *a, const void *b) {
@@ -58,29 +59,14 @@ int model_fingerprint(const char *model_dir, const SafeTensors *tensors, char ou
     size_t cfg_len = 0;
     if (file_read_all(path, &cfg, &cfg_len, st)) return -1;
     const int rc = digest(cfg, cfg_len, tensors, out_hex);
-    if (rc) status_fail(st, "%s: cannot compute the checkpoint fingerprint (SHA-256 unavailable in libcrypto)", model_dir);
+    if (rc)
+        status_fail(st, "%s: cannot compute the checkpoint fingerprint (SHA-256 unavailable in libcrypto)", model_dir);
     free(cfg);
     return rc;
 }
 
-// DIR/config.json parsed, or NULL with st set.
-static cJSON *read_config(const char *dir, char *path, size_t n, Status *st) {
-    snprintf(path, n, "%s/config.json", dir);
-    char *text;
-    size_t len;
-    if (file_read_all(path, &text, &len, st)) return NULL;
-    cJSON *o = cJSON_ParseWithLength(text, len);
-    free(text);
-    if (!cJSON_IsObject(o)) {
-        cJSON_Delete(o);
-        status_fail(st, "%s: not a JSON object", path);
-        return NULL;
-    }
-    return o;
-}
-
-// The keys a RoPE variant may change: the scaling (transformers 4.x's rope_scaling, 5.x's rope_parameters),
-// the base and the context it declares.
+// The keys a RoPE variant may change: the scaling (transformers 4.x's rope_scaling, 5.x's
+// rope_parameters), the base and the context it declares.
 static int rope_key(const char *k) {
     static const char *const keys[] = {"rope_scaling", "rope_parameters", "rope_theta", "max_position_embeddings"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
@@ -115,12 +101,14 @@ int model_rope_variant_of(const char *model_dir, const SafeTensors *model_tensor
                         "same checkpoint with another RoPE scaling", model_dir, base_dir);
         goto done;
     }
-    if (!(cm = read_config(model_dir, pm, sizeof pm, st)) || !(cb = read_config(base_dir, pb, sizeof pb, st))) goto done;
+    if (!(cm = config_json_read(model_dir, pm, sizeof pm, st)) || !(cb = config_json_read(base_dir, pb, sizeof pb, st)))
+        goto done;
     const char *key = first_difference(cm, cb);
     if (!key) key = first_difference(cb, cm);
     if (key) {
         status_fail(st, "%s: \"%s\" differs from %s (--indexer-base must be the same checkpoint with another RoPE "
-                        "scaling: only rope_scaling, rope_parameters, rope_theta and max_position_embeddings may differ)", pm, key, pb);
+                        "scaling: only rope_scaling, rope_parameters, rope_theta and max_position_embeddings may "
+                        "differ)", pm, key, pb);
         goto done;
     }
     rc = 0;

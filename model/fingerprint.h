@@ -23,7 +23,8 @@ int model_fingerprint(const char *model_dir, const SafeTensors *tensors, char ou
 // base_dir with another RoPE scaling: the same tensors (names, dtypes, shapes)
 // and config.json equal key by key apart from rope_scaling, rope_parameters,
 // rope_theta and max_position_embeddings (e.g. a YaRN folder over the same
-// weights). Returns 0 with base_fp = base_dir's fingerprint, or -1 with st
-// naming the folders or the first key that differs. An indexer trained on base_dir names base_fp.
+// weights). Returns 0 with base_fp = base_dir's fingerprint (the one an indexer
+// trained on base_dir names), or -1 with st naming the folders or the first key
+// that differs.
 int model_rope_variant_of(const char *model_dir, const SafeTensors *model_tensors, const char *base_dir,
                           char base_fp[65], Status *st);
