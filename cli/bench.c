@@ -66,6 +66,9 @@
                               "(default 2.1e9, DeepSeek-V3.2's indexer warm-up)", NULL}, \
         {"--union-block", 1, "queries per block of the indexer_union and indexer_refine TTFT runs (default 16)", NULL}, \
         {"--refine", 1, "candidates per block of --bsel queries in the indexer_refine TTFT run (default 4 x --k)", NULL}, \
+        {"--decode", 1, "also greedy decoding after a dense prefill at each ctx (what eval --tasks-file runs per task): " \
+                        "the prefill of a prompt length not run before, the same again, and N dense cached steps " \
+                        "(ms per token, then split op by op)", NULL}, \
     }
 static const char *const BENCH_REQUIRED[] = {"--ctx", "--json", NULL};
 #define BENCH_NO_CUDA "spindle " CMD ": built without CUDA; bench needs a build configured with -DSPINDLE_CUDA=ON"
@@ -89,6 +92,7 @@ typedef struct {
     int want_ttft[N_TTFT_RUNS];
     int train_online, bf16_teacher;  // --train-online and its teacher precision
     double query_frac, train_tokens;
+    int decode;  // --decode: cached steps after the dense prefill (0: no decoding runs)
 } BenchArgs;
 
 // Checks every flag value (the same on CPU and CUDA builds). Returns -1 after
@@ -111,6 +115,8 @@ static int bench_args(const Flag *flags, int nf, BenchArgs *a) {
     if ((v0 = args_get(flags, nf, "--union-block")) && cli_positive(CMD, "--union-block", v0, &a->union_block))
         return -1;
     if ((v0 = args_get(flags, nf, "--refine")) && cli_positive(CMD, "--refine", v0, &a->refine)) return -1;
+    a->decode = 0;
+    if ((v0 = args_get(flags, nf, "--decode")) && cli_positive(CMD, "--decode", v0, &a->decode)) return -1;
     a->k = 2048, a->bsel = 64, a->n_layers = 0;
     a->max_fp32 = 32768, a->max_oracle = 32768, a->max_train = 32768, a->max_oracle_ttft = 8192, a->warmup_ctx = 0;
     long long reps_max = 20, reps_ttft = 3;  // repeats: at most 60 per kernel, 16 per TTFT (all[16])
@@ -616,6 +622,46 @@ static void bench_ttft(Bench *b, FwdCuda *f, const ModelConfig *c, const Indexer
     free(logits);
 }
 
+// Greedy decoding as `eval --tasks-file` runs it for each task instance: a dense
+// prefill of T − 1 tokens (a prompt length this process has not run: the plans
+// cuBLAS and cuDNN build for a new shape are inside that prefill's time, as they
+// are in every instance of a tasks file, whose prompts differ in length), the
+// same generation again (plans built), and its n_new − 1 cached steps; then once
+// more with the steps timed op by op (a sync after each op). Wall-clock times of
+// single runs (fwd_cuda_generate's GenTiming), not medians.
+static void bench_decode(Bench *b, FwdCuda *f, const ModelConfig *c, int T, int n_new) {
+    const int P = T > 1 ? T - 1 : T;
+    int32_t *ids = xmalloc(sizeof(int32_t) * (size_t)P), *out = xmalloc(sizeof(int32_t) * (size_t)n_new);
+    uint64_t z = 777;
+    for (int t = 0; t < P; t++) z = z * 6364136223846793005ull + 1442695040888963407ull, ids[t] = (int32_t)((z >> 33) % (uint64_t)c->vocab);
+    GenTiming cold = {0}, warm = {0}, prof = {.profile_steps = 1};
+    Status st;
+    cuda_mem_peak_reset();
+    if (fwd_cuda_generate(f, ids, P, NULL, n_new, NULL, 0, out, NULL, &cold, &st) < 0) {
+        record_skip(b, "generate_prefill_new_length", P, st.msg);
+        goto out;
+    }
+    fwd_cuda_generate(f, ids, P, NULL, n_new, NULL, 0, out, NULL, &warm, &st);
+    fwd_cuda_generate(f, ids, P, NULL, n_new, NULL, 0, out, NULL, &prof, &st);
+    char note[320];
+    double ms = 1e3 * cold.prefill_s;
+    record(b, "generate_prefill_new_length", P, ms, &ms, 1, 0, 0, 0,
+           "dense prefill of a prompt length not run before in this process (its cuBLAS / cuDNN plans built inside)");
+    ms = 1e3 * warm.prefill_s;
+    record(b, "generate_prefill", P, ms, &ms, 1, 0, 0, 0, "the same prefill again (plans built)");
+    const int steps = warm.steps > 0 ? warm.steps : 1, ps = prof.steps > 0 ? prof.steps : 1;
+    const ForwardProfile *sp = &prof.step;
+    snprintf(note, sizeof note, "dense cached step over the fp32 KV cache, mean of %d; op by op (a sync after each "
+             "op, %.3f ms a step): projections + MLP %.3f, attention %.3f, the rest (norms, lm_head, copies) %.3f ms",
+             warm.steps, 1e3 * (sp->gemm + sp->attention + sp->other + sp->linear) / ps, 1e3 * sp->gemm / ps,
+             1e3 * sp->attention / ps, 1e3 * (sp->other + sp->linear) / ps);
+    ms = 1e3 * warm.decode_s / steps;
+    record(b, "decode_token", P, ms, &ms, 1, 0, 0, 0, note);
+out:
+    free(ids);
+    free(out);
+}
+
 // ---- online training ------------------------------------------------------------------------
 
 // Adds key = v to the last measurement (and rewrites the JSON).
@@ -817,9 +863,11 @@ int cmd_bench(int argc, char **argv) {
             ix.params[l] = xmalloc(sizeof(float) * (size_t)np);
             indexer_init(&ix.cfg, ix.params[l], 100 + (uint64_t)l);
         }
-        for (int i = 0; i < n_ctx; i++)
+        for (int i = 0; i < n_ctx; i++) {
             bench_ttft(&b, f, c, &ix, ctxs[i], k, bsel, max_oracle_ttft, ctxs[i] > 65536 ? 1 : ttft_reps,
                        a.warmup_ctx, want_ttft, a.ix_scores, a.union_block, a.refine);
+            if (a.decode) bench_decode(&b, f, c, ctxs[i], a.decode + 1);
+        }
     }
     save(&b);
     fprintf(stderr, "spindle " CMD ": -> %s\n", b.json);

@@ -738,9 +738,10 @@ static int eval_tasks(int argc, char **argv) {
     if (preds_path) unlink(w.preds);
     for (int i = 0; i < n_res; i++)
         if (!strcmp(res[i].task, "average"))
-            fprintf(stderr, "spindle eval: %s k %d bsel %d at %d: RULER average %.1f ± %.1f over %d instances\n",
+            fprintf(stderr, "spindle eval: %s k %d bsel %d at %d: RULER average %.1f ± %.1f over %d instances "
+                    "(per instance: prefill %.3f s, decoding %.3f s for %.1f tokens)\n",
                     ruler_mode_name(res[i].mode), res[i].k, res[i].bsel, res[i].ctx, res[i].score, res[i].ci95,
-                    res[i].n);
+                    res[i].n, res[i].prefill_seconds, res[i].decode_seconds, res[i].new_tokens);
     fprintf(stderr, "spindle eval: %d task instances, %d rows -> %s, %s\n", n_tasks, n_res, json, md);
     rc = 0;
 done:

@@ -268,11 +268,14 @@ int ruler_run(const Backbone *b, const RulerTask *tasks, int n_tasks, const Rule
         const ForwardOpts fo = {.sparse = mode == EVAL_DENSE ? NULL : &sp,
                                 .indexer = mode == EVAL_INDEXER ? o->indexer : NULL};
         RulerResult *row = res + (size_t)c * rows_per_cfg;
-        for (int g = 0; g < rows_per_cfg; g++) row[g] = (RulerResult){mode, k, bsel, NULL, 0, 0, 0, 0, 0, 0, refine};
+        for (int g = 0; g < rows_per_cfg; g++)
+            row[g] = (RulerResult){.mode = mode, .k = k, .bsel = bsel, .refine = refine};
         for (int i = 0; i < n_tasks && !rc; i++) {
             const RulerTask *t = &tasks[i];
             const double t0 = omp_get_wtime();
-            const int n_gen = backbone_generate(b, t->ids, t->n_ids, &fo, t->max_new, t->stop, t->n_stop, gen, NULL, st);
+            GenTiming tm = {0};
+            const int n_gen = backbone_generate(b, t->ids, t->n_ids, &fo, t->max_new, t->stop, t->n_stop, gen, NULL,
+                                                &tm, st);
             if (n_gen < 0) {
                 rc = -1;
                 break;
@@ -297,6 +300,7 @@ int ruler_run(const Backbone *b, const RulerTask *tasks, int n_tasks, const Rule
             r->n++;
             r->score += sc[i];
             r->seconds += secs;
+            r->prefill_seconds += tm.prefill_s, r->decode_seconds += tm.decode_s;
             r->new_tokens += n_gen;
             if (pr) pr[(size_t)c * n_tasks + i] = text;
             else free(text);
@@ -308,6 +312,7 @@ int ruler_run(const Backbone *b, const RulerTask *tasks, int n_tasks, const Rule
         for (int g = 0; g < n_g; g++) {  // means, then the sample sd's 95% half-width
             RulerResult *r = &row[g];
             r->score /= r->n, r->seconds /= r->n, r->new_tokens /= r->n;
+            r->prefill_seconds /= r->n, r->decode_seconds /= r->n;
             double ss = 0.0;
             for (int i = 0; i < n_tasks; i++)
                 if (group[i] == g) ss += (sc[i] - r->score) * (sc[i] - r->score);
@@ -324,10 +329,13 @@ int ruler_run(const Backbone *b, const RulerTask *tasks, int n_tasks, const Rule
                 a->n += row[g].n;
                 a->score += row[g].score;
                 a->seconds += row[g].seconds * row[g].n;
+                a->prefill_seconds += row[g].prefill_seconds * row[g].n;
+                a->decode_seconds += row[g].decode_seconds * row[g].n;
                 a->new_tokens += row[g].new_tokens * row[g].n;
                 var += (row[g].ci95 / 1.96) * (row[g].ci95 / 1.96);
             }
             a->score /= n_in, a->seconds /= a->n, a->new_tokens /= a->n;
+            a->prefill_seconds /= a->n, a->decode_seconds /= a->n;
             a->ci95 = 1.96 * sqrt(var) / n_in;
         }
         if (o->on_config && o->on_config(o->on_config_ctx, res, (c + 1) * rows_per_cfg, pr, st)) rc = -1;
@@ -401,6 +409,8 @@ int ruler_write(const RulerResult *r, int n, const RulerTask *tasks, int n_tasks
         cJSON_AddNumberToObject(o, "accuracy", r[i].score);
         cJSON_AddNumberToObject(o, "accuracy_ci95", r[i].ci95);
         cJSON_AddNumberToObject(o, "seconds_per_task", r[i].seconds);
+        cJSON_AddNumberToObject(o, "prefill_seconds_per_task", r[i].prefill_seconds);
+        cJSON_AddNumberToObject(o, "decode_seconds_per_task", r[i].decode_seconds);
         cJSON_AddNumberToObject(o, "new_tokens", r[i].new_tokens);
         cJSON_AddItemToObject(o, "provenance", provenance(tasks, n_tasks, p));
         cJSON_AddItemToArray(arr, o);

@@ -63,6 +63,7 @@ typedef struct {
     int n;              // instances scored
     double score, ci95; // RULER score mean (0..100) and the 95% half-width (normal, sample sd)
     double seconds;     // wall time of prefill + decoding, per instance
+    double prefill_seconds, decode_seconds;  // its two parts (GenTiming), per instance
     double new_tokens;  // mean tokens generated
     int refine;         // two-stage supports: candidates per block (0: none)
 } RulerResult;
@@ -113,7 +114,7 @@ typedef struct {
 
 // Writes results as JSON (an array: one object per configuration and task,
 // mode, k, bsel, ctx, task, n_seq, accuracy, accuracy_ci95, seconds_per_task,
-// new_tokens, and a provenance object with the tasks' generator, seeds,
+// prefill_seconds_per_task, decode_seconds_per_task, new_tokens, and a provenance object with the tasks' generator, seeds,
 // sentence splitter and template) and a Markdown table (md may be NULL);
 // preds (may be NULL) as JSON lines, one per configuration and instance. Atomic.
 int ruler_write(const RulerResult *r, int n, const RulerTask *tasks, int n_tasks, char *const *preds,

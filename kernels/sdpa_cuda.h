@@ -6,8 +6,11 @@
 // row, as attention_forward_cpu), may be NULL. window 0: causal, key j visible
 // to query t iff j ≤ t; W > 0: sliding window, iff t − W < j ≤ t (W ≥ T is
 // causal). Every pointer must be 16-byte aligned (cudaMalloc's are).
-// One cuDNN execution plan per (T, Hq, Hkv, dh, window), built on first use and
-// kept (building may take a while: cuDNN compiles its fused kernel at run time).
+// One cuDNN execution plan per (Tb, Hq, Hkv, dh, window), built on first use and
+// kept (building may take a while: cuDNN compiles its fused kernel at run time);
+// Tb is T rounded up to a multiple of SPINDLE_SDPA_BUCKET (default 1024), the
+// pass padded to it on copies when T is not one (sdpa.cu, "Lengths in buckets"):
+// prompts of many lengths share a few plans.
 // Where cuDNN does not take a shape, the op falls back by itself to the fp32
 // flash kernel (attention_forward_cuda) on widened copies, output rounded to bf16.
 // Default stream; not thread-safe. SPINDLE_SDPA_DEBUG=1 prints each plan

@@ -93,11 +93,11 @@ void backbone_lm_head(const Backbone *b, const float *hidden, int rows, float *l
 }
 
 int backbone_generate(const Backbone *b, const int32_t *ids, int T, const ForwardOpts *o, int max_new,
-                      const int32_t *stop, int n_stop, int32_t *out, float *logits, Status *st) {
+                      const int32_t *stop, int n_stop, int32_t *out, float *logits, GenTiming *tm, Status *st) {
 #ifdef SPINDLE_HAVE_CUDA
-    if (b->gpu) return fwd_cuda_generate(b->gpu, ids, T, o, max_new, stop, n_stop, out, logits, st);
+    if (b->gpu) return fwd_cuda_generate(b->gpu, ids, T, o, max_new, stop, n_stop, out, logits, tm, st);
 #endif
-    return forward_generate(b->m, ids, T, o, max_new, stop, n_stop, out, logits, st);
+    return forward_generate(b->m, ids, T, o, max_new, stop, n_stop, out, logits, tm, st);
 }
 
 void backbone_score(const Backbone *b, const float *hd, const float *hs, int rows, const int32_t *next,

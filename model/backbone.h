@@ -31,9 +31,9 @@ const char *backbone_describe(const Backbone *b);
 
 void backbone_hidden(const Backbone *b, const int32_t *ids, int T, float *hidden, const ForwardOpts *o);
 void backbone_lm_head(const Backbone *b, const float *hidden, int rows, float *logits);
-// Greedy decoding (forward_generate, model/forward.h) on b's twin.
+// Greedy decoding (forward_generate, model/forward.h) on b's twin; tm may be NULL.
 int backbone_generate(const Backbone *b, const int32_t *ids, int T, const ForwardOpts *o, int max_new,
-                      const int32_t *stop, int n_stop, int32_t *out, float *logits, Status *st);
+                      const int32_t *stop, int n_stop, int32_t *out, float *logits, GenTiming *tm, Status *st);
 
 // Next-token scores of rows positions (the scoring of `spindle eval`):
 // hd[rows, hidden] dense final hidden states, hs the same from a sparse pass

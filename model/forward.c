@@ -11,6 +11,7 @@
 #include "forward.h"
 
 #include <math.h>
+#include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -412,14 +413,20 @@ static void cpu_last_logits(void *ctx, const int32_t *ids, int n, const ForwardO
 }
 
 int generate_greedy(LastLogitsFn last_logits, void *ctx, KvCache *kv, int vocab, const int32_t *ids, int T,
-                    const ForwardOpts *o, int max_new, const int32_t *stop, int n_stop, int32_t *out, float *logits) {
+                    const ForwardOpts *o, int max_new, const int32_t *stop, int n_stop, int32_t *out, float *logits,
+                    GenTiming *tm) {
     ForwardOpts pre = o ? *o : (ForwardOpts){0};
     pre.kv = kv;
     pre.tap = NULL;
     pre.stop_after_tap = 0;
-    const ForwardOpts step = {.kv = kv};
+    ForwardProfile prof;
+    const ForwardOpts step = {.kv = kv, .prof = tm && tm->profile_steps ? &prof : NULL};
+    if (tm) tm->prefill_s = tm->decode_s = 0.0, tm->steps = 0, tm->step = (ForwardProfile){0};
     float *row = xmalloc(sizeof(float) * (size_t)vocab);
+    double t0 = omp_get_wtime();
     last_logits(ctx, ids, T, &pre, row);
+    if (tm) tm->prefill_s = omp_get_wtime() - t0;
+    t0 = omp_get_wtime();
     int n = 0;
     for (;;) {
         if (logits) memcpy(logits + (size_t)n * vocab, row, sizeof(float) * (size_t)vocab);
@@ -429,18 +436,24 @@ int generate_greedy(LastLogitsFn last_logits, void *ctx, KvCache *kv, int vocab,
         for (int i = 0; i < n_stop; i++) stopped |= next == stop[i];
         if (stopped || n == max_new) break;
         last_logits(ctx, &next, 1, &step, row);  // one dense cached step
+        if (step.prof) {
+            tm->step.gemm += prof.gemm, tm->step.attention += prof.attention, tm->step.linear += prof.linear;
+            tm->step.other += prof.other, tm->step.lm_head += prof.lm_head;
+        }
+        if (tm) tm->steps++;
     }
+    if (tm) tm->decode_s = omp_get_wtime() - t0;
     free(row);
     return n;
 }
 
 int forward_generate(const Model *m, const int32_t *ids, int T, const ForwardOpts *o, int max_new,
-                     const int32_t *stop, int n_stop, int32_t *out, float *logits, Status *st) {
+                     const int32_t *stop, int n_stop, int32_t *out, float *logits, GenTiming *tm, Status *st) {
     if (max_new <= 0 || T <= 0) return 0;
     KvCache *kv;
     if (kvcache_new(&kv, m, T + max_new, st)) return -1;
     const int n = generate_greedy(cpu_last_logits, (void *)m, kv, m->cfg.vocab, ids, T, o, max_new, stop, n_stop,
-                                  out, logits);
+                                  out, logits, tm);
     kvcache_free(kv);
     return n;
 }

@@ -176,15 +176,26 @@ void forward_layer_qk(const Model *m, int layer, const float *xn, int T, const f
 // (cap·tanh(logits/cap)) when cfg.final_softcap > 0.
 void forward_lm_head(const Model *m, const float *hidden, int rows, float *logits);
 
+// Where a greedy generation's time went (generate_greedy fills it; may be NULL).
+// Wall-clock seconds: the prefill up to its last logits on the host (so it
+// includes what a new prompt length costs the first time: cuBLAS and cuDNN
+// plans for the shape), and the cached steps after it.
+typedef struct {
+    double prefill_s, decode_s;
+    int steps;             // cached steps run (tokens generated − 1)
+    int profile_steps;     // in: nonzero times the steps op by op (a sync after each op: slower)
+    ForwardProfile step;   // out, with profile_steps: the steps' sums
+} GenTiming;
+
 // Greedy decoding on the CPU twin: prefill of ids[0..T) under o (its sparse /
 // indexer settings; o may be NULL: dense), then up to max_new tokens, each the
 // argmax of the last logits (ties: the lowest id), fed back through a dense
 // cached step. Stops after emitting a token of stop[0..n_stop). out[max_new]
 // gets the tokens (the stop token included); logits (NULL or [max_new, vocab])
 // the logits each token was picked from. Returns the count, or -1 with st
-// saying why (a model kvcache_new refuses).
+// saying why (a model kvcache_new refuses). tm (may be NULL): GenTiming.
 int forward_generate(const Model *m, const int32_t *ids, int T, const ForwardOpts *o, int max_new,
-                     const int32_t *stop, int n_stop, int32_t *out, float *logits, Status *st);
+                     const int32_t *stop, int n_stop, int32_t *out, float *logits, GenTiming *tm, Status *st);
 
 // The greedy loop behind forward_generate and its GPU twin (fwd_cuda_generate):
 // last_logits(ctx, ids, n, opts, row) runs one pass of n tokens through the
@@ -193,4 +204,5 @@ int forward_generate(const Model *m, const int32_t *ids, int T, const ForwardOpt
 // token. Returns the count of tokens written to out.
 typedef void (*LastLogitsFn)(void *ctx, const int32_t *ids, int n, const ForwardOpts *opts, float *row);
 int generate_greedy(LastLogitsFn last_logits, void *ctx, KvCache *kv, int vocab, const int32_t *ids, int T,
-                    const ForwardOpts *o, int max_new, const int32_t *stop, int n_stop, int32_t *out, float *logits);
+                    const ForwardOpts *o, int max_new, const int32_t *stop, int n_stop, int32_t *out, float *logits,
+                    GenTiming *tm);

@@ -1004,12 +1004,12 @@ static void cuda_last_logits(void *ctx, const int32_t *ids, int n, const Forward
 }
 
 int fwd_cuda_generate(FwdCuda *f, const int32_t *ids, int T, const ForwardOpts *o, int max_new, const int32_t *stop,
-                      int n_stop, int32_t *out, float *logits, Status *st) {
+                      int n_stop, int32_t *out, float *logits, GenTiming *tm, Status *st) {
     if (max_new <= 0 || T <= 0) return 0;
     KvCache *kv;
     if (fwd_cuda_kvcache_new(f, T + max_new, &kv, st)) return -1;
     const int n = generate_greedy(cuda_last_logits, f, kv, f->m->cfg.vocab, ids, T, o, max_new, stop, n_stop, out,
-                                  logits);
+                                  logits, tm);
     fwd_cuda_kvcache_free(kv);
     return n;
 }

@@ -83,7 +83,7 @@ void fwd_cuda_ttft(FwdCuda *f, const int32_t *ids, int T, const ForwardOpts *o, 
 // of fp32 k and v (fwd_cuda_kvcache_new). Returns the count, or -1 with st
 // saying why (a model kvcache_check refuses).
 int fwd_cuda_generate(FwdCuda *f, const int32_t *ids, int T, const ForwardOpts *o, int max_new, const int32_t *stop,
-                      int n_stop, int32_t *out, float *logits, Status *st);
+                      int n_stop, int32_t *out, float *logits, GenTiming *tm, Status *st);
 // A device cache for up to max_len positions of f's model (KvCache.device set;
 // k, v device arrays), and its release.
 int fwd_cuda_kvcache_new(FwdCuda *f, int max_len, KvCache **out, Status *st);

@@ -54,7 +54,7 @@ static void check_dense(const Model *m, const int32_t *ids, int P, int N, double
     int32_t *gen = malloc(sizeof(int32_t) * N);
     float *glog = malloc(sizeof(float) * (size_t)N * V);
     Status st;
-    const int n = forward_generate(m, ids, P, NULL, N, NULL, 0, gen, glog, &st);
+    const int n = forward_generate(m, ids, P, NULL, N, NULL, 0, gen, glog, NULL, &st);
     EXPECT(n == N, "dense: generated %d tokens, expected %d", n, N);
     if (n != N) goto out;
     const int T = P + N - 1;
@@ -85,7 +85,7 @@ static void check_oracle(const Model *m, const int32_t *ids, int P, int N, doubl
     int32_t *gen = malloc(sizeof(int32_t) * N);
     float *glog = malloc(sizeof(float) * (size_t)N * V);
     Status st;
-    const int n = forward_generate(m, ids, P, &o, N, NULL, 0, gen, glog, &st);
+    const int n = forward_generate(m, ids, P, &o, N, NULL, 0, gen, glog, NULL, &st);
     EXPECT(n == N, "oracle: generated %d tokens, expected %d", n, N);
     float *ref = full_logits(m, ids, P, &o);   // the sparse prefill's last row
     float *dense = full_logits(m, ids, P, NULL);
@@ -105,14 +105,14 @@ static void check_oracle(const Model *m, const int32_t *ids, int P, int N, doubl
     // k ≥ P: the oracle keeps every key, so decoding equals dense decoding.
     const Sparsity all = {.topk = P + N, .bsel = 1};
     int32_t *gen2 = malloc(sizeof(int32_t) * N), *gen3 = malloc(sizeof(int32_t) * N);
-    forward_generate(m, ids, P, &(ForwardOpts){.sparse = &all}, N, NULL, 0, gen2, NULL, &st);
-    forward_generate(m, ids, P, NULL, N, NULL, 0, gen3, NULL, &st);
+    forward_generate(m, ids, P, &(ForwardOpts){.sparse = &all}, N, NULL, 0, gen2, NULL, NULL, &st);
+    forward_generate(m, ids, P, NULL, N, NULL, 0, gen3, NULL, NULL, &st);
     EXPECT(!memcmp(gen2, gen3, sizeof(int32_t) * N), "oracle k >= T: tokens differ from dense decoding");
     // A stop token ends the answer right after it is emitted.
     const int32_t stop = gen3[N / 2];
     int first = 0;
     while (gen3[first] != stop) first++;
-    const int n_stop = forward_generate(m, ids, P, NULL, N, &stop, 1, gen2, NULL, &st);
+    const int n_stop = forward_generate(m, ids, P, NULL, N, &stop, 1, gen2, NULL, NULL, &st);
     EXPECT(n_stop == first + 1, "stop token %d: %d tokens, expected %d", stop, n_stop, first + 1);
     free(gen), free(glog), free(ref), free(dense), free(gen2), free(gen3);
 }
@@ -136,7 +136,7 @@ static void check_indexer(const Model *m, const int32_t *ids, int P, double tol)
     int32_t gen[2];
     float *glog = malloc(sizeof(float) * 2 * (size_t)V);
     Status st;
-    EXPECT(forward_generate(m, ids, P, &o, 2, NULL, 0, gen, glog, &st) == 2, "indexer: generate failed");
+    EXPECT(forward_generate(m, ids, P, &o, 2, NULL, 0, gen, glog, NULL, &st) == 2, "indexer: generate failed");
     float *ref = full_logits(m, ids, P, &o), *dense = full_logits(m, ids, P, NULL);
     double worst = 0.0, from_dense = 0.0;
     const float *r = ref + (size_t)(P - 1) * V, *d = dense + (size_t)(P - 1) * V;
@@ -168,7 +168,7 @@ int main(int argc, char **argv) {
         EXPECT(kvcache_new(&kv, &m, 16, &st) == -1 && !kv, "a model with linear-attention layers got a cache");
         EXPECT(strstr(st.msg, "linear-attention") != NULL, "refusal message: \"%s\"", st.msg);
         int32_t ids[4] = {1, 2, 3, 4}, out[2];
-        EXPECT(forward_generate(&m, ids, 4, NULL, 2, NULL, 0, out, NULL, &st) == -1, "forward_generate did not refuse");
+        EXPECT(forward_generate(&m, ids, 4, NULL, 2, NULL, 0, out, NULL, NULL, &st) == -1, "forward_generate did not refuse");
         model_free(&m);
         return failures ? 1 : 0;
     }

@@ -48,6 +48,17 @@
 // tensors fed at execution, so one plan serves every scale. One cuDNN handle
 // (default stream) and one workspace buffer (grown on demand) per process.
 //
+// Lengths in buckets: cuDNN compiles its fused kernel for each plan (hundreds of
+// milliseconds), so a plan per distinct T would make every prompt of a tasks
+// file, each of its own length, pay a compile. A pass of T tokens therefore runs
+// on the plan of Tb = T rounded up to a multiple of SPINDLE_SDPA_BUCKET (default
+// 1024; 1 plans every T exactly): q, k, v are copied into Tb-row scratch whose
+// rows past T are zero, the Tb-row output and Stats are computed, and their
+// first T rows copied out. Causality makes that exact: query t < T sees keys
+// j ≤ t < T only, so the padded rows change nothing it computes (they are
+// queries and keys no real row reads). A T that is already a multiple runs in
+// place, without copies.
+//
 // Fallback: where cuDNN does not take a shape (or a windowed graph), the op
 // still runs: q, k, v are widened to fp32 scratch, attention_forward_cuda (the
 // fp32 flash kernel, with the window) computes out and lse, and out is
@@ -61,6 +72,7 @@
 // to stderr. Executing aborts on any cuDNN error with the status, cuDNN's
 // message, the shape, the statement, function, file and line.
 #include <cudnn.h>
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -68,6 +80,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cuda_check.cuh"
 #include "ops_cuda.h"
@@ -442,6 +455,8 @@ static void build_plan(SdpaPlan *e) {
     e->plan = NULL;
     e->workspace = 0;
     debug("building T=%d Hq=%d Hkv=%d dh=%d W=%d", e->T, e->Hq, e->Hkv, e->dh, e->W);
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     if (e->T < 1 || e->Hq < 1 || e->Hkv < 1 || e->dh < 1) {
         snprintf(e->why, sizeof e->why, "empty shape");
         return;
@@ -483,8 +498,10 @@ static void build_plan(SdpaPlan *e) {
     }
     e->ok = 1;
     e->plan = plan;
-    debug("plan ready: engine %lld, workspace %lld bytes, %d descriptors", (long long)engine,
-          (long long)e->workspace, b->n);
+    struct timespec t1;
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    debug("plan ready: engine %lld, workspace %lld bytes, %d descriptors, built in %.1f ms", (long long)engine,
+          (long long)e->workspace, b->n, 1e3 * (double)(t1.tv_sec - t0.tv_sec) + 1e-6 * (double)(t1.tv_nsec - t0.tv_nsec));
 }
 
 // The table entry for a shape, built on first use.
@@ -516,8 +533,28 @@ static SdpaPlan *plan_for(int T, int Hq, int Hkv, int dh, int W) {
 // The window as the plans key it: 0 for causal and for any W ≥ T.
 static int norm_window(int window, int T) { return window > 0 && window < T ? window : 0; }
 
+// The plan length of a T-token pass (the comment at the top: "Lengths in buckets").
+static int bucket_len(int T) {
+    static long bucket = 0;
+    if (!bucket) {
+        bucket = 1024;
+        const char *e = getenv("SPINDLE_SDPA_BUCKET");
+        if (e && *e) {
+            char *end;
+            const long v = strtol(e, &end, 10);
+            if (*end || v < 1 || v > (1L << 24))
+                fprintf(stderr, "spindle: SPINDLE_SDPA_BUCKET=%s is not an integer in [1, 2^24]; using %ld\n", e,
+                        bucket);
+            else
+                bucket = v;
+        }
+    }
+    const long tb = (T + bucket - 1) / bucket * bucket;
+    return tb > INT_MAX ? T : (int)tb;
+}
+
 extern "C" int sdpa_supported(int T, int Hq, int Hkv, int dh, int window, char *why, size_t len) {
-    SdpaPlan *e = plan_for(T, Hq, Hkv, dh, norm_window(window, T));
+    SdpaPlan *e = plan_for(bucket_len(T), Hq, Hkv, dh, norm_window(window, T));
     if (why && len) snprintf(why, len, "%s", e->ok ? "" : e->why);
     return e->ok;
 }
@@ -556,21 +593,38 @@ extern "C" void attention_forward_bf16_cuda(void *out, float *lse, const void *q
     static void *workspace, *lse_scratch;
     static size_t workspace_size, lse_scratch_size;
     if (T <= 0) return;
-    const int W = norm_window(window, T);
-    snprintf(exec_shape, sizeof exec_shape, "sdpa T=%d Hq=%d Hkv=%d dh=%d W=%d", T, Hq, Hkv, dh, W);
-    SdpaPlan *e = plan_for(T, Hq, Hkv, dh, W);
+    const int W = norm_window(window, T), Tb = bucket_len(T);  // W < T ≤ Tb: the same band at Tb
+    snprintf(exec_shape, sizeof exec_shape, "sdpa T=%d (plan %d) Hq=%d Hkv=%d dh=%d W=%d", T, Tb, Hq, Hkv, dh, W);
+    SdpaPlan *e = plan_for(Tb, Hq, Hkv, dh, W);
     if (!e->ok) {  // cuDNN does not take it: the fp32 kernel does (it aborts on shapes nothing takes)
         debug("fallback to the fp32 kernel for %s: %s", exec_shape, e->why);
         sdpa_fallback(out, lse, q, k, v, T, Hq, Hkv, dh, scale, W);
         return;
     }
     void *ws = e->workspace > 0 ? grow(&workspace, &workspace_size, (size_t)e->workspace) : NULL;
-    float *stats = lse ? lse : (float *)grow(&lse_scratch, &lse_scratch_size, sizeof(float) * (size_t)Hq * T);
+    // Padded to the plan's Tb rows (stream-ordered scratch), or in place.
+    const size_t rq = (size_t)Hq * dh * 2, rkv = (size_t)Hkv * dh * 2, pad = (size_t)(Tb - T);
+    void *qp = (void *)q, *kp = (void *)k, *vp = (void *)v, *op = out, *pad_buf = NULL;
+    float *lse_p = lse;
+    if (Tb != T) {
+        char *b = (char *)cuda_malloc((size_t)Tb * (2 * rq + 2 * rkv) + (lse ? sizeof(float) * (size_t)Hq * Tb : 0));
+        pad_buf = b;
+        qp = b, kp = b + (size_t)Tb * rq, vp = b + (size_t)Tb * (rq + rkv), op = b + (size_t)Tb * (rq + 2 * rkv);
+        if (lse) lse_p = (float *)(b + (size_t)Tb * (2 * rq + 2 * rkv));
+        const void *src[3] = {q, k, v};
+        void *dst[3] = {qp, kp, vp};
+        const size_t row[3] = {rq, rkv, rkv};
+        for (int i = 0; i < 3; i++) {
+            CUDA_CHECK(cudaMemcpyAsync(dst[i], src[i], (size_t)T * row[i], cudaMemcpyDeviceToDevice, 0));
+            CUDA_CHECK(cudaMemsetAsync((char *)dst[i] + (size_t)T * row[i], 0, pad * row[i], 0));
+        }
+    }
+    float *stats = lse_p ? lse_p : (float *)grow(&lse_scratch, &lse_scratch_size, sizeof(float) * (size_t)Hq * Tb);
 
     // By-value scalars: read from host memory during cudnnBackendExecute.
     float scale_value = scale, neg_inf = -INFINITY, window_value = (float)W;  // W < T ≤ 2^24: exact in fp32
     int64_t uids[N_IO] = {UID_Q, UID_K, UID_V, UID_O, UID_STATS, UID_SCALE, UID_NEG_INF, UID_WINDOW};
-    void *ptrs[N_IO] = {(void *)q, (void *)k, (void *)v, out, stats, &scale_value, &neg_inf, &window_value};
+    void *ptrs[N_IO] = {qp, kp, vp, op, stats, &scale_value, &neg_inf, &window_value};
     const int64_t n_io = W > 0 ? N_IO : N_IO - 1;
     cudnnBackendDescriptor_t pack;
     CUDNN_CHECK(cudnnBackendCreateDescriptor(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR, &pack));
@@ -581,4 +635,11 @@ extern "C" void attention_forward_bf16_cuda(void *out, float *lse, const void *q
     CUDNN_CHECK(cudnnBackendExecute(handle, e->plan, pack));
     CUDNN_CHECK(cudnnBackendDestroyDescriptor(pack));
     CUDA_CHECK(cudaGetLastError());
+    if (pad_buf) {  // the first T rows out: O [T, Hq·dh], Stats [Hq, T] from [Hq, Tb]
+        CUDA_CHECK(cudaMemcpyAsync(out, op, (size_t)T * rq, cudaMemcpyDeviceToDevice, 0));
+        if (lse)
+            CUDA_CHECK(cudaMemcpy2DAsync(lse, sizeof(float) * (size_t)T, lse_p, sizeof(float) * (size_t)Tb,
+                                         sizeof(float) * (size_t)T, (size_t)Hq, cudaMemcpyDeviceToDevice, 0));
+        cuda_free(pad_buf);
+    }
 }

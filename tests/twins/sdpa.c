@@ -3,7 +3,10 @@
 // fed the same bf16-rounded q, k, v (so only cuDNN's own rounding is measured).
 // Shapes: T ∈ {1, 7, 130, 1000} (quick: ≤ 130) × {MHA 8:8, GQA 16:2, GQA 32:4}
 // × d_h ∈ {64, 128, 256}, and T = 4096 for GQA 32:4 (the long-sequence tiles;
-// only one head layout there, as the fp32 CPU twin is slow at that length).
+// only one head layout there, as the fp32 CPU twin is slow at that length),
+// and T = 1025 (padded to a 2048-row plan; the short T pad to 1024 and 4096
+// runs in place: sdpa.cu "Lengths in buckets"; SPINDLE_SDPA_BUCKET=1 runs
+// every case on its own exact plan).
 //
 // Tolerances (a case fails beyond either; compare() in common.c):
 //   out: nmse ≤ 2e-5, max|err| ≤ 2⁻⁶·max(1, max|cpu|). cuDNN rounds twice to
@@ -145,5 +148,9 @@ void twins_sdpa(int quick) {
     if (!quick) {
         for (int dh = 64; dh <= 256; dh *= 2) check_sdpa(4096, 32, 4, dh, 0);
         check_sdpa(4096, 4, 1, 256, 512);  // Gemma 3 270M's sliding layers
+        // Past a bucket (sdpa.cu "Lengths in buckets"): 1025 runs padded to 2048 rows,
+        // 4096 above in place; the short T all pad to 1024 (SPINDLE_SDPA_BUCKET=1: exactly).
+        check_sdpa(1025, 16, 2, 128, 0);
+        check_sdpa(1025, 4, 1, 256, 512);
     }
 }
