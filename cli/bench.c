@@ -117,6 +117,10 @@ static int bench_args(const Flag *flags, int nf, BenchArgs *a) {
     if ((v0 = args_get(flags, nf, "--refine")) && cli_positive(CMD, "--refine", v0, &a->refine)) return -1;
     a->decode = 0;
     if ((v0 = args_get(flags, nf, "--decode")) && cli_positive(CMD, "--decode", v0, &a->decode)) return -1;
+    if (a->decode && (args_get(flags, nf, "--no-ttft") || args_get(flags, nf, "--train-online"))) {
+        fprintf(stderr, "spindle " CMD ": --decode runs with the TTFT runs (not with --no-ttft or --train-online)\n");
+        return -1;
+    }
     a->k = 2048, a->bsel = 64, a->n_layers = 0;
     a->max_fp32 = 32768, a->max_oracle = 32768, a->max_train = 32768, a->max_oracle_ttft = 8192, a->warmup_ctx = 0;
     long long reps_max = 20, reps_ttft = 3;  // repeats: at most 60 per kernel, 16 per TTFT (all[16])

@@ -137,7 +137,7 @@ class Frontier:
                  "ttft_oracle": "oracle", "ttft_indexer_refine": "two-stage"}
         for r in doc.get("results", []):
             mode = names.get(r.get("name"))
-            if mode is None:
+            if mode is None or "k" not in r:  # a run bench skipped (it names no configuration)
                 continue
             kk = key(mode, r.get("k", 0), r.get("bsel", 0) if mode != "oracle" else 1)
             entry = {"ms": r.get("ms_median"), "error": r.get("error"), "notes": r.get("notes"), "cmd": cid,
@@ -304,6 +304,19 @@ def verdict(rows, fr, within_ruler, within_nll):
                          f"of dense at any of {len(both)} configurations; closest {cfg(near)}: ΔRULER "
                          f"{near['druler']:+.1f}, ΔNLL {near['dnll']:+.4f}"
                          + (f", TTFT speedup {near['speedup']:.2f}×" if near.get("speedup") else ""))
+        # Configurations with a RULER row but no NLL row: the RULER half of the verdict alone.
+        only_r = [r for r in ix if r.get("druler") is not None and r.get("dnll") is None]
+        r_ok = [r for r in only_r if r["druler"] >= -within_ruler]
+        if only_r:
+            s = (f"RULER alone (no NLL row): within {within_ruler:g} point of dense at {len(r_ok)} of "
+                 f"{len(only_r)} configurations" + (f" ({'; '.join(cfg(r) for r in r_ok)})" if r_ok else ""))
+            timed = [r for r in r_ok if r.get("speedup")]
+            if timed:
+                best = max(timed, key=sp)
+                s += f", the fastest timed {cfg(best)} at {best['speedup']:.2f}× (ΔRULER {best['druler']:+.1f})"
+            elif r_ok:
+                s += ", none of them timed"
+            parts.append(s)
         fastest = max((r for r in ix if r.get("speedup")), key=sp, default=None)
         if fastest:
             parts.append(f"the indexer's largest TTFT speedup in the grid is {fastest['speedup']:.2f}× "

@@ -47,6 +47,13 @@ ok = modes == [('dense', 0, 0), ('oracle', 8, 1)] and p['generator'] == ['test']
 ok = ok and len(rows) == 10 and all(r['n_seq'] == (4 if r['task'] == 'average' else 1) for r in rows)
 sys.exit(0 if ok else print(modes, p) or 1)
 PY"
+check "rows: each instance's time split into its prefill and its decoding (both > 0, their sum within the whole)" "python3 - '$work/r2.json' <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))
+bad = [r for r in rows if not (r['prefill_seconds_per_task'] > 0 and r['decode_seconds_per_task'] >= 0
+       and r['prefill_seconds_per_task'] + r['decode_seconds_per_task'] <= r['seconds_per_task'] + 1e-6)]
+sys.exit(0 if not bad else print(bad[0]) or 1)
+PY"
 # The GPU twin: on a machine without one (or a build without CUDA) a clear
 # refusal (exit 1); with one, the same greedy answers as the CPU twin (fp32).
 "$spindle" eval --model "$model" --tasks-file "$work/t2.jsonl" --k 8 --bsel 1 --json "$work/r3.json" \

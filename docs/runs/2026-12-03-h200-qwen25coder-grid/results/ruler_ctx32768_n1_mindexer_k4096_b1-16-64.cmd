@@ -1,0 +1,1 @@
+/root/src/build-device/spindle eval --model models/qwen25coder-1.5b --tasks-file /root/q25/tasks/tasks_32k_n1.jsonl --k 4096 --bsel 1,16,64 --modes indexer --indexer /root/q25/idx --device cuda --precision bf16 --json /root/q25/res/ruler_ctx32768_n1_mindexer_k4096_b1-16-64.json --predictions /root/q25/res/ruler_ctx32768_n1_mindexer_k4096_b1-16-64-preds.jsonl

@@ -1,0 +1,1 @@
+/root/src/build-device/spindle bench --model models/qwen25coder-1.5b-yarn --no-kernels --ctx 65536,131072 --k 1024 --bsel 64 --ttft dense,indexer_block --max-oracle-ttft-ctx 32768 --device cuda --json /root/q25/res/ttft_ctx65536-131072_k1024_b64.json

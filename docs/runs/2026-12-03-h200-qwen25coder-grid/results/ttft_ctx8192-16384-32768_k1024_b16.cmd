@@ -1,0 +1,1 @@
+/root/src/build-device/spindle bench --model models/qwen25coder-1.5b --no-kernels --ctx 8192,16384,32768 --k 1024 --bsel 16 --ttft dense,indexer_block --max-oracle-ttft-ctx 32768 --device cuda --json /root/q25/res/ttft_ctx8192-16384-32768_k1024_b16.json
