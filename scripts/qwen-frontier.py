@@ -20,7 +20,9 @@ NAME-preds.jsonl (or .partial) beside each RULER JSON, a configuration is compar
 instances both scored (e.g. RULER_PER_TASK=1 rows against the full dense call), each task's mean first.
 
   python3 scripts/qwen-frontier.py --results docs/runs/DIR [...] --md OUT.md --json OUT.json --png OUT.png
-         [--within-ruler 1] [--within-nll 0.01] [--title TEXT]
+         [--within-ruler 1] [--within-nll 0.01] [--title TEXT] [--grid-k LIST --grid-bsel LIST]
+The Markdown also says what the grid holds: per length, mode, k and b_sel, which of the RULER, NLL and TTFT
+rows are there.
 """
 import argparse
 import glob
@@ -325,6 +327,29 @@ def verdict(rows, fr, within_ruler, within_nll):
     return out
 
 
+def coverage(fr, ks, bsels):
+    """What the grid holds: per length and sparse mode, for each k of ks a cell of one mark per b_sel of
+    bsels — the letters R (a RULER row), N (an NLL row), T (a TTFT time) present, '·' for none — and the
+    count of (length, mode, k, b_sel) with all three."""
+    def marks(L, c):
+        m = ("R" if c in fr.ruler.get(L, {}) else "") + ("N" if c in fr.nll.get(L, {}) else "")
+        t = fr.ttft.get(L, {}).get(c)
+        return m + ("T" if t and t.get("ms") is not None else "") or "·"
+    o = ["| ctx | mode | " + " | ".join(f"k {k}" for k in ks) + " |", "|---|---|" + "---|" * len(ks)]
+    full = total = 0
+    for L in fr.lengths():
+        o.append(f"| {ctx_name(L)} | dense | {marks(L, ('dense', 0, 0))} |" + " |" * (len(ks) - 1))
+        for mode in ("oracle", "indexer"):
+            cells = []
+            for k in ks:
+                ms = [marks(L, (mode, k, b)) for b in bsels]
+                full += sum(m == "RNT" for m in ms)
+                total += len(ms)
+                cells.append(" / ".join(ms))
+            o.append(f"| {ctx_name(L)} | {mode} | " + " | ".join(cells) + " |")
+    return o, full, total
+
+
 def markdown(rows, fr, args):
     o = []
     if args.title:
@@ -393,6 +418,17 @@ def markdown(rows, fr, args):
             f"{ctx_name(L)} RULER {min(v):.1f}–{max(v):.1f} ({len(v)} calls)" for L, v in fr.dense_ruler_spread.items())
             + (" (identical)." if not spread else " (they differ: the table uses the first)."))
         o.append("")
+    ks = [int(v) for v in args.grid_k.split(",")]
+    bsels = [int(v) for v in args.grid_bsel.split(",")]
+    cov, full, total = coverage(fr, ks, bsels)
+    o.append("#### What the grid holds")
+    o.append("")
+    o.append(f"Per configuration of k ∈ {{{', '.join(map(str, ks))}}} × b_sel ∈ {{{', '.join(map(str, bsels))}}} "
+             f"(a cell: b_sel {' / '.join(map(str, bsels))}): R a RULER row, N an NLL row, T a TTFT time, · none. "
+             f"{full} of {total} sparse configurations have all three.")
+    o.append("")
+    o += cov
+    o.append("")
     if fr.tasks:
         o.append("#### RULER per task")
         o.append("")
@@ -503,6 +539,8 @@ def main():
     ap.add_argument("--title", default="")
     ap.add_argument("--within-ruler", type=float, default=1.0, help="RULER points (default 1)")
     ap.add_argument("--within-nll", type=float, default=0.01, help="nats/token (default 0.01)")
+    ap.add_argument("--grid-k", default="256,512,1024,2048,4096", help="the k of the coverage table")
+    ap.add_argument("--grid-bsel", default="1,16,64", help="the b_sel of the coverage table")
     ap.add_argument("--ttft-note", default="not measured (no ttft_*.json: spindle bench runs on a GPU only)")
     args = ap.parse_args()
     fr = read(args.results)

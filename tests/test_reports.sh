@@ -229,6 +229,12 @@ if "within 1 RULER point and 0.01 nats/token of dense at 1 of 2 configurations (
     bad.append("verdict at 32K")
 if "TTFT speedup of 1.25×" not in v: bad.append("verdict speedup")
 if "**128K** (YaRN" not in v or "| 128K (YaRN) | indexer | 256 | 64 |" not in md: bad.append("YaRN label at 128K")
+if "RULER alone (no NLL row): within 1 point of dense at 1 of 1 configurations (k 256, b_sel 1), none of them timed" \
+        not in v: bad.append("RULER-alone verdict at 16K")
+# The coverage table: 32K indexer k 256 has R, N, T at b_sel 1 and R, N at 64 (no b_sel 16); 16K k 512 an R only.
+if "| 32K | indexer | RNT / · / RNT | · / · / · |" not in md: bad.append("coverage row 32K indexer")
+if "| 16K | indexer | R / · / · | R / · / · |" not in md: bad.append("coverage row 16K indexer")
+if "3 of 90 sparse configurations have all three" not in md: bad.append("coverage count")
 print("qwen-frontier.py:", "ok" if not bad else bad)
 sys.exit(1 if bad else 0)
 PY
