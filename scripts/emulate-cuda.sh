@@ -12,6 +12,11 @@
 #                      and block-shared) against support_attention_cpu; [--quick]
 #   refine             kernels/cuda/indexer_refine.cu (the second stage of two-stage supports)
 #                      against dot products in double and kernels/cpu/topk.c; [--quick]
+#   block_tc           kernels/cuda/sparse_attention_tc.cu (bf16 tensor-core attention over block-shared
+#                      supports and over per-query supports as block unions; ldmatrix and mma.sync
+#                      emulated, tests/emu/emu_mma.h) against support_attention_cpu; [--quick]
+#   indexer_block_tc   kernels/cuda/indexer_block_tc.cu (the block-shared selection's ranking values on
+#                      tensor cores) against their definition in double; [--quick]
 # EMU_OUT=DIR builds there (default build-emu/). Exit 0 when every case passes,
 # 77 (CTest: skipped) without g++ or pkg-config's openblas, 2 for an unknown KERNEL.
 set -euo pipefail
@@ -24,7 +29,9 @@ deltanet) cpu=(deltanet_cpu) twins=(twins/common twins/deltanet) ;;
 attention_cached) cpu=(attention_cpu) twins=() ;;
 support_attention) cpu=(attention_cpu oracle_cpu topk) twins=() ;;
 refine) cpu=(topk) twins=() ;;
-*) echo "usage: scripts/emulate-cuda.sh deltanet|attention_cached|support_attention|refine [ARGS...]" >&2; exit 2 ;;
+block_tc) cpu=(attention_cpu oracle_cpu topk) twins=() ;;
+indexer_block_tc) cpu=() twins=() ;;
+*) echo "usage: scripts/emulate-cuda.sh deltanet|attention_cached|support_attention|refine|block_tc|indexer_block_tc [ARGS...]" >&2; exit 2 ;;
 esac
 if ! command -v g++ >/dev/null || ! pkg-config --exists openblas; then
     echo "emulate-cuda: skipped: needs g++ and openblas (pkg-config)"

@@ -194,8 +194,12 @@ add_test(NAME deltanet COMMAND test_deltanet)
 #   support_attention  attention over given supports (per query: the warp and the shared-tile kernels;
 #                      block-shared), support_attention_cpu;
 #   refine             the second stage of two-stage supports (kernels/cuda/indexer_refine.cu: candidate
-#                      scores, rows) against dot products in double and the CPU top-k.
-foreach(kernel deltanet attention_cached support_attention refine)
+#                      scores, rows) against dot products in double and the CPU top-k;
+#   block_tc           the bf16 tensor-core attention over supports (kernels/cuda/sparse_attention_tc.cu,
+#                      block-shared and as block unions; ldmatrix / mma.sync emulated), support_attention_cpu;
+#   indexer_block_tc   the block-shared selection's ranking values on tensor cores (kernels/cuda/indexer_block_tc.cu)
+#                      against their definition in double.
+foreach(kernel deltanet attention_cached support_attention refine block_tc indexer_block_tc)
   add_test(NAME ${kernel}_cuda_emulated COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/emulate-cuda.sh ${kernel} --quick)
   set_tests_properties(${kernel}_cuda_emulated PROPERTIES SKIP_RETURN_CODE 77
     ENVIRONMENT "EMU_OUT=${TEST_TMP}/emu_${kernel}")

@@ -16,12 +16,15 @@
 // after it. Under SPINDLE_CUDA_EMULATION (tests/emu: the kernels on host
 // threads, one thread per CUDA thread) both go through the emulation's
 // stand-ins, so a kernel written with them runs there unchanged.
+// DYNAMIC_SMEM_AS(T, name): the same as T *name, 128-byte aligned.
 #ifdef SPINDLE_CUDA_EMULATION
 #define DYNAMIC_SMEM(name) float *name = (float *)emu_dynamic_smem()
+#define DYNAMIC_SMEM_AS(T, name) T *name = (T *)emu_dynamic_smem()
 #else
 #define DYNAMIC_SMEM(name)                 \
     extern __shared__ float4 name##_f4[]; \
     float *name = (float *)name##_f4
+#define DYNAMIC_SMEM_AS(T, name) extern __shared__ __align__(128) T name[]
 #endif
 
 template <typename... P, typename... A>

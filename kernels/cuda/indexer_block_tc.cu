@@ -43,6 +43,7 @@
 #include <stdint.h>
 
 #include "cuda_check.cuh"
+#include "device_util.cuh"
 #include "indexer_cuda.h"
 #include "mma.cuh"
 
@@ -104,7 +105,7 @@ __global__ void __launch_bounds__(IB_MAX_ROWS * 2)
     indexer_block_scores_kernel2(float *A, int64_t ld, const __nv_bfloat16 *q, const __nv_bfloat16 *k, int T,
                                  float c_log2, int bsel, int b0, int nb, int NB) {
     constexpr int LDH = D + TILE_PAD, CH = D / 8, NS = IB_BK / 8;
-    extern __shared__ __align__(128) unsigned char ib_smem[];
+    DYNAMIC_SMEM_AS(unsigned char, ib_smem);
     const int W = blockDim.x / 32, R = NB * bsel;   // warps, rows
     __nv_bfloat16 *Qs = (__nv_bfloat16 *)ib_smem;  // [R][LDH]
     __nv_bfloat16 *Kb = Qs + R * LDH;               // two key tiles: Kb + (i & 1)·64·LDH
@@ -211,9 +212,9 @@ static int launch(float *A, int64_t ld, const void *q, const void *k, int T, flo
     const size_t smem = sizeof(__nv_bfloat16) * (size_t)(rows + 2 * IB_BK) * (D + TILE_PAD) + sizeof(float) * rows;
     CUDA_CHECK(cudaFuncSetAttribute(indexer_block_scores_kernel2<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)smem));
-    indexer_block_scores_kernel2<D><<<(nb + NB - 1) / NB, 32 * (rows / 16), smem>>>(
-        A, ld, (const __nv_bfloat16 *)q, (const __nv_bfloat16 *)k, T, c_col * 1.4426950408889634f, bsel, b0, nb, NB);
-    CUDA_CHECK(cudaGetLastError());
+    launch_checked(indexer_block_scores_kernel2<D>, dim3((nb + NB - 1) / NB), dim3(32 * (rows / 16)), smem, A, ld,
+                   (const __nv_bfloat16 *)q, (const __nv_bfloat16 *)k, T, c_col * 1.4426950408889634f, bsel, b0, nb,
+                   NB);
     return 0;
 }
 

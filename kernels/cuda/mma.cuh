@@ -20,6 +20,10 @@
 #include <cuda_pipeline_primitives.h>
 #include <stdint.h>
 
+#ifdef SPINDLE_CUDA_EMULATION
+// tests/emu: ldmatrix and mma.sync as exchanges among the warp's host threads.
+#include "emu_mma.h"
+#else
 static __device__ __forceinline__ uint32_t smem_addr(const void *p) {
     return (uint32_t)__cvta_generic_to_shared(p);
 }
@@ -44,6 +48,7 @@ static __device__ __forceinline__ void mma_bf16(float d[4], const uint32_t a[4],
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+#endif
 
 // Two floats as bf16x2 (lo in the low half), and what they round to.
 static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi, float *lo_r, float *hi_r) {

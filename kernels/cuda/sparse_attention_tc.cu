@@ -108,7 +108,7 @@ __global__ void __launch_bounds__(TC_MAX_ROWS * 2, D > 128 ? 1 : 2)
     constexpr int ND = D / 8;        // n-tiles of O
     constexpr int NS = TC_BK / 8;    // n-tiles of S per key tile
 
-    extern __shared__ __align__(128) unsigned char tc_smem[];
+    DYNAMIC_SMEM_AS(unsigned char, tc_smem);
     const int rows = hpc * bsel;
     __nv_bfloat16 *Qs = (__nv_bfloat16 *)tc_smem;
     __nv_bfloat16 *Ks0 = Qs + rows * LDH, *Vs0 = Ks0 + TC_BK * LDH;
@@ -287,10 +287,9 @@ static int support_attention_block_tc_launch(OutT *out, const void *q, const voi
     if (grid > INT_MAX) return -1;
     CUDA_CHECK(cudaFuncSetAttribute(support_attention_block_tc_kernel2<D, OutT, U>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    support_attention_block_tc_kernel2<D, OutT, U><<<(unsigned)grid, 32 * (rows / 16), smem>>>(
-        out, (const __nv_bfloat16 *)q, (const __nv_bfloat16 *)k, (const __nv_bfloat16 *)v, T, Hq, Hkv, hpc,
-        scale * 1.4426950408889634f, topk, bsel, sel, n_sel, ua);
-    CUDA_CHECK(cudaGetLastError());
+    launch_checked(support_attention_block_tc_kernel2<D, OutT, U>, dim3((unsigned)grid), dim3(32 * (rows / 16)),
+                   smem, out, (const __nv_bfloat16 *)q, (const __nv_bfloat16 *)k, (const __nv_bfloat16 *)v, T, Hq,
+                   Hkv, hpc, scale * 1.4426950408889634f, topk, bsel, sel, n_sel, ua);
     return 0;
 }
 
@@ -387,7 +386,7 @@ static __device__ void union_bitmap(uint32_t *bm, int W, const int32_t *sel, con
 // nothing (the union path attends to t alone outside the union).
 __global__ void union_count_kernel(int32_t *n_union, const int32_t *sel, const int32_t *n_sel, int T, int topk,
                                    int B, int with_self) {
-    extern __shared__ uint32_t ubm[];
+    DYNAMIC_SMEM_AS(uint32_t, ubm);
     __shared__ int total;
     const int b = blockIdx.x, t0 = b * B, nt = min(B, T - t0), W = (t0 + nt - 1) / 32 + 1;
     if (threadIdx.x == 0) total = 0;
@@ -413,7 +412,7 @@ __global__ void union_count_kernel(int32_t *n_union, const int32_t *sel, const i
 __global__ void union_fill_kernel(int32_t *keys, uint32_t *mask, int32_t *n_vis, const int64_t *koff,
                                   const int64_t *moff, const int32_t *mw, const int32_t *sel, const int32_t *n_sel,
                                   int T, int topk, int B) {
-    extern __shared__ uint32_t ubm[];
+    DYNAMIC_SMEM_AS(uint32_t, ubm);
     __shared__ int part[256];
     const int b = blockIdx.x, t0 = b * B, nt = min(B, T - t0), W = (t0 + nt - 1) / 32 + 1;
     uint32_t *pre = ubm + W;
@@ -486,8 +485,7 @@ extern "C" void support_attention_union_tc_cuda(void *out, const void *q, const 
     CUDA_CHECK(cudaFuncSetAttribute(union_count_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem / 2));
     CUDA_CHECK(cudaFuncSetAttribute(union_fill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     int32_t *d_nu = (int32_t *)cuda_malloc(sizeof(int32_t) * (size_t)nb);
-    union_count_kernel<<<nb, 256, smem / 2>>>(d_nu, sel, n_sel, T, topk, ublock, 0);
-    CUDA_CHECK(cudaGetLastError());
+    launch_checked(union_count_kernel, dim3(nb), dim3(256), smem / 2, d_nu, sel, n_sel, T, topk, ublock, 0);
     // Offsets on the host: the keys' (Σ |U_b|) and the masks' (ublock rows of
     // two words per 64-key tile each).
     int32_t *nu = (int32_t *)malloc(sizeof(int32_t) * (size_t)nb * 2);
@@ -510,8 +508,8 @@ extern "C" void support_attention_union_tc_cuda(void *out, const void *q, const 
     cuda_memset(d_vis, 0, sizeof(int32_t) * (size_t)T);
     cuda_to_device(d_mw, mw, sizeof(int32_t) * (size_t)nb);
     cuda_to_device(d_off, off, sizeof(int64_t) * (size_t)nb * 2);
-    union_fill_kernel<<<nb, 256, smem>>>(d_keys, d_mask, d_vis, d_off, d_off + nb, d_mw, sel, n_sel, T, topk, ublock);
-    CUDA_CHECK(cudaGetLastError());
+    launch_checked(union_fill_kernel, dim3(nb), dim3(256), smem, d_keys, d_mask, d_vis, (const int64_t *)d_off,
+                   (const int64_t *)(d_off + nb), (const int32_t *)d_mw, sel, n_sel, T, topk, ublock);
     UnionArgs ua = {d_keys, d_nu, d_mw, d_vis, d_off, d_off + nb, d_mask};
     if (tc_launch_dh<true>(out, out_type, q, k, v, T, Hq, Hkv, dh, scale, topk, ublock, sel, n_sel, ua) != 0)
         tc_widened(out, out_type, q, k, v, T, Hq, Hkv, dh, scale, topk, 1, sel, n_sel);
@@ -527,8 +525,7 @@ extern "C" int64_t support_union_keys_cuda(const int32_t *sel, const int32_t *n_
     if (!union_smem_fits(smem)) return -1;   // T past ~1.8M keys on an H200
     CUDA_CHECK(cudaFuncSetAttribute(union_count_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     int32_t *d_nu = (int32_t *)cuda_malloc(sizeof(int32_t) * (size_t)nb);
-    union_count_kernel<<<nb, 256, smem>>>(d_nu, sel, n_sel, T, topk, ublock, 1);
-    CUDA_CHECK(cudaGetLastError());
+    launch_checked(union_count_kernel, dim3(nb), dim3(256), smem, d_nu, sel, n_sel, T, topk, ublock, 1);
     int32_t *nu = (int32_t *)malloc(sizeof(int32_t) * (size_t)nb);
     if (!nu) abort();
     cuda_to_host(nu, d_nu, sizeof(int32_t) * (size_t)nb);

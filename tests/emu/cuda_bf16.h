@@ -17,3 +17,11 @@ inline __nv_bfloat16 __float2bfloat16_rn(float f) {  // finite inputs
     u += 0x7FFFu + ((u >> 16) & 1u);
     return __nv_bfloat16{(uint16_t)(u >> 16)};
 }
+struct __nv_bfloat162 {
+    __nv_bfloat16 x, y;
+};
+inline __nv_bfloat162 __floats2bfloat162_rn(float lo, float hi) {
+    return __nv_bfloat162{__float2bfloat16_rn(lo), __float2bfloat16_rn(hi)};
+}
+inline float __low2float(__nv_bfloat162 p) { return __bfloat162float(p.x); }
+inline float __high2float(__nv_bfloat162 p) { return __bfloat162float(p.y); }

@@ -7,3 +7,7 @@ struct __half {
 };
 inline float __half2float(__half x) { return (float)x.v; }
 inline __half __float2half_rn(float f) { return __half{(_Float16)f}; }
+struct __half2 {
+    __half x, y;
+};
+inline __half2 __floats2half2_rn(float lo, float hi) { return __half2{__float2half_rn(lo), __float2half_rn(hi)}; }

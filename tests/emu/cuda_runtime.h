@@ -9,6 +9,7 @@
 #pragma once
 #define SPINDLE_CUDA_EMULATION 1
 
+#include <atomic>
 #include <barrier>
 #include <cmath>
 #include <cstdint>
@@ -23,6 +24,10 @@
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
+#define __align__(n) alignas(n)
+// A kernel's static shared variable: one object for every thread of the launch, which is what a
+// thread block's shared memory is when the blocks run one after another (not poisoned between them).
+#define __shared__ static
 
 struct dim3 {
     unsigned x, y, z;
@@ -40,6 +45,10 @@ struct alignas(16) float4 {
 struct alignas(8) float2 {
     float x, y;
 };
+struct alignas(16) uint4 {
+    unsigned x, y, z, w;
+};
+inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
 inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
 inline float2 make_float2(float x, float y) { return float2{x, y}; }
 
@@ -95,6 +104,19 @@ template <typename T>
 T __shfl_xor_sync(unsigned, T v, int off, int = 32) { return emu_exchange(v, (emu_tid() % 32) ^ off); }
 template <typename T>
 T __shfl_sync(unsigned, T v, int src, int = 32) { return emu_exchange(v, src % 32); }
+
+// A warp vote: every lane's predicate, OR-ed (the same two barriers as a shuffle).
+inline int __any_sync(unsigned, int pred) {
+    int any = 0;
+    for (int l = 0; l < 32; l++) any |= emu_exchange(pred ? 1 : 0, l);
+    return any;
+}
+inline int __popc(unsigned x) { return __builtin_popcount(x); }
+inline int __ffs(int x) { return __builtin_ffs(x); }
+// Atomics on shared or global memory (host memory here), for the kernels that count and mark.
+template <typename T>
+T atomicAdd(T *p, T v) { return std::atomic_ref<T>(*p).fetch_add(v); }
+inline unsigned atomicOr(unsigned *p, unsigned v) { return std::atomic_ref<unsigned>(*p).fetch_or(v); }
 
 inline void emu_poison(float *p, size_t n) {
     for (size_t i = 0; i < n; i++) p[i] = std::numeric_limits<float>::quiet_NaN();
