@@ -17,6 +17,8 @@
 #                      emulated, tests/emu/emu_mma.h) against support_attention_cpu; [--quick]
 #   indexer_block_tc   kernels/cuda/indexer_block_tc.cu (the block-shared selection's ranking values on
 #                      tensor cores) against their definition in double; [--quick]
+#   oracle_tc          kernels/cuda/oracle_tc.cu + topk.cu (the oracle's selection from bf16 q, k on tensor
+#                      cores, then the exact row top-k) against the definition in double; [--quick]
 # EMU_OUT=DIR builds there (default build-emu/). Exit 0 when every case passes,
 # 77 (CTest: skipped) without g++ or pkg-config's openblas, 2 for an unknown KERNEL.
 set -euo pipefail
@@ -31,7 +33,8 @@ support_attention) cpu=(attention_cpu oracle_cpu topk) twins=() ;;
 refine) cpu=(topk) twins=() ;;
 block_tc) cpu=(attention_cpu oracle_cpu topk) twins=() ;;
 indexer_block_tc) cpu=() twins=() ;;
-*) echo "usage: scripts/emulate-cuda.sh deltanet|attention_cached|support_attention|refine|block_tc|indexer_block_tc [ARGS...]" >&2; exit 2 ;;
+oracle_tc) cpu=() twins=() ;;
+*) echo "usage: scripts/emulate-cuda.sh deltanet|attention_cached|support_attention|refine|block_tc|indexer_block_tc|oracle_tc [ARGS...]" >&2; exit 2 ;;
 esac
 if ! command -v g++ >/dev/null || ! pkg-config --exists openblas; then
     echo "emulate-cuda: skipped: needs g++ and openblas (pkg-config)"

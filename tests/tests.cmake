@@ -198,8 +198,10 @@ add_test(NAME deltanet COMMAND test_deltanet)
 #   block_tc           the bf16 tensor-core attention over supports (kernels/cuda/sparse_attention_tc.cu,
 #                      block-shared and as block unions; ldmatrix / mma.sync emulated), support_attention_cpu;
 #   indexer_block_tc   the block-shared selection's ranking values on tensor cores (kernels/cuda/indexer_block_tc.cu)
-#                      against their definition in double.
-foreach(kernel deltanet attention_cached support_attention refine block_tc indexer_block_tc)
+#                      against their definition in double;
+#   oracle_tc          the oracle's selection from bf16 q, k on tensor cores and the exact row top-k
+#                      (kernels/cuda/oracle_tc.cu, topk.cu) against the definition in double.
+foreach(kernel deltanet attention_cached support_attention refine block_tc indexer_block_tc oracle_tc)
   add_test(NAME ${kernel}_cuda_emulated COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/emulate-cuda.sh ${kernel} --quick)
   set_tests_properties(${kernel}_cuda_emulated PROPERTIES SKIP_RETURN_CODE 77
     ENVIRONMENT "EMU_OUT=${TEST_TMP}/emu_${kernel}")

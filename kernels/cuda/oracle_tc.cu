@@ -39,6 +39,7 @@
 #include <stdint.h>
 
 #include "cuda_check.cuh"
+#include "device_util.cuh"
 #include "mma.cuh"
 #include "ops_cuda.h"
 #include "oracle_cuda.h"
@@ -71,7 +72,7 @@ __global__ void __launch_bounds__(OT_MAX_ROWS * 2)
                              const float *lse, int T, int Hq, int Hkv, float scale_log2, int block, int bsel,
                              int row0, int tend) {
     constexpr int LDH = D + TILE_PAD, CH = D / 8, NS = OT_BK / 8;
-    extern __shared__ __align__(128) unsigned char ot_smem_raw[];
+    DYNAMIC_SMEM_AS(unsigned char, ot_smem_raw);
     const int G = Hq / Hkv, W = blockDim.x / 32, M = 16 * W;
     __nv_bfloat16 *Qs = (__nv_bfloat16 *)ot_smem_raw;  // [G][M][LDH]
     __nv_bfloat16 *Kb = Qs + (size_t)G * M * LDH;       // two key tiles
@@ -193,10 +194,9 @@ static void ot_launch(float *R, int64_t ld, const void *q, const void *k, const 
     const int n_split = ((key_end + OT_BK - 1) / OT_BK + OT_SPLIT - 1) / OT_SPLIT;
     CUDA_CHECK(cudaFuncSetAttribute(oracle_scores_tc_kernel1<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)smem));
-    oracle_scores_tc_kernel1<D><<<dim3(n_ctas, n_split), 32 * (M / 16), smem>>>(
-        R, ld, (const __nv_bfloat16 *)q, (const __nv_bfloat16 *)k, lse, T, Hq, Hkv, scale * 1.4426950408889634f,
-        block, bsel, row0, tend);
-    CUDA_CHECK(cudaGetLastError());
+    launch_checked(oracle_scores_tc_kernel1<D>, dim3(n_ctas, n_split), dim3(32 * (M / 16)), smem, R, ld,
+                   (const __nv_bfloat16 *)q, (const __nv_bfloat16 *)k, lse, T, Hq, Hkv, scale * 1.4426950408889634f,
+                   block, bsel, row0, tend);
 }
 
 extern "C" int oracle_select_tc_takes(int Hq, int Hkv, int dh, int topk, int bsel) {

@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include "cuda_check.cuh"
+#include "device_util.cuh"
 #include "oracle_cuda.h"
 
 enum {
@@ -266,7 +267,7 @@ __device__ void merge_sure_chosen(TopkSmem *s, int32_t *out, int n_sure, int n_c
 __global__ void __launch_bounds__(TOPK_THREADS, 3)
     topk_rows_kernel2(int32_t *sel, int32_t *n_sel, const float *score, int rows, int64_t ld, int len0, int step,
                       int cap, int k) {
-    extern __shared__ __align__(16) unsigned char topk_smem[];
+    DYNAMIC_SMEM_AS(unsigned char, topk_smem);
     TopkSmem *s = (TopkSmem *)topk_smem;
     const int tid = threadIdx.x;
 
@@ -318,6 +319,6 @@ extern "C" void topk_rows_cuda(int32_t *sel, int32_t *n_sel, const float *score,
     // The rows stream past L1, so all of it may go to shared memory (3 blocks an SM).
     CUDA_CHECK(cudaFuncSetAttribute(topk_rows_kernel2, cudaFuncAttributePreferredSharedMemoryCarveout,
                                     cudaSharedmemCarveoutMaxShared));
-    topk_rows_kernel2<<<grid, TOPK_THREADS, smem>>>(sel, n_sel, score, rows, ld, len0, step, cap, k);
-    CUDA_CHECK(cudaGetLastError());
+    launch_checked(topk_rows_kernel2, dim3(grid), dim3(TOPK_THREADS), (size_t)smem, sel, n_sel, score, rows, ld, len0,
+                   step, cap, k);
 }

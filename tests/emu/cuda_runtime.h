@@ -60,7 +60,8 @@ inline long long max(long long a, long long b) { return a > b ? a : b; }
 
 typedef int cudaError_t;
 enum { cudaSuccess = 0 };
-enum { cudaDevAttrMultiProcessorCount = 16, cudaDevAttrMaxSharedMemoryPerBlockOptin = 97, cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+enum { cudaDevAttrMultiProcessorCount = 16, cudaDevAttrMaxSharedMemoryPerBlockOptin = 97, cudaFuncAttributeMaxDynamicSharedMemorySize = 8,
+       cudaFuncAttributePreferredSharedMemoryCarveout = 9, cudaSharedmemCarveoutMaxShared = 100 };
 inline const char *cudaGetErrorName(cudaError_t) { return "emulation"; }
 inline const char *cudaGetErrorString(cudaError_t) { return "emulation"; }
 inline cudaError_t cudaGetLastError() { return cudaSuccess; }
@@ -72,7 +73,8 @@ inline cudaError_t cudaDeviceGetAttribute(int *v, int attr, int) {
 }
 inline int emu_smem_limit_seen;  // the largest dynamic shared memory asked for
 template <typename F>
-cudaError_t cudaFuncSetAttribute(F, int, int bytes) {
+cudaError_t cudaFuncSetAttribute(F, int attr, int bytes) {
+    if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize) return cudaSuccess;  // the carveout: nothing to do
     if (bytes > emu_smem_limit_seen) emu_smem_limit_seen = bytes;
     return bytes <= emu_smem_optin ? cudaSuccess : 1;
 }
@@ -105,11 +107,44 @@ T __shfl_xor_sync(unsigned, T v, int off, int = 32) { return emu_exchange(v, (em
 template <typename T>
 T __shfl_sync(unsigned, T v, int src, int = 32) { return emu_exchange(v, src % 32); }
 
-// A warp vote: every lane's predicate, OR-ed (the same two barriers as a shuffle).
-inline int __any_sync(unsigned, int pred) {
-    int any = 0;
-    for (int l = 0; l < 32; l++) any |= emu_exchange(pred ? 1 : 0, l);
-    return any;
+// Every lane's value, gathered (two barriers of the warp): all[l] = lane l's v.
+inline uint64_t emu_gather_buf[1024];
+template <typename T>
+void emu_warp_all(T v, T *all) {
+    const int t = emu_tid(), w0 = (t / 32) * 32;
+    uint64_t u = 0;
+    memcpy(&u, &v, sizeof v);
+    emu_gather_buf[t] = u;
+    emu_warp_bar[t / 32]->arrive_and_wait();
+    for (int l = 0; l < 32; l++) memcpy(&all[l], &emu_gather_buf[w0 + l], sizeof(T));
+    emu_warp_bar[t / 32]->arrive_and_wait();
+}
+// Warp votes and reductions over all 32 lanes (the kernels here pass the full mask).
+inline unsigned __ballot_sync(unsigned, int pred) {
+    int all[32];
+    emu_warp_all(pred ? 1 : 0, all);
+    unsigned b = 0;
+    for (int l = 0; l < 32; l++) b |= (unsigned)all[l] << l;
+    return b;
+}
+inline int __any_sync(unsigned m, int pred) { return __ballot_sync(m, pred) != 0; }
+template <typename T>
+T __reduce_add_sync(unsigned, T v) {
+    T all[32], s = 0;
+    emu_warp_all(v, all);
+    for (int l = 0; l < 32; l++) s += all[l];
+    return s;
+}
+template <typename T>
+T __shfl_up_sync(unsigned, T v, unsigned d, int = 32) {
+    const int lane = emu_tid() % 32;
+    const T r = emu_exchange(v, lane >= (int)d ? lane - (int)d : lane);
+    return r;
+}
+inline unsigned __float_as_uint(float x) {
+    unsigned u;
+    memcpy(&u, &x, 4);
+    return u;
 }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline int __ffs(int x) { return __builtin_ffs(x); }
