@@ -602,6 +602,7 @@ static int eval_tasks(int argc, char **argv) {
         {"--n-tasks", 1, "score only the first N tasks of the file", NULL},
         {"--modes", 1, "which rows, comma-separated: dense, oracle, indexer (default: all that the flags allow)", NULL},
         {"--refine", 1, "two-stage supports for the indexer rows at b_sel > 1: N candidate keys per block by its aggregate, then each query its own top-k of them (N >= every k)", NULL},
+        {"--exec-block", 1, "with --device cuda --precision bf16: run the per-query rows (b_sel 1) as the unions of the supports of blocks of B consecutive queries on tensor cores (B a multiple of 16, at most 128): the same per-query attention in bf16 tiles, faster at long context (default: per-query gathers)", NULL},
         {"--stop-after", 1, "testing aid: stop (as if killed) after N configurations, leaving only the .partial files",
          NULL},
         {"--threads", 1, "OpenMP threads (default: all cores)", NULL},
@@ -617,7 +618,7 @@ static int eval_tasks(int argc, char **argv) {
         return rc;
     }
     rc = 2;
-    int ks[64], bsels[64] = {1}, n_k = 0, n_b = 1, n_max = 0, stop_after = 0, refine = 0;
+    int ks[64], bsels[64] = {1}, n_k = 0, n_b = 1, n_max = 0, stop_after = 0, refine = 0, exec_block = 0;
     const char *v;
     int use_cuda = 0, prec = 0;
     if ((rc = backbone_flags("eval", args_get(flags, nf, "--device"), args_get(flags, nf, "--precision"), &use_cuda,
@@ -631,9 +632,21 @@ static int eval_tasks(int argc, char **argv) {
         ((v = args_get(flags, nf, "--bsel")) && cli_list("eval", "--bsel", v, 1, bsels, &n_b)) ||
         ((v = args_get(flags, nf, "--n-tasks")) && cli_positive("eval", "--n-tasks", v, &n_max)) ||
         ((v = args_get(flags, nf, "--stop-after")) && cli_positive("eval", "--stop-after", v, &stop_after)) ||
-        ((v = args_get(flags, nf, "--refine")) && cli_positive("eval", "--refine", v, &refine)))
+        ((v = args_get(flags, nf, "--refine")) && cli_positive("eval", "--refine", v, &refine)) ||
+        ((v = args_get(flags, nf, "--exec-block")) && cli_positive("eval", "--exec-block", v, &exec_block)))
         goto usage;
     if (refine_check(refine, args_get(flags, nf, "--indexer"), ks, n_k)) goto usage;
+    if (exec_block) {
+        const char *dev = args_get(flags, nf, "--device"), *pr = args_get(flags, nf, "--precision");
+        const char *why = !dev || strcmp(dev, "cuda") || !pr || strcmp(pr, "bf16")
+                              ? "it runs with --device cuda --precision bf16 (the tensor-core path)"
+                          : exec_block % 16 || exec_block > 128 ? "give a multiple of 16, at most 128"
+                          : !n_k ? "it executes the sparse rows: give --k" : NULL;
+        if (why) {
+            fprintf(stderr, "spindle eval: --exec-block %d: %s\n", exec_block, why);
+            goto usage;
+        }
+    }
     if (args_get(flags, nf, "--bsel") && !n_k) {
         fprintf(stderr, "spindle eval: --bsel needs --k\n");
         goto usage;
@@ -725,12 +738,13 @@ static int eval_tasks(int argc, char **argv) {
         snprintf(rope, sizeof rope, "linear (factor %g, theta %g)", rp->factor, rp->theta);
     else snprintf(rope, sizeof rope, "default (theta %g)", rp->theta);
     const RulerProvenance prov = {flags[0].value, fp, rope, tasks_path, sum, ix_dir, ks, bsels, n_k, n_k ? n_b : 0,
-                                  backbone_describe(&bb), cmdline, spindle_version(), date};
+                                  backbone_describe(&bb), cmdline, spindle_version(), date, exec_block};
     RulerOut w = {tasks, n_tasks, 0, stop_after, &prov, "", "", ""};
     snprintf(w.json, sizeof w.json, "%s.partial", json);
     snprintf(w.md, sizeof w.md, "%s.partial", md);
     if (preds_path) snprintf(w.preds, sizeof w.preds, "%s.partial", preds_path);
-    const RulerOpts o = {ks, bsels, n_k, n_k ? n_b : 0, ix_dir ? &set : NULL, tok, 1, modes, ruler_out_write, &w, refine};
+    const RulerOpts o = {ks, bsels, n_k, n_k ? n_b : 0, ix_dir ? &set : NULL, tok, 1, modes, ruler_out_write, &w,
+                         refine, exec_block};
     n_cfg = ruler_n_configs(&o);
     if (ruler_run(&bb, tasks, n_tasks, &o, &res, &n_res, &preds, &st)) goto done;
     if (ruler_write(res, n_res, tasks, n_tasks, preds, &prov, json, md, preds_path, &st)) goto done;

@@ -264,7 +264,7 @@ int ruler_run(const Backbone *b, const RulerTask *tasks, int n_tasks, const Rule
         const EvalMode mode = cfg_mode[c];
         const int k = cfg_k[c], bsel = cfg_b[c];
         const int refine = mode == EVAL_INDEXER && bsel > 1 ? o->refine : 0;
-        const Sparsity sp = {.topk = k, .bsel = bsel, .refine = refine};
+        const Sparsity sp = {.topk = k, .bsel = bsel, .refine = refine, .exec_block = bsel == 1 ? o->exec_block : 0};
         const ForwardOpts fo = {.sparse = mode == EVAL_DENSE ? NULL : &sp,
                                 .indexer = mode == EVAL_INDEXER ? o->indexer : NULL};
         RulerResult *row = res + (size_t)c * rows_per_cfg;
@@ -387,6 +387,13 @@ static cJSON *provenance(const RulerTask *t, int n, const RulerProvenance *p) {
     cJSON_AddItemToObject(o, "k_grid", cJSON_CreateIntArray(p->ks, p->n_k));
     cJSON_AddItemToObject(o, "bsel_grid", cJSON_CreateIntArray(p->bsels, p->n_bsel));
     cJSON_AddStringToObject(o, "decoding", "greedy, dense attention over the KV cache (fp32); prefill as the row's mode");
+    if (p->exec_block > 0) {
+        char ex[96];
+        snprintf(ex, sizeof ex, "unions of blocks of %d queries on tensor cores", p->exec_block);
+        cJSON_AddStringToObject(o, "per_query_execution", ex);
+    } else {
+        cJSON_AddStringToObject(o, "per_query_execution", "per-query gathers");
+    }
     cJSON_AddStringToObject(o, "device", p->device);
     cJSON_AddStringToObject(o, "command", p->command);
     cJSON_AddStringToObject(o, "version", p->version);

@@ -87,6 +87,9 @@ typedef struct {
     // > 0: the indexer rows at b_sel > 1 run two-stage supports with this many
     // candidates per block (Sparsity.refine; docs/design.md "Two-stage supports").
     int refine;
+    // > 0: the rows at b_sel 1 execute their per-query supports as the unions of
+    // blocks of this many queries (Sparsity.exec_block: the GPU in bf16).
+    int exec_block;
 } RulerOpts;
 
 // The configurations ruler_run scores (dense once, then each sparse mode at
@@ -110,6 +113,7 @@ typedef struct {
     int n_k, n_bsel;
     const char *device;      // the twin that ran it (backbone_describe)
     const char *command, *version, *date;
+    int exec_block;          // RulerOpts.exec_block (0: per-query gathers)
 } RulerProvenance;
 
 // Writes results as JSON (an array: one object per configuration and task,

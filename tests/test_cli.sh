@@ -130,6 +130,8 @@ expect 2 "--indexer-scores must be fp32, tf32 or bf16 \(got \"half\"\)" "$bin" b
 expect 2 "--query-frac, --teacher-precision and --train-tokens go with --train-online" "$bin" bench --synthetic qwen3-8b --ctx 1024 --query-frac 0.5 --json "$work/b.json"
 expect 2 "--query-frac must be" "$bin" bench --synthetic qwen3-8b --ctx 1024 --train-online --query-frac 2 --json "$work/b.json"
 expect 2 "--teacher-precision must be fp32 or bf16 \(got \"half\"\)" "$bin" bench --synthetic qwen3-8b --ctx 1024 --train-online --teacher-precision half --json "$work/b.json"
+expect 2 "--exec-block 16: it runs with --device cuda --precision bf16" "$bin" eval --model "$work/none" --tasks-file "$work/t.jsonl" --json "$work/e.json" --k 8 --exec-block 16
+expect 2 "--exec-block 0 must be|--exec-block must be a positive integer" "$bin" eval --model "$work/none" --tasks-file "$work/t.jsonl" --json "$work/e.json" --k 8 --exec-block 0
 expect 2 "--decode must be a positive integer \(got \"0\"\)" "$bin" bench --synthetic qwen3-8b --ctx 1024 --decode 0 --json "$work/b.json"
 expect 2 "--decode runs with the TTFT runs" "$bin" bench --synthetic qwen3-8b --ctx 1024 --decode 8 --no-ttft --json "$work/b.json"
 check "a refused eval or bench wrote nothing" "[ ! -e '$work/e.json' ] && [ ! -e '$work/b.json' ]"
