@@ -63,6 +63,8 @@
 #include <limits.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cuda_check.cuh"
 #include "device_util.cuh"
@@ -72,8 +74,22 @@
 
 enum {
     TC_BK = 64,       // gathered keys per tile
-    TC_MAX_ROWS = 128, // query rows (heads × bsel) per thread block
+    TC_MAX_ROWS = 128, // query rows (heads × bsel) per thread block; also the largest bsel
+    TC_WIDE_ROWS = 256, // the wide variant's rows (SPINDLE_TC_ROWS=256, d_h ≤ 128)
 };
+
+// Rows a thread block takes at head size D: TC_MAX_ROWS, or TC_WIDE_ROWS where
+// SPINDLE_TC_ROWS=256 asks for it and the tiles fit (d_h ≤ 128: Qs and the K/V
+// double buffer are 139 KB at d_h 128). The wide variant runs one thread block
+// of 16 warps an SM instead of two of 8 — the same warps, and the same register
+// cap of 128 a thread — and each gathered K/V tile serves twice the query heads
+// (GQA groups of 4 at b_sel 64: every tile gathered once per KV head instead of
+// twice). A variant for the bench to compare; results are the same function of
+// the inputs (the heads of a thread block do not interact).
+static int tc_rows(int D) {
+    const char *e = getenv("SPINDLE_TC_ROWS");
+    return D <= 128 && e && !strcmp(e, "256") ? TC_WIDE_ROWS : TC_MAX_ROWS;
+}
 
 // ---- kernel ---------------------------------------------------------------------------
 
@@ -98,8 +114,8 @@ struct UnionArgs {
     const uint32_t *mask;
 };
 
-template <int D, typename OutT, bool U>
-__global__ void __launch_bounds__(TC_MAX_ROWS * 2, D > 128 ? 1 : 2)
+template <int D, typename OutT, bool U, int MAXR>
+__global__ void __launch_bounds__(MAXR * 2, D > 128 || MAXR > TC_MAX_ROWS ? 1 : 2)
     support_attention_block_tc_kernel2(OutT *out, const __nv_bfloat16 *q, const __nv_bfloat16 *k,
                                        const __nv_bfloat16 *v, int T, int Hq, int Hkv, int hpc, float scale_log2,
                                        int topk, int bsel, const int32_t *sel, const int32_t *n_sel, UnionArgs ua) {
@@ -269,14 +285,14 @@ __global__ void __launch_bounds__(TC_MAX_ROWS * 2, D > 128 ? 1 : 2)
 
 // ---- launcher ---------------------------------------------------------------------------
 
-template <int D, typename OutT, bool U>
+template <int D, typename OutT, bool U, int MAXR>
 static int support_attention_block_tc_launch(OutT *out, const void *q, const void *k, const void *v, int T, int Hq,
                                              int Hkv, float scale, int topk, int bsel, const int32_t *sel,
                                              const int32_t *n_sel, UnionArgs ua) {
     const int G = Hq / Hkv;
-    int hpc = 1;  // heads per thread block: the largest divisor of G with hpc·bsel ≤ 128
+    int hpc = 1;  // heads per thread block: the largest divisor of G with hpc·bsel ≤ MAXR
     for (int d = 1; d <= G; d++)
-        if (G % d == 0 && d * bsel <= TC_MAX_ROWS) hpc = d;
+        if (G % d == 0 && d * bsel <= MAXR) hpc = d;
     const int rows = hpc * bsel;
     const size_t smem = sizeof(__nv_bfloat16) * (size_t)(rows + 4 * TC_BK) * (D + TILE_PAD);
     int dev = 0, max_smem = 0;
@@ -285,26 +301,37 @@ static int support_attention_block_tc_launch(OutT *out, const void *q, const voi
     if (smem > (size_t)max_smem) return -1;
     const int64_t n_blocks = (T + (int64_t)bsel - 1) / bsel, grid = n_blocks * Hkv * (G / hpc);
     if (grid > INT_MAX) return -1;
-    CUDA_CHECK(cudaFuncSetAttribute(support_attention_block_tc_kernel2<D, OutT, U>,
+    CUDA_CHECK(cudaFuncSetAttribute(support_attention_block_tc_kernel2<D, OutT, U, MAXR>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    launch_checked(support_attention_block_tc_kernel2<D, OutT, U>, dim3((unsigned)grid), dim3(32 * (rows / 16)),
+    launch_checked(support_attention_block_tc_kernel2<D, OutT, U, MAXR>, dim3((unsigned)grid), dim3(32 * (rows / 16)),
                    smem, out, (const __nv_bfloat16 *)q, (const __nv_bfloat16 *)k, (const __nv_bfloat16 *)v, T, Hq,
                    Hkv, hpc, scale * 1.4426950408889634f, topk, bsel, sel, n_sel, ua);
     return 0;
 }
 
 // The launch for head size D with the output type chosen at run time.
-template <int D, bool U>
+template <int D, bool U, int MAXR>
 static int tc_launch_dt(void *out, DType out_type, const void *q, const void *k, const void *v, int T, int Hq, int Hkv,
                         float scale, int topk, int bsel, const int32_t *sel, const int32_t *n_sel, UnionArgs ua) {
     if (out_type == DT_F32)
-        return support_attention_block_tc_launch<D, float, U>((float *)out, q, k, v, T, Hq, Hkv, scale, topk, bsel,
-                                                              sel, n_sel, ua);
+        return support_attention_block_tc_launch<D, float, U, MAXR>((float *)out, q, k, v, T, Hq, Hkv, scale, topk,
+                                                                    bsel, sel, n_sel, ua);
     if (out_type == DT_BF16)
-        return support_attention_block_tc_launch<D, __nv_bfloat16, U>((__nv_bfloat16 *)out, q, k, v, T, Hq, Hkv,
-                                                                      scale, topk, bsel, sel, n_sel, ua);
-    return support_attention_block_tc_launch<D, __half, U>((__half *)out, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel,
-                                                           n_sel, ua);
+        return support_attention_block_tc_launch<D, __nv_bfloat16, U, MAXR>((__nv_bfloat16 *)out, q, k, v, T, Hq, Hkv,
+                                                                            scale, topk, bsel, sel, n_sel, ua);
+    return support_attention_block_tc_launch<D, __half, U, MAXR>((__half *)out, q, k, v, T, Hq, Hkv, scale, topk, bsel,
+                                                                 sel, n_sel, ua);
+}
+
+// The rows variant (tc_rows) for head size D.
+template <int D, bool U>
+static int tc_launch_rows(void *out, DType out_type, const void *q, const void *k, const void *v, int T, int Hq,
+                          int Hkv, float scale, int topk, int bsel, const int32_t *sel, const int32_t *n_sel,
+                          UnionArgs ua) {
+    if (D <= 128 && tc_rows(D) == TC_WIDE_ROWS)
+        return tc_launch_dt<D, U, (D <= 128 ? TC_WIDE_ROWS : TC_MAX_ROWS)>(out, out_type, q, k, v, T, Hq, Hkv, scale,
+                                                                           topk, bsel, sel, n_sel, ua);
+    return tc_launch_dt<D, U, TC_MAX_ROWS>(out, out_type, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel, n_sel, ua);
 }
 
 // The launch for the head size dh (64, 128 or 256).
@@ -312,9 +339,10 @@ template <bool U>
 static int tc_launch_dh(void *out, DType out_type, const void *q, const void *k, const void *v, int T, int Hq, int Hkv,
                         int dh, float scale, int topk, int bsel, const int32_t *sel, const int32_t *n_sel,
                         UnionArgs ua) {
-    if (dh == 64) return tc_launch_dt<64, U>(out, out_type, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel, n_sel, ua);
-    if (dh == 128) return tc_launch_dt<128, U>(out, out_type, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel, n_sel, ua);
-    return tc_launch_dt<256, U>(out, out_type, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel, n_sel, ua);
+    if (dh == 64) return tc_launch_rows<64, U>(out, out_type, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel, n_sel, ua);
+    if (dh == 128)
+        return tc_launch_rows<128, U>(out, out_type, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel, n_sel, ua);
+    return tc_launch_rows<256, U>(out, out_type, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel, n_sel, ua);
 }
 
 // The shape checks of the kernel: 1 when it takes the call.

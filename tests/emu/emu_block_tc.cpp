@@ -7,12 +7,14 @@
 //                                     64-key tiles, keys past a query (each sees a prefix), empty rows
 //                                     (the {t} fallback);
 //   support_attention_union_tc_cuda   per-query supports executed as the unions of blocks of 16 queries,
-//                                     with the union sizes it reports checked exactly.
+//                                     with the union sizes it reports checked exactly;
+//   the same with SPINDLE_TC_ROWS=256 (the wide variant: up to 256 rows a thread block).
 // Tolerance as the GPU twin test's (tests/twins/oracle.c, "support_attention_block_tc"): nmse 2e-5 and
 // max |err| 2⁻⁶·max(1, max |cpu|) — the kernel rounds its softmax weights to bf16 before P·V. Indexing,
 // masks, barriers and the fragment algebra without a GPU, nothing about speed. Build and run:
 // scripts/emulate-cuda.sh block_tc [--quick].
 #include <cstdio>
+#include <cstdlib>
 
 #include "sparse_attention.cu"
 #include "sparse_attention_tc.cu"
@@ -119,6 +121,15 @@ int main(int argc, char **argv) {
         check(100, 16, 2, 128, 150, 64, 0);
         check(130, 12, 2, 128, 40, 16, 16);
     }
+    // The wide variant (SPINDLE_TC_ROWS=256: up to 256 rows, 16 warps a thread block, d_h ≤ 128).
+    setenv("SPINDLE_TC_ROWS", "256", 1);
+    check(64, 12, 2, 128, 24, 32, 0);   // 6 heads × 32 rows in one thread block (3 × 32 in two before)
+    check(70, 16, 2, 64, 40, 16, 16);   // unions: 8 heads × 16 rows
+    if (!quick) {
+        check(100, 16, 2, 128, 150, 64, 0);  // 4 heads × 64 rows
+        check(80, 4, 1, 256, 30, 16, 0);     // d_h 256 keeps 128 rows
+    }
+    unsetenv("SPINDLE_TC_ROWS");
     printf("emu_block_tc: %s (%d failure%s)\n", failures ? "FAIL" : "PASS", failures, failures == 1 ? "" : "s");
     return failures ? 1 : 0;
 }
