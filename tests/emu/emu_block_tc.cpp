@@ -28,23 +28,6 @@ void support_attention_cpu(float *out, float *recall, float *support, const floa
 }
 extern "C" void cuda_bf16_to_f32(float *dst, const void *src, int64_t n) { cuda_half_to_f32(dst, src, n, HALF_BF16); }
 
-// Row r's support: n ≤ topk distinct sorted keys from [0, lim), lim a little past the row's last
-// query (so some keys are past a query), every fifth row empty.
-static void supports(std::vector<int32_t> &sel, std::vector<int32_t> &n_sel, int rows, int T, int topk, int per) {
-    sel.assign((size_t)rows * topk, -1), n_sel.assign((size_t)rows, 0);
-    for (int r = 0; r < rows; r++) {
-        if (r % 5 == 4) continue;
-        const int lim = std::min(T, (r + 1) * per + 8);
-        std::vector<int> pool(lim);
-        for (int j = 0; j < lim; j++) pool[j] = j;
-        const int m = std::min(lim, 1 + (int)(urand() * topk) % topk);
-        for (int i = 0; i < m; i++) std::swap(pool[i], pool[i + (int)(urand() * (lim - i)) % (lim - i)]);
-        std::sort(pool.begin(), pool.begin() + m);
-        for (int i = 0; i < m; i++) sel[(size_t)r * topk + i] = pool[i];
-        n_sel[r] = m;
-    }
-}
-
 static double nmse(const float *a, const float *b, int64_t n) {
     double e = 0, s = 0;
     for (int64_t i = 0; i < n; i++) e += ((double)a[i] - b[i]) * ((double)a[i] - b[i]), s += (double)b[i] * b[i];
@@ -53,14 +36,14 @@ static double nmse(const float *a, const float *b, int64_t n) {
 
 // ublock 0: block-shared supports of bsel queries; ublock > 0: per-query supports in blocks of ublock.
 static void check(int T, int Hq, int Hkv, int dh, int topk, int bsel, int ublock) {
-    const int per = ublock > 0 ? 1 : bsel, rows = (T + per - 1) / per;
+    const int per = ublock > 0 ? 1 : bsel;
     const int64_t nq = (int64_t)T * Hq * dh, nkv = (int64_t)T * Hkv * dh;
     const float scale = 1.0f / sqrtf((float)dh);
     auto q = fill(nq, -2, 2), k = fill(nkv, -1, 1), v = fill(nkv, -1, 1);
     for (auto *x : {&q, &k, &v})
         for (auto &e : *x) e = bf16r(e);
     std::vector<int32_t> sel, n_sel;
-    supports(sel, n_sel, rows, T, topk, per);
+    random_supports(sel, n_sel, T, topk, per);
     std::vector<float> ref((size_t)nq);
     support_attention_cpu(ref.data(), NULL, NULL, q.data(), k.data(), v.data(), T, Hq, Hkv, dh, scale, topk, per,
                           sel.data(), n_sel.data());

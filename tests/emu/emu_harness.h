@@ -44,6 +44,25 @@ static std::vector<float> fill(int64_t n, float lo, float hi) {
 }
 static float bf16r(float x) { return __bfloat162float(__float2bfloat16_rn(x)); }
 
+// Random supports: row b (of bsel queries) holds n ≤ topk distinct sorted keys below the row's end + 8
+// (so some lie past a query: each query sees a prefix), every fifth row empty.
+static void random_supports(std::vector<int> &sel, std::vector<int> &n_sel, int T, int topk, int bsel) {
+    const int rows = (T + bsel - 1) / bsel;
+    sel.assign((size_t)rows * topk, -1), n_sel.assign((size_t)rows, 0);
+    for (int b = 0; b < rows; b++) {
+        if (b % 5 == 4) continue;
+        const int lim = std::min(T, (b + 1) * bsel + 8);
+        std::vector<int> pool(lim);
+        for (int j = 0; j < lim; j++) pool[j] = j;
+        const int n = std::min(topk, 1 + (int)(urand() * topk));
+        for (int i = 0; i < n && i < lim; i++) std::swap(pool[i], pool[i + (int)(urand() * (lim - i)) % (lim - i)]);
+        const int m = std::min(n, lim);
+        std::sort(pool.begin(), pool.begin() + m);
+        for (int i = 0; i < m; i++) sel[(size_t)b * topk + i] = pool[i];
+        n_sel[b] = m;
+    }
+}
+
 static int failures;
 
 // max |a − b| / max |b| (NaN counts as failure).

@@ -21,25 +21,6 @@ void attention_forward_cpu(float *out, float *lse, const float *q, const float *
                            int Hkv, int dh, float scale, int window);
 }
 
-// Row b's support: n ≤ topk distinct sorted keys below the block's end + 8 (so some lie past a
-// query: each query sees a prefix), every fifth row empty.
-static void random_supports(std::vector<int> &sel, std::vector<int> &n_sel, int T, int topk, int bsel) {
-    const int rows = (T + bsel - 1) / bsel;
-    sel.assign((size_t)rows * topk, -1), n_sel.assign((size_t)rows, 0);
-    for (int b = 0; b < rows; b++) {
-        if (b % 5 == 4) continue;
-        const int lim = std::min(T, (b + 1) * bsel + 8);
-        std::vector<int> pool(lim);
-        for (int j = 0; j < lim; j++) pool[j] = j;
-        const int n = std::min(topk, 1 + (int)(urand() * topk));
-        for (int i = 0; i < n && i < lim; i++) std::swap(pool[i], pool[i + (int)(urand() * (lim - i)) % (lim - i)]);
-        const int m = std::min(n, lim);
-        std::sort(pool.begin(), pool.begin() + m);
-        for (int i = 0; i < m; i++) sel[(size_t)b * topk + i] = pool[i];
-        n_sel[b] = m;
-    }
-}
-
 static void check(int T, int Hq, int Hkv, int dh, int topk, int bsel) {
     const int64_t nq = (int64_t)T * Hq * dh, nkv = (int64_t)T * Hkv * dh;
     const float scale = 1.0f / sqrtf((float)dh);
