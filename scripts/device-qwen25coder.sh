@@ -70,7 +70,9 @@
 # Environment: GRID_K (default 256,512,1024,2048,4096), GRID_BSEL (default 1,16,64), PREC (bf16: the
 # prefill's precision of eval and the indexer's; fp32 for the reference), BUDGET_S, RULER_PER_TASK,
 # NLL_POSITIONS, ORACLE_TTFT_MAX, REFINE_X (the indexer rows at b_sel > 1 as two-stage supports with
-# REFINE_X·k candidates per block: eval --refine; the call names carry _rFx), and for a CPU smoke test DEVICE=cpu SPINDLE=build/spindle
+# REFINE_X·k candidates per block: eval --refine; the call names carry _rFx), EXEC_BLOCK=B (the RULER
+# calls' per-query rows as unions of B queries on tensor cores: eval --exec-block, GPU bf16; the names
+# carry _xB), and for a CPU smoke test DEVICE=cpu SPINDLE=build/spindle
 # MODEL=models/smollm2 MODEL_YARN=... TASKS=DIR TRAIN_TEXT=... HELDOUT_TEXT=... TRAIN_CTX=1024 STATE=DIR
 # (ttft needs a GPU: with DEVICE=cpu it says so and does nothing). Results in $OUT.
 set -uo pipefail
@@ -232,11 +234,13 @@ stage_ruler() {  # LEN [K] [BSEL]
         # their own JSON.
         [ -n "${RULER_MODES:-}" ] && tag+=_m${RULER_MODES//,/-}
         [ -n "$ix" ] && [ -n "${REFINE_X:-}" ] && tag+=_r${REFINE_X}x
+        local ex=()
+        if [ -n "${EXEC_BLOCK:-}" ]; then ex=(--exec-block "$EXEC_BLOCK"); tag+=_x${EXEC_BLOCK}; fi
         for k in ${ks//,/ }; do
             name=ruler_ctx${L}${tag}_k${k}_b${bs//,/-}
             call "$name" "$SPINDLE" eval --model "$MM" --tasks-file "$f" --k "$k" --bsel "$bs" \
-                --modes "${RULER_MODES:-$modes}" $ix $(refine_args "$k") $(dev_flags) --json "$RES/$name.json" \
-                --predictions "$RES/$name-preds.jsonl" || rc=1
+                --modes "${RULER_MODES:-$modes}" $ix $(refine_args "$k") "${ex[@]}" $(dev_flags) \
+                --json "$RES/$name.json" --predictions "$RES/$name-preds.jsonl" || rc=1
         done
     fi
     grep -h "RULER average" "$OUT"/ruler_ctx"${L}"*.log 2>/dev/null | sed 's/^spindle eval: //' | sort -u
