@@ -645,6 +645,7 @@ static void bench_decode(Bench *b, FwdCuda *f, const ModelConfig *c, int T, int 
         record_skip(b, "generate_prefill_new_length", P, st.msg);
         goto out;
     }
+    // No stop ids: every generation runs its n_new − 1 cached steps.
     fwd_cuda_generate(f, ids, P, NULL, n_new, NULL, 0, out, NULL, &warm, &st);
     fwd_cuda_generate(f, ids, P, NULL, n_new, NULL, 0, out, NULL, &prof, &st);
     char note[320];
@@ -653,12 +654,12 @@ static void bench_decode(Bench *b, FwdCuda *f, const ModelConfig *c, int T, int 
            "dense prefill of a prompt length not run before in this process (its cuBLAS / cuDNN plans built inside)");
     ms = 1e3 * warm.prefill_s;
     record(b, "generate_prefill", P, ms, &ms, 1, 0, 0, 0, "the same prefill again (plans built)");
-    const int steps = warm.steps > 0 ? warm.steps : 1, ps = prof.steps > 0 ? prof.steps : 1;
+    const int steps = n_new > 1 ? n_new - 1 : 1;
     const ForwardProfile *sp = &prof.step;
     snprintf(note, sizeof note, "dense cached step over the fp32 KV cache, mean of %d; op by op (a sync after each "
              "op, %.3f ms a step): projections + MLP %.3f, attention %.3f, the rest (norms, lm_head, copies) %.3f ms",
-             warm.steps, 1e3 * (sp->gemm + sp->attention + sp->other + sp->linear) / ps, 1e3 * sp->gemm / ps,
-             1e3 * sp->attention / ps, 1e3 * (sp->other + sp->linear) / ps);
+             n_new - 1, 1e3 * (sp->gemm + sp->attention + sp->other + sp->linear) / steps, 1e3 * sp->gemm / steps,
+             1e3 * sp->attention / steps, 1e3 * (sp->other + sp->linear) / steps);
     ms = 1e3 * warm.decode_s / steps;
     record(b, "decode_token", P, ms, &ms, 1, 0, 0, 0, note);
 out:

@@ -421,7 +421,7 @@ int generate_greedy(LastLogitsFn last_logits, void *ctx, KvCache *kv, int vocab,
     pre.stop_after_tap = 0;
     ForwardProfile prof;
     const ForwardOpts step = {.kv = kv, .prof = tm && tm->profile_steps ? &prof : NULL};
-    if (tm) tm->prefill_s = tm->decode_s = 0.0, tm->steps = 0, tm->step = (ForwardProfile){0};
+    if (tm) tm->prefill_s = tm->decode_s = 0.0, tm->step = (ForwardProfile){0};
     float *row = xmalloc(sizeof(float) * (size_t)vocab);
     double t0 = omp_get_wtime();
     last_logits(ctx, ids, T, &pre, row);
@@ -440,7 +440,6 @@ int generate_greedy(LastLogitsFn last_logits, void *ctx, KvCache *kv, int vocab,
             tm->step.gemm += prof.gemm, tm->step.attention += prof.attention, tm->step.linear += prof.linear;
             tm->step.other += prof.other, tm->step.lm_head += prof.lm_head;
         }
-        if (tm) tm->steps++;
     }
     if (tm) tm->decode_s = omp_get_wtime() - t0;
     free(row);

@@ -181,8 +181,7 @@ void forward_lm_head(const Model *m, const float *hidden, int rows, float *logit
 // includes what a new prompt length costs the first time: cuBLAS and cuDNN
 // plans for the shape), and the cached steps after it.
 typedef struct {
-    double prefill_s, decode_s;
-    int steps;             // cached steps run (tokens generated − 1)
+    double prefill_s, decode_s;  // the decoding is the generation's n − 1 cached steps (n: its return value)
     int profile_steps;     // in: nonzero times the steps op by op (a sync after each op: slower)
     ForwardProfile step;   // out, with profile_steps: the steps' sums
 } GenTiming;

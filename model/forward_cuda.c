@@ -27,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "env.h"
 #include "indexer.h"
 #include "indexer_cuda.h"
 #include "layer.h"
@@ -408,17 +409,7 @@ static void lm_head_logits(const FwdCuda *f, float *logits, const float *hidden,
 // positive integer; the tests set small odd values so that every op crosses
 // chunk boundaries). A pass of T ≤ that many tokens runs in one chunk.
 static int row_chunk(int T) {
-    long rc = 65536;
-    const char *e = getenv("SPINDLE_ROW_CHUNK");
-    if (e && *e) {
-        char *end;
-        const long v = strtol(e, &end, 10);
-        if (*end || v <= 0 || v > INT_MAX) {
-            fprintf(stderr, "spindle: SPINDLE_ROW_CHUNK=%s is not a positive integer; using %ld\n", e, rc);
-        } else {
-            rc = v;
-        }
-    }
+    const long rc = env_long("SPINDLE_ROW_CHUNK", 65536, 1, INT_MAX);
     return rc < T ? (int)rc : T;
 }
 

@@ -83,6 +83,7 @@
 #include <time.h>
 
 #include "cuda_check.cuh"
+#include "env.h"
 #include "ops_cuda.h"
 #include "sdpa_cuda.h"
 
@@ -535,20 +536,8 @@ static int norm_window(int window, int T) { return window > 0 && window < T ? wi
 
 // The plan length of a T-token pass (the comment at the top: "Lengths in buckets").
 static int bucket_len(int T) {
-    static long bucket = 0;
-    if (!bucket) {
-        bucket = 1024;
-        const char *e = getenv("SPINDLE_SDPA_BUCKET");
-        if (e && *e) {
-            char *end;
-            const long v = strtol(e, &end, 10);
-            if (*end || v < 1 || v > (1L << 24))
-                fprintf(stderr, "spindle: SPINDLE_SDPA_BUCKET=%s is not an integer in [1, 2^24]; using %ld\n", e,
-                        bucket);
-            else
-                bucket = v;
-        }
-    }
+    static long bucket = 0;  // read once: the plans already built are keyed by it
+    if (!bucket) bucket = env_long("SPINDLE_SDPA_BUCKET", 1024, 1, 1L << 24);
     const long tb = (T + bucket - 1) / bucket * bucket;
     return tb > INT_MAX ? T : (int)tb;
 }

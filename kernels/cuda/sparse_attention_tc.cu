@@ -328,7 +328,7 @@ template <int D, bool U>
 static int tc_launch_rows(void *out, DType out_type, const void *q, const void *k, const void *v, int T, int Hq,
                           int Hkv, float scale, int topk, int bsel, const int32_t *sel, const int32_t *n_sel,
                           UnionArgs ua) {
-    if (D <= 128 && tc_rows(D) == TC_WIDE_ROWS)
+    if (tc_rows(D) == TC_WIDE_ROWS)  // the ternary keeps d_h 256 from instantiating the wide kernel
         return tc_launch_dt<D, U, (D <= 128 ? TC_WIDE_ROWS : TC_MAX_ROWS)>(out, out_type, q, k, v, T, Hq, Hkv, scale,
                                                                            topk, bsel, sel, n_sel, ua);
     return tc_launch_dt<D, U, TC_MAX_ROWS>(out, out_type, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel, n_sel, ua);

@@ -107,16 +107,16 @@ T __shfl_xor_sync(unsigned, T v, int off, int = 32) { return emu_exchange(v, (em
 template <typename T>
 T __shfl_sync(unsigned, T v, int src, int = 32) { return emu_exchange(v, src % 32); }
 
-// Every lane's value, gathered (two barriers of the warp): all[l] = lane l's v.
-inline uint64_t emu_gather_buf[1024];
+// Every lane's value (at most 32 bytes: a word, a pointer, an mma fragment), gathered (two barriers of
+// the warp): all[l] = lane l's v.
+inline unsigned char emu_gather_buf[1024][32];
 template <typename T>
-void emu_warp_all(T v, T *all) {
+void emu_warp_all(const T &v, T *all) {
+    static_assert(sizeof(T) <= sizeof emu_gather_buf[0], "emu_warp_all: at most 32 bytes a lane");
     const int t = emu_tid(), w0 = (t / 32) * 32;
-    uint64_t u = 0;
-    memcpy(&u, &v, sizeof v);
-    emu_gather_buf[t] = u;
+    memcpy(emu_gather_buf[t], &v, sizeof v);
     emu_warp_bar[t / 32]->arrive_and_wait();
-    for (int l = 0; l < 32; l++) memcpy(&all[l], &emu_gather_buf[w0 + l], sizeof(T));
+    for (int l = 0; l < 32; l++) memcpy(&all[l], emu_gather_buf[w0 + l], sizeof(T));
     emu_warp_bar[t / 32]->arrive_and_wait();
 }
 // Warp votes and reductions over all 32 lanes (the kernels here pass the full mask).

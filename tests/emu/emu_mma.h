@@ -9,26 +9,6 @@
 #include <cstdint>
 #include <cstring>
 
-// Every lane's n 32-bit words, gathered: all[l * n + i] = lane l's v[i] (two barriers of the warp).
-inline uint64_t emu_warp_words[1024 * 8];
-inline void emu_warp_gather(const uint32_t *v, int n, uint32_t *all) {
-    const int t = emu_tid(), w0 = (t / 32) * 32;
-    for (int i = 0; i < n; i++) emu_warp_words[t * 8 + i] = v[i];
-    emu_warp_bar[t / 32]->arrive_and_wait();
-    for (int l = 0; l < 32; l++)
-        for (int i = 0; i < n; i++) all[l * n + i] = (uint32_t)emu_warp_words[(w0 + l) * 8 + i];
-    emu_warp_bar[t / 32]->arrive_and_wait();
-}
-// Every lane's pointer, gathered.
-inline const void *emu_warp_ptrs[1024];
-inline void emu_warp_gather_ptr(const void *p, const void **all) {
-    const int t = emu_tid(), w0 = (t / 32) * 32;
-    emu_warp_ptrs[t] = p;
-    emu_warp_bar[t / 32]->arrive_and_wait();
-    for (int l = 0; l < 32; l++) all[l] = emu_warp_ptrs[w0 + l];
-    emu_warp_bar[t / 32]->arrive_and_wait();
-}
-
 inline uint16_t emu_b16(const void *row, int col) {
     uint16_t h;
     memcpy(&h, (const char *)row + 2 * col, 2);
@@ -39,7 +19,7 @@ inline uint16_t emu_b16(const void *row, int col) {
 // each matrix, row l / 4, columns 2(l % 4) and 2(l % 4) + 1 (the lower column in the low half).
 static inline void ldsm_x4(uint32_t r[4], const void *p) {
     const void *rows[32];
-    emu_warp_gather_ptr(p, rows);
+    emu_warp_all(p, rows);
     const int l = emu_tid() % 32;
     for (int i = 0; i < 4; i++) {
         const void *row = rows[8 * i + l / 4];
@@ -49,7 +29,7 @@ static inline void ldsm_x4(uint32_t r[4], const void *p) {
 // The same with .trans: lane l gets, of each matrix, column l / 4 of rows 2(l % 4) and 2(l % 4) + 1.
 static inline void ldsm_x4_trans(uint32_t r[4], const void *p) {
     const void *rows[32];
-    emu_warp_gather_ptr(p, rows);
+    emu_warp_all(p, rows);
     const int l = emu_tid() % 32;
     for (int i = 0; i < 4; i++)
         r[i] = (uint32_t)emu_b16(rows[8 * i + 2 * (l % 4)], l / 4) |
@@ -67,12 +47,14 @@ inline float emu_bf16_bits(uint32_t h) {
 // A (g, 2c..2c+1), (g+8, 2c..), (g, 2c+8..), (g+8, 2c+8..); B k rows 2c, 2c+1 and 2c+8, 2c+9 of
 // column g; C/D rows g and g+8, columns 2c, 2c+1.
 static inline void mma_bf16(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
-    uint32_t mine[6] = {a[0], a[1], a[2], a[3], b0, b1}, all[32 * 6];
-    emu_warp_gather(mine, 6, all);
+    struct Frag {
+        uint32_t w[6];
+    } mine = {{a[0], a[1], a[2], a[3], b0, b1}}, all[32];
+    emu_warp_all(mine, all);
     float A[16][16], B[16][8];
     for (int l = 0; l < 32; l++) {
         const int g = l / 4, c = l % 4;
-        const uint32_t *f = all + 6 * l;
+        const uint32_t *f = all[l].w;
         const int ar[4] = {g, g + 8, g, g + 8}, ac[4] = {2 * c, 2 * c, 2 * c + 8, 2 * c + 8};
         for (int i = 0; i < 4; i++) {
             A[ar[i]][ac[i]] = emu_bf16_bits(f[i] & 0xFFFFu);
