@@ -180,9 +180,15 @@ class Frontier:
         for t, i in both:
             per_task.setdefault(t, []).append((mine[(t, i)], dense[(t, i)]))
         mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
-        delta = mean([mean([a - b for a, b in v]) for v in per_task.values()])
+        d_task = [mean([a - b for a, b in v]) for v in per_task.values()]
+        delta = mean(d_task)
         dense_same = mean([mean([b for _, b in v]) for v in per_task.values()])
-        return delta, len(both), dense_same
+        return delta, len(both), dense_same, spread95(d_task)
+
+    def one_each(self, L, c):
+        """Whether every task of a RULER row was scored on one instance (from the per-instance scores)."""
+        mine = self.inst.get(L, {}).get(c)
+        return bool(mine) and len({t for t, _ in mine}) == len(mine)
 
     def lengths(self):
         return sorted(set(self.nll) | set(self.ruler) | set(self.ttft))
@@ -213,9 +219,10 @@ class Frontier:
                     if c[0] != "dense":
                         d = self.paired_druler(L, c)
                         if d:
-                            row["druler"], row["druler_pairs"], row["ruler_dense_same"] = d
+                            row["druler"], row["druler_pairs"], row["ruler_dense_same"], row["druler_ci95"] = d
                         elif dense_r and dense_r.get("n_seq") == r.get("n_seq"):
                             row["druler"] = r["accuracy"] - dense_r["accuracy"]
+                    row["ruler_one_each"] = self.one_each(L, c)
                 if t and t["ms"] is not None:
                     row["ttft_ms"], row["ttft_cmd"] = t["ms"], t["cmd"]
                     if dense_t.get("ms"):
@@ -267,6 +274,23 @@ def yarn(rope):
     return bool(rope) and rope.lower().startswith("yarn")
 
 
+def spread95(xs):
+    """1.96 · sample sd / √n of xs (None below two values)."""
+    n = len(xs)
+    if n < 2:
+        return None
+    m = sum(xs) / n
+    return 1.96 * math.sqrt(sum((x - m) ** 2 for x in xs) / (n - 1) / n)
+
+
+def ruler_pm(r):
+    """RULER average ± eval's 95% half-width; "± –" where eval's is 0 because every task has one instance
+    (no within-task spread to estimate it from)."""
+    if r.get("ruler_ci95") or not r.get("ruler_one_each"):
+        return f"{r['ruler']:.1f} ± {r.get('ruler_ci95') or 0:.1f}"
+    return f"{r['ruler']:.1f} ± –"
+
+
 def verdict(rows, fr, within_ruler, within_nll):
     """The sentences of the issue's 'Done when', from the numbers."""
     out = []
@@ -277,7 +301,7 @@ def verdict(rows, fr, within_ruler, within_nll):
         head = f"- **{ctx_name(L)}**" + (f" ({fr.rope.get(L)})" if yarn(fr.rope.get(L)) else "") + ": "
         parts = []
         if d.get("ruler") is not None:
-            parts.append(f"dense RULER {d['ruler']:.1f} ± {d.get('ruler_ci95') or 0:.1f}")
+            parts.append(f"dense RULER {ruler_pm(d)}")
         if not ix:
             out.append(head + "; ".join(parts + ["no indexer rows"]) + ".")
             continue
@@ -381,8 +405,10 @@ def markdown(rows, fr, args):
     o.append("")
     o.append("ΔNLL vs dense of the same call in nats/token (± 95%); RULER: the mean of the task means, 0–100 "
              "(± 95%), ΔRULER vs dense on the same task instances (paired from the predictions files where "
-             "they are there: a row scored on fewer instances than dense is compared on those); C-numbers name "
-             "the commands below.")
+             "they are there: a row scored on fewer instances than dense is compared on those; its ± is 1.96 · "
+             "sd / √n of the per-task differences, the tasks as the sample); a RULER average \"± –\" has one "
+             "instance a task, so no within-task spread to estimate its interval from. C-numbers name the "
+             "commands below.")
     o.append("")
     o.append("| ctx | mode | k | b_sel | NLL | ΔNLL | logit KL | top-1 | mass recall | sparsity | RULER | ΔRULER | "
              "TTFT (ms) | speedup | from |")
@@ -393,8 +419,10 @@ def markdown(rows, fr, args):
         s = "–" if r["mode"] == "dense" else str(r["bsel"])
         dn = f(r.get("dnll"), sign=True) + (f" ± {r['dnll_ci95']:.4f}" if r.get("dnll_ci95") is not None
                                             and r["mode"] != "dense" else "")
-        ru = f"{r['ruler']:.1f} ± {r.get('ruler_ci95') or 0:.1f}" if r.get("ruler") is not None else "–"
+        ru = ruler_pm(r) if r.get("ruler") is not None else "–"
         dr = f(r.get("druler"), 1, True) if r["mode"] != "dense" else "–"
+        if r.get("druler_ci95") is not None and r["mode"] != "dense":
+            dr += f" ± {r['druler_ci95']:.1f}"
         if r.get("druler_pairs") is not None and r["mode"] != "dense":
             dr += f" (paired, {r['druler_pairs']} instances; dense on them {r['ruler_dense_same']:.1f})"
         t = f(r.get("ttft_ms"), 1) if r.get("ttft_ms") is not None else (r.get("ttft_note") or "–")

@@ -209,6 +209,18 @@ json.dump([ru16("indexer", 256, 1, "vt", 100.0, 1), ru16("indexer", 256, 1, "ave
            ru16("indexer", 512, 1, "average", 100.0, 1)],
           open(os.path.join(d, "ruler_ctx16384_n1_k256.json"), "w"))
 open(os.path.join(d, "ruler_ctx16384_n1_k256-preds.jsonl"), "w").write(pred("indexer", 256, 1, 0, 100) + "\n")
+# 8K: two tasks of one instance each; dense 100 / 0, the indexer 100 / 100: paired ΔRULER +50 with the
+# per-task differences 0 and 100 as the sample (± 1.96 · 70.71 / √2 = 98.0), the averages "± –".
+def ru8(mode, k, b, task, acc):
+    return dict(ru(mode, k, b, task, acc), ctx=8192, n_seq=1 if task != "average" else 2, accuracy_ci95=0.0)
+def pred8(mode, k, b, task, score):
+    return json.dumps({"mode": mode, "k": k, "bsel": b, "task": task, "ctx": 8192, "index": 0, "score": score})
+json.dump([ru8("dense", 0, 0, "vt", 100.0), ru8("dense", 0, 0, "cwe", 0.0), ru8("dense", 0, 0, "average", 50.0),
+           ru8("indexer", 256, 1, "vt", 100.0), ru8("indexer", 256, 1, "cwe", 100.0),
+           ru8("indexer", 256, 1, "average", 100.0)], open(os.path.join(d, "ruler_ctx8192_n1.json"), "w"))
+open(os.path.join(d, "ruler_ctx8192_n1-preds.jsonl"), "w").write("".join(
+    p + "\n" for p in (pred8("dense", 0, 0, "vt", 100), pred8("dense", 0, 0, "cwe", 0),
+                       pred8("indexer", 256, 1, "vt", 100), pred8("indexer", 256, 1, "cwe", 100))))
 PY
 python3 "$src/scripts/qwen-frontier.py" --results "$qf/in" --md "$qf/f.md" --json "$qf/f.json" >"$qf/log" 2>&1
 check $? "qwen-frontier.py exits 0"
@@ -224,6 +236,11 @@ if not near(rows[(32768, "indexer", 256, 1)].get("druler"), -0.5): bad.append("d
 r16 = rows[(16384, "indexer", 256, 1)]
 if not near(r16.get("druler"), 0.0) or r16.get("druler_pairs") != 1: bad.append("paired druler 0 over 1 instance")
 if rows[(16384, "indexer", 512, 1)].get("druler") is not None: bad.append("no druler: other instances, no preds")
+r8 = rows[(8192, "indexer", 256, 1)]
+if not near(r8.get("druler"), 50.0) or r8.get("druler_ci95") is None or abs(r8["druler_ci95"] - 98.0) > 0.05:
+    bad.append("paired druler +50 ± 98.0 over two tasks")
+if "| 8K | indexer | 256 | 1 |" not in md or "100.0 ± – | +50.0 ± 98.0 (paired, 2 instances" not in md:
+    bad.append("8K row: average ± – and the paired interval")
 v = " ".join(doc["verdict"])
 if "within 1 RULER point and 0.01 nats/token of dense at 1 of 2 configurations (k 256, b_sel 1)" not in v:
     bad.append("verdict at 32K")
@@ -234,7 +251,7 @@ if "RULER alone (no NLL row): within 1 point of dense at 1 of 1 configurations (
 # The coverage table: 32K indexer k 256 has R, N, T at b_sel 1 and R, N at 64 (no b_sel 16); 16K k 512 an R only.
 if "| 32K | indexer | RNT / · / RNT | · / · / · |" not in md: bad.append("coverage row 32K indexer")
 if "| 16K | indexer | R / · / · | R / · / · |" not in md: bad.append("coverage row 16K indexer")
-if "3 of 90 sparse configurations have all three" not in md: bad.append("coverage count")
+if "3 of 120 sparse configurations have all three" not in md: bad.append("coverage count")
 print("qwen-frontier.py:", "ok" if not bad else bad)
 sys.exit(1 if bad else 0)
 PY
