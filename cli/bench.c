@@ -316,6 +316,11 @@ static void k_ix_select_tf32(void *p) {
     Layer *L = p;
     indexer_select_cuda(L->sel, L->n_sel, &L->icfg, L->params, L->x, L->T, L->k, 1, IX_SCORES_TF32);
 }
+// The same with SPINDLE_FUSED_SELECT=1 (set around the measurement): bf16 scores and selection fused.
+static void k_ix_select_fused(void *p) {
+    Layer *L = p;
+    indexer_select_cuda(L->sel, L->n_sel, &L->icfg, L->params, L->x, L->T, L->k, 1, IX_SCORES_BF16);
+}
 static void k_ix_select_block(void *p) {
     Layer *L = p;
     indexer_select_cuda(L->sel_b, L->n_sel_b, &L->icfg, L->params, L->x, L->T, L->k, L->bsel, IX_SCORES_FP32);
@@ -449,6 +454,47 @@ static void bench_layer(Bench *b, const ModelConfig *c, int T, int k, int bsel, 
     snprintf(note2, sizeof note2, "%s; projections and scores on TF32 tensor cores", note);
     ms = measure(b, k_ix_select_tf32, &L, all, &reps);
     record(b, "indexer_select_tf32", T, ms, all, reps, 0, k, 1, note2);
+    // The per-query selection fused with its bf16 scores (no score buffer), and its set overlap with
+    // the TF32 selection just made, on up to 1024 evenly spaced rows longer than k. L.sel keeps the
+    // fused selection (the sparse attention below runs over it: as many keys per row).
+    {
+        const int n_cmp = T - k < 1024 ? T - k : 1024;
+        int32_t *tf = n_cmp > 0 ? xmalloc(sizeof(int32_t) * (size_t)n_cmp * k) : NULL;
+        int32_t *fu = n_cmp > 0 ? xmalloc(sizeof(int32_t) * (size_t)n_cmp * k) : NULL;
+        for (int i = 0; i < n_cmp; i++) {
+            const int64_t t = k + (int64_t)i * (T - k) / n_cmp;
+            cuda_to_host(tf + (size_t)i * k, L.sel + t * k, sizeof(int32_t) * (size_t)k);
+        }
+        const char *prev = getenv("SPINDLE_FUSED_SELECT");
+        char *saved = prev ? strdup(prev) : NULL;
+        setenv("SPINDLE_FUSED_SELECT", "1", 1);
+        ms = measure(b, k_ix_select_fused, &L, all, &reps);
+        if (saved) setenv("SPINDLE_FUSED_SELECT", saved, 1);
+        else unsetenv("SPINDLE_FUSED_SELECT");
+        free(saved);
+        double overlap = 0.0;
+        char note3[400];
+        for (int i = 0; i < n_cmp; i++) {
+            const int64_t t = k + (int64_t)i * (T - k) / n_cmp;
+            cuda_to_host(fu + (size_t)i * k, L.sel + t * k, sizeof(int32_t) * (size_t)k);
+            const int32_t *st = tf + (size_t)i * k, *sf = fu + (size_t)i * k;  // both ascending, k keys
+            int n = 0;
+            for (int x = 0, y = 0; x < k && y < k;) {
+                if (st[x] == sf[y]) n++, x++, y++;
+                else if (st[x] < sf[y]) x++;
+                else y++;
+            }
+            overlap += (double)n / k;
+        }
+        if (n_cmp > 0)
+            snprintf(note3, sizeof note3, "%s; bf16 scores fused with the selection (SPINDLE_FUSED_SELECT=1), no "
+                     "score buffer; mean |fused & tf32| / k %.4f over %d rows", note, overlap / n_cmp, n_cmp);
+        else
+            snprintf(note3, sizeof note3, "%s; bf16 scores fused with the selection (SPINDLE_FUSED_SELECT=1), no "
+                     "score buffer; every row takes every key", note);
+        record(b, "indexer_select_fused", T, ms, all, reps, 0, k, 1, note3);
+        free(tf), free(fu);
+    }
     ms = measure(b, k_ix_select_block_tf32, &L, all, &reps);
     record(b, "indexer_select_block_tf32", T, ms, all, reps, 0, k, bsel, note2);
     // What the bf16 forward's block-shared TTFT uses: fused bf16 block sums, no score buffer.

@@ -63,7 +63,8 @@ double indexer_mass_recall_cuda(float *recall, const IndexerConfig *cfg, const f
 // accumulate). IX_SCORES_BF16:
 // for bsel > 1, q and k rounded to bf16 and the block sums computed on tensor
 // cores without a score buffer (indexer_block_scores_bf16_cuda; TF32 where it
-// declines the shape, and for bsel = 1). The last two are for the bf16
+// declines the shape, and for bsel = 1; with SPINDLE_FUSED_SELECT=1, bsel = 1
+// goes through indexer_select_fused_bf16_cuda). The last two are for the bf16
 // forward, whose q and k carry little more precision than that: the selection
 // is a top-k of slightly perturbed values, so keys near the k-th may swap.
 typedef enum { IX_SCORES_FP32 = 0, IX_SCORES_TF32 = 1, IX_SCORES_BF16 = 2 } IndexerScores;
@@ -99,6 +100,19 @@ void indexer_refine_rows_cuda(int32_t *sel, int32_t *n_sel, const int32_t *pos, 
 // bf16-rounded q, k. (indexer_block_tc.cu)
 int indexer_block_scores_bf16_cuda(float *A, int64_t ld, const void *q, const void *k, int T, int d_index,
                                    float c_col, int bsel, int b0, int nb);
+
+// The per-query selection (bsel = 1) with no score buffer: sel [T, kk]
+// ascending then −1, n_sel [T] = min(kk, t + 1), row t the top kk of
+// s_{t,j} = c_col·q_t·k_j over j ≤ t (larger value first, equal values → the
+// lower index, −0 as +0: topk_support's rule), from bf16 q, k [T, d_index]
+// (device, 16-byte aligned) on tensor cores with fp32 sums. The scores are
+// computed again in each of a few sweeps of a radix select (the same bits each
+// time); the set is exactly the top kk of those fp32 scores. Takes d_index 32,
+// 64, 128 or 256; returns -1 without launching for anything else, 0 when
+// launched. Judged by tests/twins/indexer.c against the top kk of the scores
+// in double over the same bf16-rounded q, k. (indexer_select_fused.cu)
+int indexer_select_fused_bf16_cuda(int32_t *sel, int32_t *n_sel, const void *q, const void *k, int T, int d_index,
+                                   float c_col, int kk);
 
 // adamw_step on the GPU (t counts from 1); decay_mask device bytes or NULL.
 void adamw_step_cuda(double lr, double beta1, double beta2, double eps, double weight_decay, long t, float *params,

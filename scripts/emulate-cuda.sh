@@ -19,6 +19,9 @@
 #                      tensor cores) against their definition in double; [--quick]
 #   oracle_tc          kernels/cuda/oracle_tc.cu + topk.cu (the oracle's selection from bf16 q, k on tensor
 #                      cores, then the exact row top-k) against the definition in double; [--quick]
+#   indexer_select_fused  kernels/cuda/indexer_select_fused.cu (the per-query indexer selection with
+#                      its bf16 tensor-core scores, no score buffer) against the top-k of the scores in
+#                      double; [--quick]
 # EMU_OUT=DIR builds there (default build-emu/). Exit 0 when every case passes,
 # 77 (CTest: skipped) without g++ or pkg-config's openblas, 2 for an unknown KERNEL.
 set -euo pipefail
@@ -34,7 +37,8 @@ refine) cpu=(topk) twins=() ;;
 block_tc) cpu=(attention_cpu oracle_cpu topk) twins=() ;;
 indexer_block_tc) cpu=() twins=() ;;
 oracle_tc) cpu=() twins=() ;;
-*) echo "usage: scripts/emulate-cuda.sh deltanet|attention_cached|support_attention|refine|block_tc|indexer_block_tc|oracle_tc [ARGS...]" >&2; exit 2 ;;
+indexer_select_fused) cpu=() twins=() ;;
+*) echo "usage: scripts/emulate-cuda.sh deltanet|attention_cached|support_attention|refine|block_tc|indexer_block_tc|oracle_tc|indexer_select_fused [ARGS...]" >&2; exit 2 ;;
 esac
 if ! command -v g++ >/dev/null || ! pkg-config --exists openblas; then
     echo "emulate-cuda: skipped: needs g++ and openblas (pkg-config)"

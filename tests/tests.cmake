@@ -200,8 +200,11 @@ add_test(NAME deltanet COMMAND test_deltanet)
 #   indexer_block_tc   the block-shared selection's ranking values on tensor cores (kernels/cuda/indexer_block_tc.cu)
 #                      against their definition in double;
 #   oracle_tc          the oracle's selection from bf16 q, k on tensor cores and the exact row top-k
-#                      (kernels/cuda/oracle_tc.cu, topk.cu) against the definition in double.
-foreach(kernel deltanet attention_cached support_attention refine block_tc indexer_block_tc oracle_tc)
+#                      (kernels/cuda/oracle_tc.cu, topk.cu) against the definition in double;
+#   indexer_select_fused  the per-query indexer selection fused with its bf16 tensor-core scores
+#                      (kernels/cuda/indexer_select_fused.cu) against the top-k of the scores in double.
+foreach(kernel deltanet attention_cached support_attention refine block_tc indexer_block_tc oracle_tc
+        indexer_select_fused)
   add_test(NAME ${kernel}_cuda_emulated COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/emulate-cuda.sh ${kernel} --quick)
   set_tests_properties(${kernel}_cuda_emulated PROPERTIES SKIP_RETURN_CODE 77
     ENVIRONMENT "EMU_OUT=${TEST_TMP}/emu_${kernel}")

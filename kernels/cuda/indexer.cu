@@ -76,6 +76,7 @@
 extern "C" {  // indexer.h is a C header without its own extern "C" (indexer_layout is defined in C)
 #include "indexer.h"
 }
+#include "env.h"
 #include "indexer_cuda.h"
 #include "oracle_cuda.h"
 #include "ops_cuda.h"
@@ -1178,7 +1179,20 @@ static void select_projected(int32_t *sel, int32_t *n_sel, const float *q, const
     const float c_col = 1.0f / sqrtf((float)dI);
     int64_t ch = CHUNK_FLOATS / T;  // score rows per chunk
     ch = ch < 1 ? 1 : ch > 1024 ? 1024 : ch;
-    if (bsel > 1 && scores == IX_SCORES_BF16 && select_blocks_bf16(sel, n_sel, q, kk, T, dI, c_col, k, bsel) == 0) {
+    // Per query, bf16, SPINDLE_FUSED_SELECT=1: scores and selection fused on tensor cores (no score
+    // buffer); the TF32 path below where that kernel declines the shape.
+    int fused = bsel == 1 && scores == IX_SCORES_BF16 && env_long("SPINDLE_FUSED_SELECT", 0, 0, 1) == 1;
+    if (fused) {
+        void *qb = cuda_malloc(2 * (size_t)T * dI), *kb = cuda_malloc(2 * (size_t)T * dI);
+        cuda_f32_to_bf16(qb, q, (int64_t)T * dI);
+        cuda_f32_to_bf16(kb, kk, (int64_t)T * dI);
+        fused = indexer_select_fused_bf16_cuda(sel, n_sel, qb, kb, T, dI, c_col, k) == 0;
+        cuda_free(qb), cuda_free(kb);
+    }
+    if (fused) {
+        // done on tensor cores, without a score buffer
+    } else if (bsel > 1 && scores == IX_SCORES_BF16 &&
+               select_blocks_bf16(sel, n_sel, q, kk, T, dI, c_col, k, bsel) == 0) {
         // done on tensor cores, without score buffers
     } else if (bsel == 1) {
         if (ch > T) ch = T;

@@ -128,6 +128,8 @@ inline unsigned __ballot_sync(unsigned, int pred) {
     return b;
 }
 inline int __any_sync(unsigned m, int pred) { return __ballot_sync(m, pred) != 0; }
+// A barrier of the warp's 32 threads (the kernels here pass the full mask).
+inline void __syncwarp(unsigned = 0xffffffffu) { emu_warp_bar[emu_tid() / 32]->arrive_and_wait(); }
 template <typename T>
 T __reduce_add_sync(unsigned, T v) {
     T all[32], s = 0;
@@ -147,6 +149,7 @@ inline unsigned __float_as_uint(float x) {
     return u;
 }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
+inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
 inline int __ffs(int x) { return __builtin_ffs(x); }
 // Atomics on shared or global memory (host memory here), for the kernels that count and mark.
 template <typename T>

@@ -50,6 +50,11 @@
 //     padded, and no selected key below the k-th largest value minus a tie
 //     tolerance of 1e-5·(1 + |value|). Rows that differ from the CPU twin's
 //     selection are counted and printed (expected 0; ties make a few legal).
+//   fused per-query selection (indexer_select_fused_bf16_cuda): on bf16-rounded
+//     q, k against the top k of the scores in double, the reference's set
+//     exactly except at near ties within the fp32 sums' error bound (see
+//     check_select_fused); through indexer_select_cuda (SPINDLE_FUSED_SELECT=1)
+//     by check_select's bf16 rule.
 //   AdamW: parameters, m and v within 1 ulp of the CPU twin (the kernel repeats
 //     its operations with explicit rounding, so 0 ulp is expected: the count of
 //     inexact values is printed). grad_clip: the norm relative 1e-12 (double
@@ -556,6 +561,96 @@ static void check_block_scores_bf16(int T, int dI, int bsel, int b0, int nb) {
     free(q), free(k), free(ref), free(srow), free(acc);
 }
 
+// ---- fused per-query selection --------------------------------------------------------------
+
+// indexer_select_fused_bf16_cuda against the top k of the scores in double over
+// the same bf16-rounded q, k: the products agree exactly and only the fp32 sums
+// differ, by at most tol = d_I·2⁻²³·c·Σ_i |q_{t,i}|·max |k|. A row must be the
+// reference's set (ascending, −1 padded, n_sel = min(k, t + 1)) unless its k-th
+// and next values lie within tol (either may be picked; every pick must then
+// be within tol of the k-th). ints: q, k integers in −2 … 2, so every score is
+// c times an exact integer: many ties, no tolerance, the tie rule exactly.
+static void check_select_fused(int T, int dI, int k, int ints) {
+    char shape[160];
+    snprintf(shape, sizeof shape, "T=%d dI=%d k=%d%s", T, dI, k, ints ? " ints" : "");
+    float *q = randn((int64_t)T * dI, 1.0f), *kv = randn((int64_t)T * dI, 1.0f);
+    for (int64_t i = 0; i < (int64_t)T * dI; i++) {
+        q[i] = ints ? fminf(2.0f, fmaxf(-2.0f, rintf(q[i]))) + 0.0f : bf16_round(q[i]);
+        kv[i] = ints ? fminf(2.0f, fmaxf(-2.0f, rintf(kv[i]))) + 0.0f : bf16_round(kv[i]);
+    }
+    const float c_col = 1.0f / sqrtf((float)dI);
+    float *d_q = dev_from(q, (int64_t)T * dI), *d_k = dev_from(kv, (int64_t)T * dI);
+    void *b_q = cuda_malloc(2 * (size_t)T * dI), *b_k = cuda_malloc(2 * (size_t)T * dI);
+    cuda_f32_to_bf16(b_q, d_q, (int64_t)T * dI), cuda_f32_to_bf16(b_k, d_k, (int64_t)T * dI);
+    int32_t *d_sel = (int32_t *)dev_poisoned((int64_t)T * k), *d_n = (int32_t *)dev_poisoned(T);
+    const int rc = indexer_select_fused_bf16_cuda(d_sel, d_n, b_q, b_k, T, dI, c_col, k);
+    if (rc != 0) {
+        record("indexer select fused bf16", shape, 0, "returned -1 for a shape it should take");
+    } else {
+        int32_t *sel = host_from_dev_i32(d_sel, (int64_t)T * k), *nsel = host_from_dev_i32(d_n, T);
+        double kmax = 0.0;
+        for (int64_t i = 0; i < (int64_t)T * dI; i++) kmax = fabs(kv[i]) > kmax ? fabs(kv[i]) : kmax;
+        double *v = malloc(sizeof(double) * T), *tmp = malloc(sizeof(double) * T);
+        int bad = 0, tied = 0, first_bad = -1;
+        for (int t = 0; t < T; t++) {
+            const int len = t + 1, m = len < k ? len : k;
+            double qabs = 0.0;
+            for (int i = 0; i < dI; i++) qabs += fabs(q[(int64_t)t * dI + i]);
+            for (int j = 0; j < len; j++) {
+                double d = 0.0;
+                for (int i = 0; i < dI; i++) d += (double)q[(int64_t)t * dI + i] * kv[(int64_t)j * dI + i];
+                v[j] = c_col * d;
+            }
+            const double tol = ints ? 0.0 : dI * ldexp(1.0, -23) * c_col * qabs * kmax;
+            const int32_t *got = sel + (int64_t)t * k;
+            int ok = nsel[t] == m;
+            for (int a = 0; ok && a < k; a++)
+                ok = a < m ? got[a] >= 0 && got[a] < len && (a == 0 || got[a] > got[a - 1]) : got[a] == -1;
+            if (ok && m < len) {
+                memcpy(tmp, v, sizeof(double) * len);
+                qsort(tmp, (size_t)len, sizeof(double), cmp_desc);
+                const double kth = tmp[m - 1], next = tmp[m];
+                // The reference set: every value above the k-th, then the lowest indices equal to it.
+                int above = 0;
+                for (int a = 0; a < m; a++) above += tmp[a] > kth;
+                int exact = 1, n_eq = 0;
+                for (int a = 0; a < m; a++) {
+                    const double x = v[got[a]];
+                    if (x == kth) n_eq++;
+                    exact = exact && x >= kth;
+                }
+                if (exact) {  // the right values; ties at the k-th must be the lowest indices
+                    int seen = 0;
+                    for (int j = 0; j < len && seen < m - above; j++)
+                        if (v[j] == kth) {
+                            int found = 0;
+                            for (int a = 0; a < m && !found; a++) found = got[a] == j;
+                            exact = exact && found;
+                            seen++;
+                        }
+                    exact = exact && n_eq == m - above;
+                }
+                if (!exact) {
+                    ok = !ints && kth - next <= tol;  // a near tie at the k-th value
+                    for (int a = 0; ok && a < m; a++) ok = v[got[a]] >= kth - tol;
+                    tied += ok;
+                }
+            }
+            if (!ok && first_bad < 0) first_bad = t;
+            bad += !ok;
+        }
+        char detail[160];
+        snprintf(detail, sizeof detail, "%d of %d rows wrong (first %d); %d near ties", bad, T, first_bad, tied);
+        record("indexer select fused bf16", shape, bad == 0, detail);
+        free(sel), free(nsel), free(v), free(tmp);
+    }
+    const int refused = indexer_select_fused_bf16_cuda(d_sel, d_n, b_q, b_k, T, 48, c_col, k) == -1 &&
+                        indexer_select_fused_bf16_cuda(d_sel, d_n, b_q, b_k, T, 512, c_col, k) == -1;
+    if (T == 1) record("indexer select fused bf16", "refuses d_I 48 / 512", refused, refused ? "-1" : "launched");
+    cuda_free(d_q), cuda_free(d_k), cuda_free(b_q), cuda_free(b_k), cuda_free(d_sel), cuda_free(d_n);
+    free(q), free(kv);
+}
+
 // ---- AdamW and grad clip -------------------------------------------------------------------
 
 // Distance in ulps between two finite floats of the same sign region.
@@ -672,6 +767,29 @@ void twins_indexer(int quick) {
             check_select(c, 8, 16, IX_SCORES_BF16);
             check_select(c, 64, 64, IX_SCORES_BF16);
         }
+        // Per query, bf16, through the fused selection (SPINDLE_FUSED_SELECT=1): judged like the
+        // block sums' bf16 mode against the CPU twin's fp32 scores.
+        setenv("SPINDLE_FUSED_SELECT", "1", 1);
+        check_select(c, 8, 1, IX_SCORES_BF16);
+        check_select(c, 64, 1, IX_SCORES_BF16);
+        unsetenv("SPINDLE_FUSED_SELECT");
+    }
+    // The fused per-query selection on bf16-rounded q, k: one row, rows shorter
+    // than k, one and several thread blocks of rows (128; 64 at d_I 256),
+    // candidate lists, refined histograms and ties resolved by value.
+    check_select_fused(1, 128, 8, 0);
+    check_select_fused(100, 64, 8, 0);
+    check_select_fused(300, 128, 5, 1);
+    check_select_fused(300, 32, 40, 0);
+    check_select_fused(200, 64, 300, 0);  // k > T: every row takes every key
+    check_select_fused(700, 256, 40, 0);
+    check_select_fused(1000, 128, 64, 0);
+    check_select_fused(1000, 64, 3, 1);
+    check_select_fused(1000, 32, 600, 1);  // thresholds near 0 among hundreds of equal scores
+    if (!quick) {
+        check_select_fused(3000, 128, 256, 0);
+        check_select_fused(5000, 128, 2048, 0);
+        check_select_fused(3000, 64, 100, 1);
     }
     // Fused bf16 block sums: T = 1, one partial block, several key tiles,
     // a chunk that starts past block 0, bsel 16 / 64 / 128, d_I 64 / 128.
