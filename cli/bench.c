@@ -37,8 +37,10 @@
         {"--model", 1, "checkpoint folder (or --synthetic)", NULL}, \
         {"--synthetic", 1, "random-weight model by name: " SYNTHETIC_NAMES, NULL}, \
         {"--ctx", 1, "lengths, comma-separated (e.g. 8192,32768,131072)", NULL}, \
-        {"--k", 1, "keys kept per support (default 2048)", NULL}, \
-        {"--bsel", 1, "queries per shared support for the block-shared runs (default 64)", NULL}, \
+        {"--k", 1, "keys kept per support (default 2048); a comma list times the TTFT runs at each (the kernels " \
+                   "at the first)", NULL}, \
+        {"--bsel", 1, "queries per shared support for the block-shared runs (default 64); a comma list times the " \
+                      "block-shared TTFT runs at each (b_sel 1 among several is the per-query runs')", NULL}, \
         {"--device", 1, "cuda (the only device bench runs on)", NULL}, \
         {"--json", 1, "results as JSON", NULL}, \
         {"--layers", 1, "run only the first N layers of the model in the TTFT and --train-online runs", NULL}, \
@@ -83,7 +85,8 @@ enum { N_SYNTHETIC = 5 };
 
 typedef struct {
     const char *model_dir, *synth;
-    int ctxs[64], n_ctx, k, bsel, n_layers, max_reps, ttft_reps;
+    int ctxs[64], n_ctx, k, bsel, n_layers, max_reps, ttft_reps;  // k, bsel: the first of ks, bsels
+    int ks[64], n_k, bsels[64], n_bsel;                             // --k, --bsel as lists
     int max_fp32, max_oracle, max_train, max_oracle_ttft;
     int warmup_ctx;  // 0: warm each TTFT run up at its own ctx
     int union_block; // queries per block of the indexer_union and indexer_refine runs
@@ -121,13 +124,13 @@ static int bench_args(const Flag *flags, int nf, BenchArgs *a) {
         fprintf(stderr, "spindle " CMD ": --decode runs with the TTFT runs (not with --no-ttft or --train-online)\n");
         return -1;
     }
-    a->k = 2048, a->bsel = 64, a->n_layers = 0;
+    a->ks[0] = 2048, a->n_k = 1, a->bsels[0] = 64, a->n_bsel = 1, a->n_layers = 0;
     a->max_fp32 = 32768, a->max_oracle = 32768, a->max_train = 32768, a->max_oracle_ttft = 8192, a->warmup_ctx = 0;
     long long reps_max = 20, reps_ttft = 3;  // repeats: at most 60 per kernel, 16 per TTFT (all[16])
     const char *v;
     if (cli_list(CMD, "--ctx", args_get(flags, nf, "--ctx"), 1, a->ctxs, &a->n_ctx) ||
-        ((v = args_get(flags, nf, "--k")) && cli_positive(CMD, "--k", v, &a->k)) ||
-        ((v = args_get(flags, nf, "--bsel")) && cli_positive(CMD, "--bsel", v, &a->bsel)) ||
+        ((v = args_get(flags, nf, "--k")) && cli_list(CMD, "--k", v, 1, a->ks, &a->n_k)) ||
+        ((v = args_get(flags, nf, "--bsel")) && cli_list(CMD, "--bsel", v, 1, a->bsels, &a->n_bsel)) ||
         ((v = args_get(flags, nf, "--layers")) && cli_positive(CMD, "--layers", v, &a->n_layers)) ||
         ((v = args_get(flags, nf, "--max-reps")) && cli_int(CMD, "--max-reps", v, 1, 60, &reps_max)) ||
         ((v = args_get(flags, nf, "--ttft-reps")) && cli_int(CMD, "--ttft-reps", v, 1, 16, &reps_ttft)) ||
@@ -139,11 +142,13 @@ static int bench_args(const Flag *flags, int nf, BenchArgs *a) {
         ((v = args_get(flags, nf, "--ttft-warmup-ctx")) && cli_positive(CMD, "--ttft-warmup-ctx", v, &a->warmup_ctx)))
         return -1;
     if (cli_indexer_scores(CMD, args_get(flags, nf, "--indexer-scores"), &a->ix_scores)) return -1;
-    if (a->refine && a->refine < a->k) {
-        fprintf(stderr, "spindle " CMD ": --refine %d: the candidates per block must be at least --k (%d)\n", a->refine,
-                a->k);
-        return -1;
-    }
+    a->k = a->ks[0], a->bsel = a->bsels[0];
+    for (int i = 0; i < a->n_k; i++)
+        if (a->refine && a->refine < a->ks[i]) {
+            fprintf(stderr, "spindle " CMD ": --refine %d: the candidates per block must be at least --k (%d)\n",
+                    a->refine, a->ks[i]);
+            return -1;
+        }
     a->train_online = args_get(flags, nf, "--train-online") != NULL;
     a->query_frac = 0.25, a->train_tokens = 2.1e9, a->bf16_teacher = 0;
     const char *qf = args_get(flags, nf, "--query-frac"), *tp = args_get(flags, nf, "--teacher-precision");
@@ -163,10 +168,11 @@ static int bench_args(const Flag *flags, int nf, BenchArgs *a) {
     a->max_reps = (int)reps_max, a->ttft_reps = (int)reps_ttft;
     int max_ctx = 0;
     for (int i = 0; i < a->n_ctx; i++) max_ctx = a->ctxs[i] > max_ctx ? a->ctxs[i] : max_ctx;
-    if (a->bsel > max_ctx) {
-        fprintf(stderr, "spindle " CMD ": --bsel %d is longer than the longest --ctx %d\n", a->bsel, max_ctx);
-        return -1;
-    }
+    for (int i = 0; i < a->n_bsel; i++)
+        if (a->bsels[i] > max_ctx) {
+            fprintf(stderr, "spindle " CMD ": --bsel %d is longer than the longest --ctx %d\n", a->bsels[i], max_ctx);
+            return -1;
+        }
     int known = !a->synth;
     for (int i = 0; i < N_SYNTHETIC && !known; i++) known = !strcmp(a->synth, SYNTHETIC[i]);
     if (!known) {
@@ -589,6 +595,23 @@ static void k_ttft(void *p) {
 
 static void annotate(Bench *b, const char *key, double v);
 
+// The TTFT runs of (ks[ki], bsels[bi]) when --k and --bsel are lists: dense
+// once (at the first pair), the per-query runs (indexer, oracle,
+// indexer_union) once per k (at the first b_sel), the block-shared runs
+// (indexer_block, indexer_refine) at every pair except a b_sel of 1 among
+// several (skip_block: that is the per-query runs' configuration). Returns how
+// many of want[] are set.
+static int ttft_runs_at(int want[N_TTFT_RUNS], const int asked[N_TTFT_RUNS], int ki, int bi, int skip_block) {
+    static const int per_query[N_TTFT_RUNS] = {0, 1, 0, 1, 1, 0}, block[N_TTFT_RUNS] = {0, 0, 1, 0, 0, 1};
+    int n = 0;
+    for (int r = 0; r < N_TTFT_RUNS; r++) {
+        const int at = r == 0 ? ki == 0 && bi == 0 : per_query[r] ? bi == 0 : block[r] ? !skip_block : 1;
+        want[r] = asked[r] && at;
+        n += want[r];
+    }
+    return n;
+}
+
 // want[r]: run TTFT_RUNS[r] (the others are not recorded at all).
 static void bench_ttft(Bench *b, FwdCuda *f, const ModelConfig *c, const IndexerSet *ix, int T, int k, int bsel,
                        int max_oracle_ttft, int ttft_reps, int warmup_ctx, const int want[N_TTFT_RUNS],
@@ -915,8 +938,14 @@ int cmd_bench(int argc, char **argv) {
             indexer_init(&ix.cfg, ix.params[l], 100 + (uint64_t)l);
         }
         for (int i = 0; i < n_ctx; i++) {
-            bench_ttft(&b, f, c, &ix, ctxs[i], k, bsel, max_oracle_ttft, ctxs[i] > 65536 ? 1 : ttft_reps,
-                       a.warmup_ctx, want_ttft, a.ix_scores, a.union_block, a.refine);
+            for (int ki = 0; ki < a.n_k; ki++)
+                for (int bi = 0; bi < a.n_bsel; bi++) {
+                    int want[N_TTFT_RUNS];
+                    if (ttft_runs_at(want, want_ttft, ki, bi, a.n_bsel > 1 && a.bsels[bi] == 1))
+                        bench_ttft(&b, f, c, &ix, ctxs[i], a.ks[ki], a.bsels[bi], max_oracle_ttft,
+                                   ctxs[i] > 65536 ? 1 : ttft_reps, a.warmup_ctx, want, a.ix_scores, a.union_block,
+                                   a.refine);
+                }
             if (a.decode) bench_decode(&b, f, c, ctxs[i], a.decode + 1);
         }
     }

@@ -290,6 +290,21 @@ stage_ttft() {  # LENS [K] [BSEL]
         [ -n "$group" ] || continue
         MM=$(model_for "${group%%,*}")
         need_model "$MM"
+        if [ -z "${REFINE_X:-}" ]; then
+            # One bench call for the whole group (the model loads once): dense once, the per-query runs once per
+            # k, the block-shared run at every (k, b_sel > 1) (bench's --k / --bsel lists).
+            runs=dense
+            [ "${blocks[*]}" != 1 ] && runs+=",indexer_block"
+            [ $per_query = 1 ] && runs+=",indexer,oracle"
+            local bl
+            bl=$(IFS=,; echo "${blocks[*]}")
+            [ $per_query = 1 ] && [ "$bl" != 1 ] && bl="1,$bl"
+            call "ttft_ctx${group//,/-}_k${ks//,/-}_b${bl//,/-}" "$SPINDLE" bench --model "$MM" --no-kernels \
+                --ctx "$group" --k "$ks" --bsel "$bl" --ttft "$runs" --max-oracle-ttft-ctx "${ORACLE_TTFT_MAX:-32768}" \
+                --device cuda --json "$RES/ttft_ctx${group//,/-}_k${ks//,/-}_b${bl//,/-}.json" || rc=1
+            grep -h "^ttft" "$RES/ttft_ctx${group//,/-}_k${ks//,/-}_b${bl//,/-}.log" 2>/dev/null
+            continue
+        fi
         first_k=1
         for k in ${ks//,/ }; do
             for s in "${blocks[@]}"; do
@@ -300,7 +315,7 @@ stage_ttft() {  # LENS [K] [BSEL]
                 [ "$s" = "${blocks[0]}" ] && [ $per_query = 1 ] && runs+="${runs:+,}indexer,oracle"
                 [ "$s" -gt 1 ] && runs+="${runs:+,}indexer_block"
                 refine=() tag=""
-                if [ "$s" -gt 1 ] && [ -n "${REFINE_X:-}" ]; then  # two-stage: executed as unions of its blocks
+                if [ "$s" -gt 1 ]; then  # two-stage: executed as unions of its blocks (REFINE_X·k candidates each)
                     runs+=",indexer_refine" refine=(--refine $((k * REFINE_X)) --union-block "$s") tag=_r${REFINE_X}x
                 fi
                 first_k=0

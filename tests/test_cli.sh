@@ -115,7 +115,10 @@ expect 2 "--k must be a comma-separated list" "$bin" eval --model "$good" --ids 
 expect 2 "--ctx must be a positive integer \(got \"16.5\"\)" "$bin" eval --model "$good" --ids "$good/ids.txt" --ctx 16.5 --k 8 --bsel 1 --json "$work/e.json"
 expect 2 "--ctx must be at least 2" "$bin" eval --model "$good" --ids "$good/ids.txt" --ctx 1 --k 8 --bsel 1 --json "$work/e.json"
 expect 2 "--depths must be" "$bin" eval --model "$good" --ids "$good/ids.txt" --ctx 16 --k 8 --bsel 1 --json "$work/e.json" --depths 0.5,2
-expect 2 "--k must be a positive integer \(got \"4abc\"\)" "$bin" bench --synthetic qwen3-8b --ctx 1024 --k 4abc --json "$work/b.json"
+expect 2 "--k must be a comma-separated list of positive integers \(got \"4abc\"\)" "$bin" bench --synthetic qwen3-8b --ctx 1024 --k 4abc --json "$work/b.json"
+expect 2 "--k must be a comma-separated list of positive integers \(got \"256,0\"\)" "$bin" bench --synthetic qwen3-8b --ctx 1024 --k 256,0 --json "$work/b.json"
+expect 2 "--bsel 4096 is longer than the longest --ctx 1024" "$bin" bench --synthetic qwen3-8b --ctx 1024 --bsel 16,4096 --json "$work/b.json"
+expect 2 "--refine 512: the candidates per block must be at least --k \(1024\)" "$bin" bench --synthetic qwen3-8b --ctx 2048 --k 256,1024 --refine 512 --json "$work/b.json"
 expect 2 "--max-reps must be an integer in \[1, 60\]" "$bin" bench --synthetic qwen3-8b --ctx 1024 --max-reps 100 --json "$work/b.json"
 expect 2 "--bsel 4096 is longer than the longest --ctx 1024" "$bin" bench --synthetic qwen3-8b --ctx 1024 --bsel 4096 --json "$work/b.json"
 expect 2 "--synthetic must be" "$bin" bench --synthetic qwen9 --ctx 1024 --json "$work/b.json"

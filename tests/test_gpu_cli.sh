@@ -9,7 +9,9 @@
 #    `train --out RUN --resume` alone ends within 1e-3 of an uninterrupted GPU
 #    run and of the CPU twin's run (the GPU sums gradients with atomics, so
 #    only the CPU twin promises identical bytes); --resume with another
-#    --device is refused (exit 2).
+#    --device is refused (exit 2);
+#  - bench --k LIST --bsel LIST times each TTFT run once per configuration it
+#    belongs to (dense once, per query per k, block-shared per (k, b_sel > 1)).
 # Exit 0 all pass, 1 a failure, 77 (CTest: skipped) without a usable GPU or in
 # a build without CUDA; with SPINDLE_REQUIRE_GPU=1 no GPU is a failure.
 set -u
@@ -59,5 +61,19 @@ print(f"gpu vs cpu twin: {gc:.3e}; gpu resumed vs uninterrupted: {gr:.3e} (max |
 sys.exit(0 if gc <= 1e-3 and gr <= 1e-3 else 1)
 PY
 check "GPU run within 1e-3 of the CPU twin's, resumed within 1e-3 of uninterrupted" "[ $? = 0 ]"
+# bench with --k and --bsel lists: dense once, the per-query runs once per k, the block-shared run at every
+# (k, b_sel > 1), each row carrying its own k and b_sel.
+"$bin" bench --model "$g" --ctx 64 --k 8,16 --bsel 1,16,32 --no-kernels --ttft dense,indexer,indexer_block,oracle \
+    --max-oracle-ttft-ctx 64 --ttft-reps 1 --device cuda --json "$work/bench-lists.json" >"$work/bench-lists.log" 2>&1
+check "bench --k 8,16 --bsel 1,16,32" "[ $? = 0 ]"
+python3 - "$work/bench-lists.json" <<'PY'
+import json, sys
+rows = sorted((r["name"], r.get("k", 0), r.get("bsel", 0)) for r in json.load(open(sys.argv[1]))["results"])
+want = sorted([("ttft_dense", 0, 0)] + [("ttft_indexer", k, 1) for k in (8, 16)] +
+              [("ttft_oracle", k, 1) for k in (8, 16)] + [("ttft_indexer_block", k, b) for k in (8, 16) for b in (16, 32)])
+print("runs:", rows)
+sys.exit(0 if rows == want else 1)
+PY
+check "bench lists: one dense run, per query once per k, block-shared at every (k, b_sel > 1)" "[ $? = 0 ]"
 echo "$fails failure(s)"
 [ $fails = 0 ]
