@@ -44,13 +44,13 @@
 #   nll LEN [K] [BSEL] spindle eval on held-out text (.dev/c1/text/heldout.txt) at ctx LEN: NLL, ΔNLL,
 #                      logit KL, top-1 agreement, mass recall of dense, oracle and indexer, one call per k,
 #                      n-seq = max(1, NLL_POSITIONS / LEN) (NLL_POSITIONS default 65536)
-#   ttft LENS [K] [BSEL]  spindle bench --no-kernels on the same model: one call per (k, block b_sel)
-#                      over all LENS (a comma list; ≤ 32K on the plain folder, above on the YaRN one):
-#                      dense once per model, indexer per query and oracle (LEN ≤ ORACLE_TTFT_MAX, default
-#                      32768) once per k, indexer block-shared at every b_sel > 1; random indexer weights
-#                      (the timing does not depend on training)
-#                      (REFINE_X=F adds the two-stage run, indexer_refine with F·k candidates, to each
-#                      block-shared call)
+#   ttft LENS [K] [BSEL]  spindle bench --no-kernels on the same model, one call per group of LENS (≤ 32K on
+#                      the plain folder, above on the YaRN one) with the whole K and BSEL as lists (the model
+#                      loads once): dense once, indexer per query and oracle (LEN ≤ ORACLE_TTFT_MAX,
+#                      default 32768) once per k, indexer block-shared at every (k, b_sel > 1); random
+#                      indexer weights (the timing does not depend on training)
+#                      (REFINE_X=F: one call per (k, block b_sel) instead, each adding the two-stage run,
+#                      indexer_refine with F·k candidates)
 #   frontier LEN [K] [BSEL]  nll, ttft and ruler at one length, in that order, in one call
 #   grid LENS [K] [BSEL]  the quality rows of several lengths side by side, then their TTFT: for each
 #                      length of LENS the dense RULER call and, per k, its RULER and NLL calls, each a
