@@ -22,6 +22,9 @@
 #   indexer_select_fused  kernels/cuda/indexer_select_fused.cu (the per-query indexer selection with
 #                      its bf16 tensor-core scores, no score buffer) against the top-k of the scores in
 #                      double; [--quick]
+#   indexer            kernels/cuda/indexer.cu, host code and kernels (the fused distillation loss and its
+#                      gradients, the block objectives, recall, selection; cuBLAS through
+#                      tests/emu/cublas_v2.h) against the CPU twin (kernels/cpu/indexer_cpu.c); [--quick]
 # EMU_OUT=DIR builds there (default build-emu/). Exit 0 when every case passes,
 # 77 (CTest: skipped) without g++ or pkg-config's openblas, 2 for an unknown KERNEL.
 set -euo pipefail
@@ -38,7 +41,8 @@ block_tc) cpu=(attention_cpu oracle_cpu topk) twins=() ;;
 indexer_block_tc) cpu=() twins=() ;;
 oracle_tc) cpu=() twins=() ;;
 indexer_select_fused) cpu=() twins=() ;;
-*) echo "usage: scripts/emulate-cuda.sh deltanet|attention_cached|support_attention|refine|block_tc|indexer_block_tc|oracle_tc|indexer_select_fused [ARGS...]" >&2; exit 2 ;;
+indexer) cpu=(indexer indexer_cpu topk blas_init ops_cpu base/env base/rng model/rope) twins=() ;;
+*) echo "usage: scripts/emulate-cuda.sh deltanet|attention_cached|support_attention|refine|block_tc|indexer_block_tc|oracle_tc|indexer_select_fused|indexer [ARGS...]" >&2; exit 2 ;;
 esac
 if ! command -v g++ >/dev/null || ! pkg-config --exists openblas; then
     echo "emulate-cuda: skipped: needs g++ and openblas (pkg-config)"
@@ -47,14 +51,16 @@ fi
 mkdir -p "$out"
 inc=(-I"$root/tests/emu" -I"$root/kernels" -I"$root/kernels/cuda" -I"$root/kernels/cpu" -I"$root/base")
 objs=()
-for c in "${cpu[@]}"; do
-    gcc -std=c11 -O2 -fopenmp -D_GNU_SOURCE "${inc[@]}" $(pkg-config --cflags openblas) -c "$root/kernels/cpu/$c.c" -o "$out/$c.o"
-    objs+=("$out/$c.o")
+for c in "${cpu[@]}"; do  # kernels/cpu/NAME.c, or a path from the root (base/env)
+    src=$root/kernels/cpu/$c.c
+    [[ $c == */* ]] && src=$root/$c.c
+    gcc -std=c11 -O2 -fopenmp -D_GNU_SOURCE "${inc[@]}" -I"$root/model" $(pkg-config --cflags openblas) -c "$src" -o "$out/$(basename $c).o"
+    objs+=("$out/$(basename $c).o")
 done
 for f in "${twins[@]}"; do
     gcc -std=c11 -O2 -D_GNU_SOURCE "${inc[@]}" -I"$root/tests/twins" -c "$root/tests/$f.c" -o "$out/$(basename $f).o"
     objs+=("$out/$(basename $f).o")
 done
-g++ -std=c++20 -O1 -g -pthread -fno-strict-aliasing -Wall -Wno-unused-parameter -Wno-unused-function -Wno-unknown-pragmas "${inc[@]}" \
+g++ -std=c++20 -O1 -g -pthread -fno-strict-aliasing -Wall -Wno-unused-parameter -Wno-unused-function -Wno-unknown-pragmas -Wno-sign-compare "${inc[@]}" \
     -x c++ "$root/tests/emu/emu_$kernel.cpp" -x none "${objs[@]}" -fopenmp $(pkg-config --libs openblas) -lm -o "$out/emu_$kernel"
 exec "$out/emu_$kernel" "$@"

@@ -202,9 +202,12 @@ add_test(NAME deltanet COMMAND test_deltanet)
 #   oracle_tc          the oracle's selection from bf16 q, k on tensor cores and the exact row top-k
 #                      (kernels/cuda/oracle_tc.cu, topk.cu) against the definition in double;
 #   indexer_select_fused  the per-query indexer selection fused with its bf16 tensor-core scores
-#                      (kernels/cuda/indexer_select_fused.cu) against the top-k of the scores in double.
+#                      (kernels/cuda/indexer_select_fused.cu) against the top-k of the scores in double;
+#   indexer            the indexer's CUDA twin (kernels/cuda/indexer.cu: the fused distillation loss and
+#                      gradients, the block objectives, recall, selection; cuBLAS as OpenBLAS) against
+#                      its CPU twin.
 foreach(kernel deltanet attention_cached support_attention refine block_tc indexer_block_tc oracle_tc
-        indexer_select_fused)
+        indexer_select_fused indexer)
   add_test(NAME ${kernel}_cuda_emulated COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/emulate-cuda.sh ${kernel} --quick)
   set_tests_properties(${kernel}_cuda_emulated PROPERTIES SKIP_RETURN_CODE 77
     ENVIRONMENT "EMU_OUT=${TEST_TMP}/emu_${kernel}")

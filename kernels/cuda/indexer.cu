@@ -61,6 +61,11 @@
 // bitwise reproducible run to run (the sums differ in the last bits; the loss
 // is, up to the order of the per-block double sum, which is fixed).
 //
+// Checked against the CPU twin by the twin test on a GPU (tests/twins/indexer.c)
+// and, host code and kernels together, on host threads without one
+// (scripts/emulate-cuda.sh indexer: every launch goes through launch_checked
+// and the dynamic shared memory through DYNAMIC_SMEM for that).
+//
 // Not here: the head-expanded variant (score = Σ_h w_h·ReLU(q_h·k)). Every
 // function aborts with a message for it; the CPU twin serves that ablation.
 #include <cuda_bf16.h>
@@ -278,7 +283,7 @@ __device__ __forceinline__ void stage_rows(float *dst, int ld, const float *src,
 // tile blockIdx.x (online max/sum over key tiles).
 __global__ void __launch_bounds__(NT) indexer_lse_kernel(float *lse, const float *qI, const float *kI,
                                                          const int32_t *queries, int nq, int dI, float c_col) {
-    extern __shared__ float smem[];
+    DYNAMIC_SMEM(smem);
     const int ld = dI + 1;
     float *Qi = smem, *Ki = Qi + BQ * ld;
     __shared__ int pos[BQ];
@@ -356,7 +361,7 @@ __global__ void __launch_bounds__(NT)
                       const __nv_bfloat16 *tqb, const __nv_bfloat16 *tkb, const int32_t *queries,
                       const int32_t *tile_r0, const int32_t *tile_nr, const int64_t *tile_off, int nq, int T, int Hq,
                       int Hkv, int dh, int dI, float scale, float c_col, float inv_n, float inv_hq) {
-    extern __shared__ float smem[];
+    DYNAMIC_SMEM(smem);
     const int ld = dI + 1, ldh = dh + 1;
     float *Qi = smem, *Ki = Qi + BQ * ld, *Tq = Ki + BK * ld, *Tk = Tq + BQ * ldh, *Gs = Tk + BK * ldh;
     float *dQ = Gs + BQ * (BK + 1);
@@ -511,7 +516,7 @@ __global__ void __launch_bounds__(NT)
     block_c_kernel(float *cpart, const float *qI, const float *kI, const float *lseI, const float *rho,
                    const int32_t *queries, const int32_t *tile_r0, const int32_t *tile_nr, const int32_t *tile_seg,
                    const int64_t *seg_off, int nq, int dI, float c_col) {
-    extern __shared__ float smem[];
+    DYNAMIC_SMEM(smem);
     const int ld = dI + 1;
     float *Qi = smem, *Ki = Qi + BQ * ld;
     __shared__ int pos[BQ];
@@ -558,7 +563,7 @@ __global__ void __launch_bounds__(NT)
                       const float *cpart, int n_chunks, const int32_t *queries, const int32_t *tile_r0,
                       const int32_t *tile_nr, const int32_t *tile_seg, const int64_t *seg_off, const int32_t *seg_nb,
                       int nq, int dI, float c_col, float w_over_nseg) {
-    extern __shared__ float smem[];
+    DYNAMIC_SMEM(smem);
     const int ld = dI + 1;
     float *Qi = smem, *Ki = Qi + BQ * ld, *Gs = Ki + BK * ld, *dQ = Gs + BQ * (BK + 1);
     __shared__ int pos[BQ];
@@ -750,8 +755,8 @@ static void rope_apply(float *v, const IndexerConfig *c, const int32_t *pos, int
     if (half == 0 || n <= 0) return;
     const float *cs, *sn;
     rope_tables(c, n_pos, &cs, &sn);
-    rope_kernel<<<grid_for((int64_t)n * half, 256), 256>>>(v, cs, sn, pos, n, 1, c->d_index, half, inverse);
-    CUDA_CHECK(cudaGetLastError());
+    launch_checked(rope_kernel, grid_for((int64_t)n * half, 256), 256, 0, v, cs, sn, pos, n, 1, c->d_index, half,
+                   inverse);
 }
 
 // Row-major C[m, n] (+)= alpha·A[m, k]·B[n, k]ᵀ (ldc given): cuBLAS sees the
@@ -803,9 +808,8 @@ static void keys_forward(float *k, float *u, float *stat, const IndexerConfig *c
     if (u) CUDA_CHECK(cudaMemcpyAsync(u, k, sizeof(float) * (size_t)T * dI, cudaMemcpyDeviceToDevice, 0));
     if (c->key_norm != INDEXER_NORM_NONE) {
         const float *b = L.k_norm_bias >= 0 ? params + L.k_norm_bias : NULL;
-        key_norm_kernel<<<(T + 7) / 8, 256>>>(k, stat, params + L.k_norm, b, T, dI, c->norm_eps,
-                                              c->key_norm == INDEXER_NORM_LAYER);
-        CUDA_CHECK(cudaGetLastError());
+        launch_checked(key_norm_kernel, (T + 7) / 8, 256, 0, k, stat, params + L.k_norm, b, T, dI, c->norm_eps,
+                       c->key_norm == INDEXER_NORM_LAYER);
     }
     rope_apply(k, c, NULL, T, T, 0);
 }
@@ -828,11 +832,9 @@ static void keys_backward(float *grads, float *dk, const IndexerConfig *c, const
         const int layer = c->key_norm == INDEXER_NORM_LAYER;
         const int rows_per_block = 256;
         const dim3 grid((dI + 31) / 32, (T + rows_per_block - 1) / rows_per_block), block(32, 8);
-        key_norm_param_grad_kernel<<<grid, block>>>(grads + L.k_norm, layer ? grads + L.k_norm_bias : NULL, dk, u,
-                                                    stat, T, dI, rows_per_block);
-        CUDA_CHECK(cudaGetLastError());
-        key_norm_backward_kernel<<<(T + 7) / 8, 256>>>(dk, u, stat, params + L.k_norm, T, dI, layer);
-        CUDA_CHECK(cudaGetLastError());
+        launch_checked(key_norm_param_grad_kernel, grid, block, 0, grads + L.k_norm,
+                       layer ? grads + L.k_norm_bias : nullptr, dk, u, stat, T, dI, rows_per_block);
+        launch_checked(key_norm_backward_kernel, (T + 7) / 8, 256, 0, dk, u, stat, params + L.k_norm, T, dI, layer);
     }
     gemm_weight_grad(grads + L.wk, dk, x, T, dI, c->d_model);
 }
@@ -858,8 +860,7 @@ static int32_t *host_queries(const int32_t *queries, int nq, int T, int sorted, 
 }
 
 static void gather_rows(float *out, const float *x, const int32_t *pos, int n, int dm) {
-    gather_rows_kernel<<<grid_for((int64_t)n * dm, 256), 256>>>(out, x, pos, n, dm);
-    CUDA_CHECK(cudaGetLastError());
+    launch_checked(gather_rows_kernel, grid_for((int64_t)n * dm, 256), 256, 0, out, x, pos, n, dm);
 }
 
 // ---- the API ---------------------------------------------------------------------------------
@@ -899,8 +900,7 @@ extern "C" double indexer_kl_loss_cuda(float *grads, const IndexerConfig *cfg, c
     const int n_tiles = (nq + BQ - 1) / BQ, n_chunks = (n_keys + KCH - 1) / KCH;
     const size_t smem_lse = sizeof(float) * (size_t)(BQ + BK) * (dI + 1);
     CUDA_CHECK(cudaFuncSetAttribute(indexer_lse_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_lse));
-    indexer_lse_kernel<<<n_tiles, NT, smem_lse>>>(lse, q, k, queries, nq, dI, c_col);
-    CUDA_CHECK(cudaGetLastError());
+    launch_checked(indexer_lse_kernel, n_tiles, NT, smem_lse, lse, q, k, queries, nq, dI, c_col);
 
     const size_t smem_kl = sizeof(float) * ((size_t)(BQ + BK) * (dI + 1) + (size_t)(BQ + BK) * (dh + 1) +
                                             (size_t)BQ * (BK + 1) + (size_t)BQ * dI);
@@ -913,10 +913,9 @@ extern "C" double indexer_kl_loss_cuda(float *grads, const IndexerConfig *cfg, c
         cuda_f32_to_bf16(tqb, tq, (int64_t)n_keys * Hq * dh);
         cuda_f32_to_bf16(tkb, tk, (int64_t)n_keys * Hkv * dh);
     }
-    indexer_kl_kernel<<<dim3(n_tiles, n_chunks), NT, smem_kl>>>(
-        part, dq, dk, NULL, NULL, q, k, lse, tq, tk, tlse, (const __nv_bfloat16 *)tqb, (const __nv_bfloat16 *)tkb,
-        queries, NULL, NULL, NULL, nq, T, Hq, Hkv, dh, dI, scale, c_col, 1.0f / nq, 1.0f / Hq);
-    CUDA_CHECK(cudaGetLastError());
+    launch_checked(indexer_kl_kernel, dim3(n_tiles, n_chunks), NT, smem_kl, part, dq, dk, nullptr, nullptr, q, k, lse,
+                   tq, tk, tlse, (const __nv_bfloat16 *)tqb, (const __nv_bfloat16 *)tkb, queries, nullptr, nullptr,
+                   nullptr, nq, T, Hq, Hkv, dh, dI, scale, c_col, 1.0f / nq, 1.0f / Hq);
     double *hpart = (double *)malloc(sizeof(double) * (size_t)n_part);
     if (!hpart) abort();
     cuda_to_host(hpart, part, sizeof(double) * (size_t)n_part);
@@ -1023,8 +1022,7 @@ extern "C" double indexer_objective_loss_cuda(float *grads, double *parts, const
     const int n_chunks = (n_keys + KCH - 1) / KCH;
     const size_t smem_lse = sizeof(float) * (size_t)(BQ + BK) * (dI + 1);
     CUDA_CHECK(cudaFuncSetAttribute(indexer_lse_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_lse));
-    indexer_lse_kernel<<<(nq + BQ - 1) / BQ, NT, smem_lse>>>(lse, q, k, queries, nq, dI, c_col);
-    CUDA_CHECK(cudaGetLastError());
+    launch_checked(indexer_lse_kernel, (nq + BQ - 1) / BQ, NT, smem_lse, lse, q, k, queries, nq, dI, c_col);
 
     // Pass 2 over the block tiles: per-query KL (and, MIX, its gradient), column sums.
     float *pcol = (float *)cuda_malloc(sizeof(float) * (size_t)tile_len);
@@ -1041,19 +1039,17 @@ extern "C" double indexer_objective_loss_cuda(float *grads, double *parts, const
         cuda_f32_to_bf16(tkb, tk, (int64_t)n_keys * Hkv * dh);
     }
     const int query_grads = grads && w_query > 0.0;
-    indexer_kl_kernel<<<dim3(n_tile, n_chunks), NT, smem_kl>>>(
-        part, query_grads ? dq : NULL, query_grads ? dk : NULL, pcol, qcol, q, k, lse, tq, tk, tlse,
-        (const __nv_bfloat16 *)tqb, (const __nv_bfloat16 *)tkb, queries, d_tile_r0, d_tile_nr, d_tile_off, nq, T, Hq,
-        Hkv, dh, dI, scale, c_col, (float)(w_query / nq), 1.0f / Hq);
-    CUDA_CHECK(cudaGetLastError());
+    launch_checked(indexer_kl_kernel, dim3(n_tile, n_chunks), NT, smem_kl, part, query_grads ? dq : nullptr,
+                   query_grads ? dk : nullptr, pcol, qcol, q, k, lse, tq, tk, tlse, (const __nv_bfloat16 *)tqb,
+                   (const __nv_bfloat16 *)tkb, queries, d_tile_r0, d_tile_nr, d_tile_off, nq, T, Hq, Hkv, dh, dI, scale,
+                   c_col, (float)(w_query / nq), 1.0f / Hq);
 
     // Ā, Q̄, KL(Ā ‖ Q̄), ρ per block.
     float *rho = (float *)cuda_malloc(sizeof(float) * (size_t)seg_len);
     const int gx = (max_kend + 255) / 256;
     double *klb = (double *)cuda_malloc(sizeof(double) * (size_t)n_seg * gx);
-    block_ratio_kernel<<<dim3(gx, n_seg), 256>>>(rho, klb, pcol, qcol, d_tile_off, d_tile_kend, d_seg_tile0, d_seg_ntile,
-                                                 d_seg_nb, d_seg_kend, d_seg_off);
-    CUDA_CHECK(cudaGetLastError());
+    launch_checked(block_ratio_kernel, dim3(gx, n_seg), 256, 0, rho, klb, pcol, qcol, d_tile_off, d_tile_kend,
+                   d_seg_tile0, d_seg_ntile, d_seg_nb, d_seg_kend, d_seg_off);
     double *hpart = (double *)malloc(sizeof(double) * (size_t)(n_part > n_seg * gx ? n_part : n_seg * gx));
     if (!hpart) abort();
     cuda_to_host(hpart, part, sizeof(double) * (size_t)n_part);
@@ -1068,15 +1064,13 @@ extern "C" double indexer_objective_loss_cuda(float *grads, double *parts, const
     if (grads && w_block > 0.0) {  // passes 3-4: c_t, then the block term's gradient
         float *cpart = (float *)cuda_malloc(sizeof(float) * (size_t)n_chunks * nq);
         CUDA_CHECK(cudaFuncSetAttribute(block_c_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_lse));
-        block_c_kernel<<<dim3(n_tile, n_chunks), NT, smem_lse>>>(cpart, q, k, lse, rho, queries, d_tile_r0, d_tile_nr,
-                                                                 d_tile_seg, d_seg_off, nq, dI, c_col);
-        CUDA_CHECK(cudaGetLastError());
+        launch_checked(block_c_kernel, dim3(n_tile, n_chunks), NT, smem_lse, cpart, q, k, lse, rho, queries, d_tile_r0,
+                       d_tile_nr, d_tile_seg, d_seg_off, nq, dI, c_col);
         const size_t smem_g = sizeof(float) * ((size_t)(BQ + BK) * (dI + 1) + (size_t)BQ * (BK + 1) + (size_t)BQ * dI);
         CUDA_CHECK(cudaFuncSetAttribute(block_grad_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_g));
-        block_grad_kernel<<<dim3(n_tile, n_chunks), NT, smem_g>>>(dq, dk, q, k, lse, rho, cpart, n_chunks, queries,
-                                                                  d_tile_r0, d_tile_nr, d_tile_seg, d_seg_off, d_seg_nb,
-                                                                  nq, dI, c_col, (float)(w_block / n_seg));
-        CUDA_CHECK(cudaGetLastError());
+        launch_checked(block_grad_kernel, dim3(n_tile, n_chunks), NT, smem_g, dq, dk, q, k, lse, rho, cpart, n_chunks,
+                       queries, d_tile_r0, d_tile_nr, d_tile_seg, d_seg_off, d_seg_nb, nq, dI, c_col,
+                       (float)(w_block / n_seg));
         cuda_free(cpart);
     }
     if (grads) {
@@ -1129,12 +1123,11 @@ extern "C" double indexer_mass_recall_cuda(float *recall, const IndexerConfig *c
         for (int r = r0; r < r0 + nr; r++) len = hpos[r] + 1 > len ? hpos[r] + 1 : len;
         // R[r, j] = q^I_r·k^I_j/√d_I for j < len; −FLT_MAX past the row's position.
         gemm_abt(R, n_keys, q + (int64_t)r0 * dI, dI, kk, dI, nr, len, dI, c_col, 0.0f);
-        mask_future_kernel<<<dim3((len + 255) / 256 < 64 ? (len + 255) / 256 : 64, nr), 256>>>(R, n_keys, queries + r0,
-                                                                                             nr, len);
-        CUDA_CHECK(cudaGetLastError());
+        launch_checked(mask_future_kernel, dim3((len + 255) / 256 < 64 ? (len + 255) / 256 : 64, nr), 256, 0, R, n_keys,
+                       queries + r0, nr, len);
         topk_rows_cuda(sel, nsel, R, nr, n_keys, len, 0, len, k);
-        recall_kernel<<<nr, 256>>>(rec + r0, sel, nsel, k, queries + r0, tq, tk, tlse, T, Hq, Hkv, dh, scale);
-        CUDA_CHECK(cudaGetLastError());
+        launch_checked(recall_kernel, nr, 256, 0, rec + r0, sel, nsel, k, queries + r0, tq, tk, tlse, T, Hq, Hkv, dh,
+                       scale);
     }
     float *hrec = (float *)malloc(sizeof(float) * (size_t)nq);
     if (!hrec) abort();
@@ -1218,11 +1211,9 @@ static void select_projected(int32_t *sel, int32_t *n_sel, const float *q, const
             const int q0 = b0 * bsel, q1 = (b0 + nbk) * bsel < T ? (b0 + nbk) * bsel : T;
             if (tf32) gemm_abt_tf32(R, T, q + (int64_t)q0 * dI, dI, kk, dI, q1 - q0, q1, dI, c_col);
             else gemm_abt(R, T, q + (int64_t)q0 * dI, dI, kk, dI, q1 - q0, q1, dI, c_col, 0.0f);
-            row_softmax_stats_kernel<<<q1 - q0, 256>>>(mx, inv, R, T, q0);
-            CUDA_CHECK(cudaGetLastError());
+            launch_checked(row_softmax_stats_kernel, q1 - q0, 256, 0, mx, inv, R, T, q0);
             const int gx = (q1 + 255) / 256 < 128 ? (q1 + 255) / 256 : 128;
-            block_aggregate_kernel<<<dim3(gx, nbk), 256>>>(A, T, R, mx, inv, q0, bsel, T);
-            CUDA_CHECK(cudaGetLastError());
+            launch_checked(block_aggregate_kernel, dim3(gx, nbk), 256, 0, A, T, R, mx, inv, q0, bsel, T);
             topk_rows_cuda(sel + (int64_t)b0 * k, n_sel + b0, A, nbk, T, (b0 + 1) * bsel, bsel, T, k);
         }
         cuda_free(R), cuda_free(A), cuda_free(mx), cuda_free(inv);

@@ -65,6 +65,13 @@ enum { cudaDevAttrMultiProcessorCount = 16, cudaDevAttrMaxSharedMemoryPerBlockOp
 inline const char *cudaGetErrorName(cudaError_t) { return "emulation"; }
 inline const char *cudaGetErrorString(cudaError_t) { return "emulation"; }
 inline cudaError_t cudaGetLastError() { return cudaSuccess; }
+// Copies: device memory is host memory (the stream argument is ignored).
+enum cudaMemcpyKind { cudaMemcpyHostToDevice = 1, cudaMemcpyDeviceToHost = 2, cudaMemcpyDeviceToDevice = 3 };
+inline cudaError_t cudaMemcpy(void *d, const void *s, size_t n, cudaMemcpyKind) { memcpy(d, s, n); return cudaSuccess; }
+inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyKind, int = 0) {
+    memcpy(d, s, n);
+    return cudaSuccess;
+}
 inline cudaError_t cudaGetDevice(int *d) { *d = 0; return cudaSuccess; }
 inline int emu_smem_optin = 232448;  // an H100 / H200's 227 KiB
 inline cudaError_t cudaDeviceGetAttribute(int *v, int attr, int) {
@@ -149,6 +156,10 @@ inline unsigned __float_as_uint(float x) {
     return u;
 }
 inline int __popc(unsigned x) { return __builtin_popcount(x); }
+// fp32 arithmetic rounded once per operation (as the _rn intrinsics: the host compiler does not fuse them).
+inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
+inline float __fmul_rn(float a, float b) { return a * b; }
 inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
 inline int __ffs(int x) { return __builtin_ffs(x); }
 // Atomics on shared or global memory (host memory here), for the kernels that count and mark.
