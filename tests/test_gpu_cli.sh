@@ -7,9 +7,9 @@
 #    after it) agrees with the CPU twin too;
 #  - train --device cuda: a run stopped after some steps and continued with
 #    `train --out RUN --resume` alone ends within 1e-3 of an uninterrupted GPU
-#    run and of the CPU twin's run (the GPU sums gradients with atomics, so
-#    only the CPU twin promises identical bytes); --resume with another
-#    --device is refused (exit 2);
+#    run and of the CPU twin's run, and with the uninterrupted GPU run's
+#    checkpoint bytes (the per-query gradients are added in a fixed order: no
+#    float atomics); --resume with another --device is refused (exit 2);
 #  - bench --k LIST --bsel LIST times each TTFT run once per configuration it
 #    belongs to (dense once, per query per k, block-shared per (k, b_sel > 1)).
 # Exit 0 all pass, 1 a failure, 77 (CTest: skipped) without a usable GPU or in
@@ -47,6 +47,8 @@ check "resume with another --device exits 2 naming both" "[ $rc = 2 ] && grep -q
 check "train --out RUN --resume alone finishes the GPU run" "[ $? = 0 ] && grep -q 'checkpoint .*ckpt-00000012.bin' '$work/train-resume.log'"
 for r in cpu gpu stop; do "$bin" export --run "$work/run-$r" --out "$work/ix-$r" 2>/dev/null; done
 check "three exports" "[ -s '$work/ix-cpu/model.safetensors' ] && [ -s '$work/ix-gpu/model.safetensors' ] && [ -s '$work/ix-stop/model.safetensors' ]"
+check "GPU run stopped and resumed: the uninterrupted GPU run's checkpoint, byte for byte" \
+    "cmp -s '$work/run-gpu/ckpt-00000012.bin' '$work/run-stop/ckpt-00000012.bin'"
 python3 - "$work" <<'PY'
 import sys
 import numpy as np

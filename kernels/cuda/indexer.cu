@@ -24,7 +24,14 @@
 //                  one staged q^teacher tile per query head:
 //                  P = (1/Hq) Σ_h exp(s·q_h·k_{h/G} − lse_h)), adds the KL terms
 //                  P·(log P − log Q) (P = 0 terms skipped, as the CPU twin) and
-//                  forms G = (Q − P)/|𝒯| in shared memory, then
+//                  forms G = (Q − P)/|𝒯| in shared memory, then (the per-query
+//                  loss) writes it out: the host runs the kernel over chunks of
+//                  query rows, each into a zeroed [rows, keys ≤ last query]
+//                  buffer of at most 2^26 floats that the kernel's blocks fill
+//                  element by element, and takes it back with two fp32 cuBLAS
+//                  GEMMs per chunk, chunk after chunk:
+//                    dq^I = G·K^I/√d_I,  dk^I += Gᵀ·q^I/√d_I;
+//                  or (the block objectives, below) accumulates
 //                    dq^I += G·K^I/√d_I  (shared accumulator, atomics at the end)
 //                    dk^I += Gᵀ·q^I/√d_I (atomics into a [keys, d_I] buffer).
 //                  256 threads; thread (i = tid/8, l = tid%8) owns row i and the
@@ -40,9 +47,10 @@
 //   block_c_kernel scores the tiles again for c_t = Σ_j Q_t(j)·ρ_B(j) (one
 //   partial per key chunk), and block_grad_kernel a third time for
 //   G = Q·(c_t − ρ_B)·w/(n_B·|ℬ|), backward as the kl kernel's (tile_backward).
-//   The loss is reproducible as the per-query one; the gradients to rounding. Then the projections' backward: RoPE transpose, the key norm's
-//     backward (a warp per row; its gain/bias gradients a column reduction
-//     over row slabs with atomics), and dW += dᵀ·x as cuBLAS GEMMs (beta = 1).
+//   The loss is reproducible as the per-query one; the gradients to rounding.
+//   Then the projections' backward: RoPE transpose, the key norm's backward (a
+//   warp per row; its gain/bias gradients a column reduction per slab of rows,
+//   the slabs added in order), and dW += dᵀ·x as cuBLAS GEMMs (beta = 1).
 //   Recall and select score a chunk of query rows against all keys with one
 //   cuBLAS GEMM into a [chunk, keys] buffer (at most 2^26 floats) and select
 //   with topk_rows_cuda (oracle_cuda.h). Recall masks keys past each query's
@@ -57,9 +65,13 @@
 // pair, dominates the loss; it is computed with fp32 FMAs from shared memory
 // (the twin must hold fp32: no tensor cores, no TF32). Splitting the keys of a
 // query tile over blockIdx.y keeps the GPU busy when the sampled queries are
-// few; the price is atomics for dq^I as well as dk^I, so the gradients are not
-// bitwise reproducible run to run (the sums differ in the last bits; the loss
-// is, up to the order of the per-block double sum, which is fixed).
+// few. The per-query gradients go through G in memory (a chunk of it: T×T
+// never exists) rather than float atomics, so they are the same bits on every
+// run with the same cuBLAS and card, and a resumed run continues exactly; the
+// G traffic (rows × keys × 4 B written once, read twice) is small next to the
+// teacher's Hq·d_h products per pair. The block objectives' gradients still
+// meet through atomics (reproducible to rounding); their loss is exact, as the
+// per-query loss (the per-block double sums are added in a fixed order).
 //
 // Checked against the CPU twin by the twin test on a GPU (tests/twins/indexer.c)
 // and, host code and kernels together, on host threads without one
@@ -149,10 +161,12 @@ __global__ void key_norm_kernel(float *y, float *stat, const float *g, const flo
     if (stat && lane == 0) stat[2 * r] = mean, stat[2 * r + 1] = rstd;
 }
 
-// Gain and bias gradients of the key norm: dg[c] += Σ_j dn[j,c]·x̂[j,c],
-// db[c] += Σ_j dn[j,c] (db may be NULL), x̂ = (u − mean)·rstd. Block (32, 8)
-// covers 32 channels and a slab of rows; slabs meet through atomics.
-__global__ void key_norm_param_grad_kernel(float *dg, float *db, const float *dn, const float *u, const float *stat,
+// Gain and bias gradients of the key norm, per slab of rows: pg[slab, c] =
+// Σ_{j∈slab} dn[j,c]·x̂[j,c], pb[slab, c] = Σ_{j∈slab} dn[j,c] (pb may be NULL),
+// x̂ = (u − mean)·rstd. Block (32, 8) covers 32 channels of slab blockIdx.y;
+// key_norm_param_sum_kernel adds the slabs in order (no atomics: the same bits
+// on every run).
+__global__ void key_norm_param_grad_kernel(float *pg, float *pb, const float *dn, const float *u, const float *stat,
                                           int n, int dI, int rows_per_block) {
     __shared__ float sg[8][33], sb[8][33];
     const int c = blockIdx.x * 32 + threadIdx.x;
@@ -168,8 +182,21 @@ __global__ void key_norm_param_grad_kernel(float *dg, float *db, const float *dn
     __syncthreads();
     if (threadIdx.y != 0 || c >= dI) return;
     for (int y = 1; y < 8; y++) ag += sg[y][threadIdx.x], ab += sb[y][threadIdx.x];
-    atomicAdd(dg + c, ag);
-    if (db) atomicAdd(db + c, ab);
+    pg[(int64_t)blockIdx.y * dI + c] = ag;
+    if (pb) pb[(int64_t)blockIdx.y * dI + c] = ab;
+}
+
+// dg[c] += Σ_slab pg[slab, c], db[c] += Σ_slab pb[slab, c] (db NULL: no bias), slab by slab.
+__global__ void key_norm_param_sum_kernel(float *dg, float *db, const float *pg, const float *pb, int n_slabs, int dI) {
+    const int c = blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= dI) return;
+    float g = 0.0f, b = 0.0f;
+    for (int y = 0; y < n_slabs; y++) {
+        g += pg[(int64_t)y * dI + c];
+        if (db) b += pb[(int64_t)y * dI + c];
+    }
+    dg[c] += g;
+    if (db) db[c] += b;
 }
 
 // Input gradient of the key norm, in place: d[j] (= dn, the gradient at the
@@ -360,7 +387,8 @@ __global__ void __launch_bounds__(NT)
                       const float *kI, const float *lseI, const float *tq, const float *tk, const float *tlse,
                       const __nv_bfloat16 *tqb, const __nv_bfloat16 *tkb, const int32_t *queries,
                       const int32_t *tile_r0, const int32_t *tile_nr, const int64_t *tile_off, int nq, int T, int Hq,
-                      int Hkv, int dh, int dI, float scale, float c_col, float inv_n, float inv_hq) {
+                      int Hkv, int dh, int dI, float scale, float c_col, float inv_n, float inv_hq, float *gout,
+                      int64_t ldg) {
     DYNAMIC_SMEM(smem);
     const int ld = dI + 1, ldh = dh + 1;
     float *Qi = smem, *Ki = Qi + BQ * ld, *Tq = Ki + BK * ld, *Tk = Tq + BQ * ldh, *Gs = Tk + BK * ldh;
@@ -465,6 +493,12 @@ __global__ void __launch_bounds__(NT)
                     const int64_t o = tile_off[blockIdx.x] + j0 + threadIdx.x;
                     pcol[o] = sp, qcol[o] = sq;
                 }
+            }
+            if (gout) {  // G of the tile's rows and keys out, each element by one thread block
+                __syncthreads();
+                for (int e = threadIdx.x; e < nr * nk; e += NT)
+                    gout[(int64_t)(r0 + e / nk) * ldg + j0 + e % nk] = Gs[(e / nk) * (BK + 1) + e % nk];
+                continue;
             }
             if (!dq) continue;
             __syncthreads();
@@ -831,9 +865,14 @@ static void keys_backward(float *grads, float *dk, const IndexerConfig *c, const
     if (c->key_norm != INDEXER_NORM_NONE) {
         const int layer = c->key_norm == INDEXER_NORM_LAYER;
         const int rows_per_block = 256;
-        const dim3 grid((dI + 31) / 32, (T + rows_per_block - 1) / rows_per_block), block(32, 8);
-        launch_checked(key_norm_param_grad_kernel, grid, block, 0, grads + L.k_norm,
-                       layer ? grads + L.k_norm_bias : nullptr, dk, u, stat, T, dI, rows_per_block);
+        const int n_slabs = (T + rows_per_block - 1) / rows_per_block;
+        const dim3 grid((dI + 31) / 32, n_slabs), block(32, 8);
+        float *pg = (float *)cuda_malloc(sizeof(float) * (size_t)n_slabs * dI * 2), *pb = pg + (size_t)n_slabs * dI;
+        launch_checked(key_norm_param_grad_kernel, grid, block, 0, pg, layer ? pb : nullptr, dk, u, stat, T, dI,
+                       rows_per_block);
+        launch_checked(key_norm_param_sum_kernel, (dI + 127) / 128, 128, 0, grads + L.k_norm,
+                       layer ? grads + L.k_norm_bias : nullptr, pg, pb, n_slabs, dI);
+        cuda_free(pg);
         launch_checked(key_norm_backward_kernel, (T + 7) / 8, 256, 0, dk, u, stat, params + L.k_norm, T, dI, layer);
     }
     gemm_weight_grad(grads + L.wk, dk, x, T, dI, c->d_model);
@@ -877,7 +916,7 @@ extern "C" double indexer_kl_loss_cuda(float *grads, const IndexerConfig *cfg, c
     }
     const int nq = n_queries, dI = cfg->d_index, dm = cfg->d_model;
     int n_keys;
-    free(host_queries(queries, nq, T, 1, &n_keys, __func__));
+    int32_t *hq = host_queries(queries, nq, T, 1, &n_keys, __func__);
 
     float *xq = (float *)cuda_malloc(sizeof(float) * (size_t)nq * dm);
     float *q = (float *)cuda_malloc(sizeof(float) * (size_t)nq * dI);
@@ -887,9 +926,8 @@ extern "C" double indexer_kl_loss_cuda(float *grads, const IndexerConfig *cfg, c
     if (grads) {
         u = (float *)cuda_malloc(sizeof(float) * (size_t)n_keys * dI);
         stat = (float *)cuda_malloc(sizeof(float) * (size_t)n_keys * 2);
-        dq = (float *)cuda_malloc(sizeof(float) * (size_t)nq * dI);
+        dq = (float *)cuda_malloc(sizeof(float) * (size_t)nq * dI);  // every row written by a chunk's GEMM
         dk = (float *)cuda_malloc(sizeof(float) * (size_t)n_keys * dI);
-        cuda_memset(dq, 0, sizeof(float) * (size_t)nq * dI);
         cuda_memset(dk, 0, sizeof(float) * (size_t)n_keys * dI);
     }
     gather_rows(xq, x, queries, nq, dm);
@@ -897,38 +935,67 @@ extern "C" double indexer_kl_loss_cuda(float *grads, const IndexerConfig *cfg, c
     keys_forward(k, u, stat, cfg, params, x, n_keys, 0);
 
     const float c_col = 1.0f / sqrtf((float)dI);
-    const int n_tiles = (nq + BQ - 1) / BQ, n_chunks = (n_keys + KCH - 1) / KCH;
     const size_t smem_lse = sizeof(float) * (size_t)(BQ + BK) * (dI + 1);
     CUDA_CHECK(cudaFuncSetAttribute(indexer_lse_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_lse));
-    launch_checked(indexer_lse_kernel, n_tiles, NT, smem_lse, lse, q, k, queries, nq, dI, c_col);
+    launch_checked(indexer_lse_kernel, (nq + BQ - 1) / BQ, NT, smem_lse, lse, q, k, queries, nq, dI, c_col);
 
     const size_t smem_kl = sizeof(float) * ((size_t)(BQ + BK) * (dI + 1) + (size_t)(BQ + BK) * (dh + 1) +
                                             (size_t)BQ * (BK + 1) + (size_t)BQ * dI);
     CUDA_CHECK(cudaFuncSetAttribute(indexer_kl_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kl));
-    const int n_part = n_tiles * n_chunks;
-    double *part = (double *)cuda_malloc(sizeof(double) * (size_t)n_part);
     void *tqb = NULL, *tkb = NULL;  // bf16 copies of the teacher's q, k (bf16_teacher)
     if (bf16_teacher && (dh == 64 || dh == 128 || dh == 256)) {
         tqb = cuda_malloc(2 * (size_t)n_keys * Hq * dh), tkb = cuda_malloc(2 * (size_t)n_keys * Hkv * dh);
         cuda_f32_to_bf16(tqb, tq, (int64_t)n_keys * Hq * dh);
         cuda_f32_to_bf16(tkb, tk, (int64_t)n_keys * Hkv * dh);
     }
-    launch_checked(indexer_kl_kernel, dim3(n_tiles, n_chunks), NT, smem_kl, part, dq, dk, nullptr, nullptr, q, k, lse,
-                   tq, tk, tlse, (const __nv_bfloat16 *)tqb, (const __nv_bfloat16 *)tkb, queries, nullptr, nullptr,
-                   nullptr, nq, T, Hq, Hkv, dh, dI, scale, c_col, 1.0f / nq, 1.0f / Hq);
-    double *hpart = (double *)malloc(sizeof(double) * (size_t)n_part);
-    if (!hpart) abort();
-    cuda_to_host(hpart, part, sizeof(double) * (size_t)n_part);
+    // Query chunks of qc rows (all of them for the loss alone). With gradients, the kernel writes each
+    // chunk's G = (Q − P)/|𝒯| [nc, kend] (every element once, zeros past a row's position) and two fp32
+    // GEMMs take it back: dq^I = c·G·K^I, dk^I += c·Gᵀ·q^I, chunk after chunk — no atomics, so the
+    // gradients are the same bits on every run.
+    int qc = nq;
+    float *G = NULL;
+    if (grads) {
+        int64_t rows = CHUNK_FLOATS / n_keys;
+        const long cap = env_long("SPINDLE_KL_ROWS", 0, 0, 1L << 30);  // at most this many rows a chunk (tests)
+        if (cap > 0 && cap < rows) rows = cap;
+        rows = rows / BQ * BQ;
+        qc = rows < BQ ? BQ : rows < nq ? (int)rows : nq;
+        G = (float *)cuda_malloc(sizeof(float) * (size_t)qc * n_keys);
+    }
     double loss = 0.0;
-    for (int b = 0; b < n_part; b++) loss += hpart[b];
+    const float one = 1.0f, zero = 0.0f;
+    for (int c0 = 0; c0 < nq; c0 += qc) {
+        const int nc = nq - c0 < qc ? nq - c0 : qc, kend = hq[c0 + nc - 1] + 1;
+        const int n_tiles = (nc + BQ - 1) / BQ, n_chunks = (kend + KCH - 1) / KCH, n_part = n_tiles * n_chunks;
+        double *part = (double *)cuda_malloc(sizeof(double) * (size_t)n_part);
+        if (G) cuda_memset(G, 0, sizeof(float) * (size_t)nc * kend);
+        launch_checked(indexer_kl_kernel, dim3(n_tiles, n_chunks), NT, smem_kl, part, nullptr, nullptr, nullptr,
+                       nullptr, q + (int64_t)c0 * dI, k, lse + c0, tq, tk, tlse, (const __nv_bfloat16 *)tqb,
+                       (const __nv_bfloat16 *)tkb, queries + c0, nullptr, nullptr, nullptr, nc, T, Hq, Hkv, dh, dI,
+                       scale, c_col, 1.0f / nq, 1.0f / Hq, G, (int64_t)kend);
+        double *hpart = (double *)malloc(sizeof(double) * (size_t)n_part);
+        if (!hpart) abort();
+        cuda_to_host(hpart, part, sizeof(double) * (size_t)n_part);
+        for (int b = 0; b < n_part; b++) loss += hpart[b];
+        free(hpart);
+        cuda_free(part);
+        if (G) {
+            // Row-major dq[c0 .., dI] = c·G[nc, kend]·K[kend, dI]; dk[kend, dI] += c·Gᵀ·q[c0 .., dI].
+            CUBLAS_CHECK(cublasSgemm(cuda_cublas_handle(), CUBLAS_OP_N, CUBLAS_OP_N, dI, nc, kend, &c_col, k, dI, G,
+                                     kend, &zero, dq + (int64_t)c0 * dI, dI));
+            CUBLAS_CHECK(cublasSgemm(cuda_cublas_handle(), CUBLAS_OP_N, CUBLAS_OP_T, dI, kend, nc, &c_col,
+                                     q + (int64_t)c0 * dI, dI, G, kend, &one, dk, dI));
+        }
+    }
     loss /= nq;
-    free(hpart);
+    free(hq);
+    cuda_free(G);
 
     if (grads) {
         queries_backward(grads, dq, cfg, xq, queries, nq, n_keys);
         keys_backward(grads, dk, cfg, params, x, u, stat, n_keys);
     }
-    cuda_free(part), cuda_free(xq), cuda_free(q), cuda_free(k), cuda_free(lse);
+    cuda_free(xq), cuda_free(q), cuda_free(k), cuda_free(lse);
     cuda_free(u), cuda_free(stat), cuda_free(dq), cuda_free(dk), cuda_free(tqb), cuda_free(tkb);
     return loss;
 }
@@ -1042,7 +1109,7 @@ extern "C" double indexer_objective_loss_cuda(float *grads, double *parts, const
     launch_checked(indexer_kl_kernel, dim3(n_tile, n_chunks), NT, smem_kl, part, query_grads ? dq : nullptr,
                    query_grads ? dk : nullptr, pcol, qcol, q, k, lse, tq, tk, tlse, (const __nv_bfloat16 *)tqb,
                    (const __nv_bfloat16 *)tkb, queries, d_tile_r0, d_tile_nr, d_tile_off, nq, T, Hq, Hkv, dh, dI, scale,
-                   c_col, (float)(w_query / nq), 1.0f / Hq);
+                   c_col, (float)(w_query / nq), 1.0f / Hq, nullptr, (int64_t)0);
 
     // Ā, Q̄, KL(Ā ‖ Q̄), ρ per block.
     float *rho = (float *)cuda_malloc(sizeof(float) * (size_t)seg_len);

@@ -8,7 +8,8 @@
 // fp32 scores; ties at the k-th value may swap). Shapes: one and several query
 // tiles (32 rows), key tiles and key chunks (256 keys), sparse query sets (query_frac), d_I 16 / 64
 // with partial RoPE and both key norms, head sizes 16 and 64 (the bf16 teacher
-// on mma.sync at 64), GQA groups 1 and 2.
+// on mma.sync at 64), GQA groups 1 and 2; the per-query gradients in query
+// chunks of one tile (SPINDLE_KL_ROWS=32), and the same bits on a second run.
 // Indexing, masks, barriers and the algebra of the kernels and their host code
 // without a GPU; nothing about speed, and the TF32 GEMM is fp32 here.
 // Build and run: scripts/emulate-cuda.sh indexer [--quick].
@@ -103,6 +104,15 @@ static void check_loss(int T, int dm, int dI, int drope, IndexerNorm norm, int H
     expect(what, fabs(l_gpu - l_cpu) / std::max(fabs(l_cpu), 1e-12), 1e-4);
     snprintf(what + strlen(what), sizeof what - strlen(what), ": gradients");
     expect(what, rel_err(d_g, g_cpu.data(), np), 1e-3);
+    if (kind == INDEXER_OBJ_QUERY) {  // the per-query gradients are the same bits on a second run
+        float *d_g2 = (float *)cuda_malloc(sizeof(float) * np);
+        memset(d_g2, 0, sizeof(float) * np);
+        const double l2 = indexer_kl_loss_cuda(d_g2, &cfg, d_params, d_x, d_tq, d_tk, d_lse, T, Hq, Hkv, dh, s, d_q, nq, bf16);
+        const bool same = l2 == l_gpu && !memcmp(d_g2, d_g, sizeof(float) * np);
+        snprintf(what + strlen(what), sizeof what - strlen(what), ", again: the same bits");
+        expect(what, same ? 0 : 1, 0);
+        cuda_free(d_g2);
+    }
     if (kind == INDEXER_OBJ_QUERY && !bf16) {  // the recall of the same indexer, k = 8
         std::vector<float> r_cpu((size_t)nq);
         const double m_cpu = indexer_mass_recall_cpu(r_cpu.data(), &cfg, params.data(), x.data(), te.q.data(), te.k.data(),
@@ -153,6 +163,9 @@ int main(int argc, char **argv) {
     check_loss(64, 24, 16, 0, INDEXER_NORM_NONE, 2, 1, 16, 0.6, 0, INDEXER_OBJ_BLOCK);
     check_loss(72, 24, 16, 8, INDEXER_NORM_LAYER, 2, 2, 16, 0.7, 0, INDEXER_OBJ_MIX);
     check_loss(300, 16, 16, 8, INDEXER_NORM_LAYER, 2, 1, 16, 0.15, 0, INDEXER_OBJ_QUERY);  // two key chunks (256 keys)
+    setenv("SPINDLE_KL_ROWS", "32", 1);  // query chunks of one tile: G and its GEMMs chunk by chunk
+    check_loss(130, 24, 16, 8, INDEXER_NORM_RMS, 4, 2, 16, 0.8, 0, INDEXER_OBJ_QUERY);
+    unsetenv("SPINDLE_KL_ROWS");
     check_select(70, 24, 16, 8, 1);
     check_select(70, 24, 16, 8, 16);
     if (!quick) {
