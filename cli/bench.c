@@ -85,8 +85,8 @@ enum { N_SYNTHETIC = 5 };
 
 typedef struct {
     const char *model_dir, *synth;
-    int ctxs[64], n_ctx, k, bsel, n_layers, max_reps, ttft_reps;  // k, bsel: the first of ks, bsels
-    int ks[64], n_k, bsels[64], n_bsel;                             // --k, --bsel as lists
+    int ctxs[64], n_ctx, n_layers, max_reps, ttft_reps;
+    int ks[64], n_k, bsels[64], n_bsel;  // --k, --bsel as lists (the kernels run at the first of each)
     int max_fp32, max_oracle, max_train, max_oracle_ttft;
     int warmup_ctx;  // 0: warm each TTFT run up at its own ctx
     int union_block; // queries per block of the indexer_union and indexer_refine runs
@@ -142,7 +142,6 @@ static int bench_args(const Flag *flags, int nf, BenchArgs *a) {
         ((v = args_get(flags, nf, "--ttft-warmup-ctx")) && cli_positive(CMD, "--ttft-warmup-ctx", v, &a->warmup_ctx)))
         return -1;
     if (cli_indexer_scores(CMD, args_get(flags, nf, "--indexer-scores"), &a->ix_scores)) return -1;
-    a->k = a->ks[0], a->bsel = a->bsels[0];
     for (int i = 0; i < a->n_k; i++)
         if (a->refine && a->refine < a->ks[i]) {
             fprintf(stderr, "spindle " CMD ": --refine %d: the candidates per block must be at least --k (%d)\n",
@@ -866,7 +865,7 @@ int cmd_bench(int argc, char **argv) {
     BenchArgs a;
     if (bench_args(flags, nf, &a)) return 2;
     const char *model_dir = a.model_dir, *synth = a.synth;
-    int *ctxs = a.ctxs, n_ctx = a.n_ctx, k = a.k, bsel = a.bsel, n_layers = a.n_layers, max_reps = a.max_reps;
+    int *ctxs = a.ctxs, n_ctx = a.n_ctx, k = a.ks[0], bsel = a.bsels[0], n_layers = a.n_layers, max_reps = a.max_reps;
     int ttft_reps = a.ttft_reps, max_fp32 = a.max_fp32, max_oracle = a.max_oracle, max_train = a.max_train;
     int max_oracle_ttft = a.max_oracle_ttft, *want_ttft = a.want_ttft;
     Status st;

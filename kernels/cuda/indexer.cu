@@ -962,23 +962,24 @@ extern "C" double indexer_kl_loss_cuda(float *grads, const IndexerConfig *cfg, c
         qc = rows < BQ ? BQ : rows < nq ? (int)rows : nq;
         G = (float *)cuda_malloc(sizeof(float) * (size_t)qc * n_keys);
     }
-    double loss = 0.0;
-    const float one = 1.0f, zero = 0.0f;
+    // The KL partials of every chunk's blocks, in chunk order, in one buffer (one copy back at the end).
+    int64_t n_part = 0;
     for (int c0 = 0; c0 < nq; c0 += qc) {
         const int nc = nq - c0 < qc ? nq - c0 : qc, kend = hq[c0 + nc - 1] + 1;
-        const int n_tiles = (nc + BQ - 1) / BQ, n_chunks = (kend + KCH - 1) / KCH, n_part = n_tiles * n_chunks;
-        double *part = (double *)cuda_malloc(sizeof(double) * (size_t)n_part);
+        n_part += (int64_t)((nc + BQ - 1) / BQ) * ((kend + KCH - 1) / KCH);
+    }
+    double *part = (double *)cuda_malloc(sizeof(double) * (size_t)n_part);
+    const float one = 1.0f, zero = 0.0f;
+    int64_t off = 0;  // this chunk's first partial
+    for (int c0 = 0; c0 < nq; c0 += qc) {
+        const int nc = nq - c0 < qc ? nq - c0 : qc, kend = hq[c0 + nc - 1] + 1;
+        const int n_tiles = (nc + BQ - 1) / BQ, n_chunks = (kend + KCH - 1) / KCH;
         if (G) cuda_memset(G, 0, sizeof(float) * (size_t)nc * kend);
-        launch_checked(indexer_kl_kernel, dim3(n_tiles, n_chunks), NT, smem_kl, part, nullptr, nullptr, nullptr,
+        launch_checked(indexer_kl_kernel, dim3(n_tiles, n_chunks), NT, smem_kl, part + off, nullptr, nullptr, nullptr,
                        nullptr, q + (int64_t)c0 * dI, k, lse + c0, tq, tk, tlse, (const __nv_bfloat16 *)tqb,
                        (const __nv_bfloat16 *)tkb, queries + c0, nullptr, nullptr, nullptr, nc, T, Hq, Hkv, dh, dI,
                        scale, c_col, 1.0f / nq, 1.0f / Hq, G, (int64_t)kend);
-        double *hpart = (double *)malloc(sizeof(double) * (size_t)n_part);
-        if (!hpart) abort();
-        cuda_to_host(hpart, part, sizeof(double) * (size_t)n_part);
-        for (int b = 0; b < n_part; b++) loss += hpart[b];
-        free(hpart);
-        cuda_free(part);
+        off += (int64_t)n_tiles * n_chunks;
         if (G) {
             // Row-major dq[c0 .., dI] = c·G[nc, kend]·K[kend, dI]; dk[kend, dI] += c·Gᵀ·q[c0 .., dI].
             CUBLAS_CHECK(cublasSgemm(cuda_cublas_handle(), CUBLAS_OP_N, CUBLAS_OP_N, dI, nc, kend, &c_col, k, dI, G,
@@ -987,9 +988,14 @@ extern "C" double indexer_kl_loss_cuda(float *grads, const IndexerConfig *cfg, c
                                      q + (int64_t)c0 * dI, dI, G, kend, &one, dk, dI));
         }
     }
+    double *hpart = (double *)malloc(sizeof(double) * (size_t)n_part);
+    if (!hpart) abort();
+    cuda_to_host(hpart, part, sizeof(double) * (size_t)n_part);
+    double loss = 0.0;
+    for (int64_t b = 0; b < n_part; b++) loss += hpart[b];
     loss /= nq;
-    free(hq);
-    cuda_free(G);
+    free(hpart), free(hq);
+    cuda_free(part), cuda_free(G);
 
     if (grads) {
         queries_backward(grads, dq, cfg, xq, queries, nq, n_keys);
