@@ -48,7 +48,8 @@
         {"--no-kernels", 0, "TTFT only", NULL}, \
         {"--ttft", 1, "which TTFT runs, comma-separated: dense, indexer, indexer_block, oracle (default: these four), " \
                       "indexer_union (per-query supports run as block unions on tensor cores), indexer_refine " \
-                      "(two-stage supports, run the same way)", NULL}, \
+                      "(two-stage supports, run the same way), oracle_block (the oracle block-shared; up to " \
+                      "--max-oracle-ttft-ctx)", NULL}, \
         {"--max-reps", 1, "at most this many timed repeats per kernel (default 20)", NULL}, \
         {"--ttft-reps", 1, "timed repeats per TTFT (default 3; 1 past 64K)", NULL}, \
         {"--max-fp32-ctx", 1, "longest ctx for our fp32 dense kernel (default 32768)", NULL}, \
@@ -77,8 +78,8 @@ static const char *const BENCH_REQUIRED[] = {"--ctx", "--json", NULL};
 
 // The TTFT runs, in order; --ttft picks a subset by these names.
 static const char *const TTFT_RUNS[] = {"dense", "indexer", "indexer_block", "oracle", "indexer_union",
-                                        "indexer_refine"};
-enum { N_TTFT_RUNS = 6, N_TTFT_DEFAULT = 4 };  // indexer_union and indexer_refine only when named
+                                        "indexer_refine", "oracle_block"};
+enum { N_TTFT_RUNS = 7, N_TTFT_DEFAULT = 4 };  // indexer_union, indexer_refine and oracle_block only when named
 // The synthetic models by name (synthetic_config).
 static const char *const SYNTHETIC[] = {"qwen3-8b", "qwen3-1.7b", "smollm2-135m", "qwen3.5-9b", "qwen3.5-0.8b"};
 enum { N_SYNTHETIC = 5 };
@@ -601,7 +602,7 @@ static void annotate(Bench *b, const char *key, double v);
 // several (skip_block: that is the per-query runs' configuration). Returns how
 // many of want[] are set.
 static int ttft_runs_at(int want[N_TTFT_RUNS], const int asked[N_TTFT_RUNS], int ki, int bi, int skip_block) {
-    static const int per_query[N_TTFT_RUNS] = {0, 1, 0, 1, 1, 0}, block[N_TTFT_RUNS] = {0, 0, 1, 0, 0, 1};
+    static const int per_query[N_TTFT_RUNS] = {0, 1, 0, 1, 1, 0, 0}, block[N_TTFT_RUNS] = {0, 0, 1, 0, 0, 1, 1};
     int n = 0;
     for (int r = 0; r < N_TTFT_RUNS; r++) {
         const int at = r == 0 ? ki == 0 && bi == 0 : per_query[r] ? bi == 0 : block[r] ? !skip_block : 1;
@@ -639,6 +640,8 @@ static void bench_ttft(Bench *b, FwdCuda *f, const ModelConfig *c, const Indexer
         {"ttft_indexer_refine", {.sparse = &refined, .indexer = ix, .indexer_scores = ix_scores, .stats = &us}, k,
          bsel, 1, "indexer two-stage (per query from each block's candidates), run as block unions on tensor cores, "
          "every full-attention layer"},
+        {"ttft_oracle_block", {.sparse = &block}, k, bsel, T <= max_oracle_ttft,
+         "attention-mass oracle block-shared (tensor-core sparse attention), every full-attention layer"},
     };
     for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
         if (!want[r]) continue;

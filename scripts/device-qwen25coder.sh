@@ -47,7 +47,9 @@
 #   ttft LENS [K] [BSEL]  spindle bench --no-kernels on the same model, one call per group of LENS (≤ 32K on
 #                      the plain folder, above on the YaRN one) with the whole K and BSEL as lists (the model
 #                      loads once): dense once, indexer per query and oracle (LEN ≤ ORACLE_TTFT_MAX,
-#                      default 32768) once per k, indexer block-shared at every (k, b_sel > 1); random
+#                      default 32768) once per k, indexer and oracle (≤ ORACLE_TTFT_MAX) block-shared at
+#                      every (k, b_sel > 1), and with EXEC_BLOCK=B the per-query indexer as unions of B
+#                      queries (bench's indexer_union, the path eval --exec-block runs); random
 #                      indexer weights (the timing does not depend on training)
 #                      (REFINE_X=F: one call per (k, block b_sel) instead, each adding the two-stage run,
 #                      indexer_refine with F·k candidates)
@@ -293,16 +295,21 @@ stage_ttft() {  # LENS [K] [BSEL]
         if [ -z "${REFINE_X:-}" ]; then
             # One bench call for the whole group (the model loads once): dense once, the per-query runs once per
             # k, the block-shared run at every (k, b_sel > 1) (bench's --k / --bsel lists).
+            # The oracle block-shared too (up to ORACLE_TTFT_MAX), and with EXEC_BLOCK the per-query rows
+            # the way the RULER calls ran them (indexer_union: unions of EXEC_BLOCK queries).
             runs=dense
-            [ "${blocks[*]}" != 1 ] && runs+=",indexer_block"
+            [ "${blocks[*]}" != 1 ] && runs+=",indexer_block,oracle_block"
             [ $per_query = 1 ] && runs+=",indexer,oracle"
-            local bl
+            local bl ux=() xt=""
+            [ $per_query = 1 ] && [ -n "${EXEC_BLOCK:-}" ] &&
+                runs+=",indexer_union" ux=(--union-block "$EXEC_BLOCK") xt=_x$EXEC_BLOCK
             bl=$(IFS=,; echo "${blocks[*]}")
             [ $per_query = 1 ] && [ "$bl" != 1 ] && bl="1,$bl"
-            call "ttft_ctx${group//,/-}_k${ks//,/-}_b${bl//,/-}" "$SPINDLE" bench --model "$MM" --no-kernels \
-                --ctx "$group" --k "$ks" --bsel "$bl" --ttft "$runs" --max-oracle-ttft-ctx "${ORACLE_TTFT_MAX:-32768}" \
-                --device cuda --json "$RES/ttft_ctx${group//,/-}_k${ks//,/-}_b${bl//,/-}.json" || rc=1
-            grep -h "^ttft" "$RES/ttft_ctx${group//,/-}_k${ks//,/-}_b${bl//,/-}.log" 2>/dev/null
+            local nm="ttft_ctx${group//,/-}${xt}_k${ks//,/-}_b${bl//,/-}"
+            call "$nm" "$SPINDLE" bench --model "$MM" --no-kernels --ctx "$group" --k "$ks" --bsel "$bl" \
+                --ttft "$runs" "${ux[@]}" --max-oracle-ttft-ctx "${ORACLE_TTFT_MAX:-32768}" --device cuda \
+                --json "$RES/$nm.json" || rc=1
+            grep -h "^ttft" "$RES/$nm.log" 2>/dev/null
             continue
         fi
         first_k=1

@@ -5,8 +5,9 @@ Reads every JSON in the folders given (the device stages' outputs, any mix of ca
   nll_*.json    `spindle eval --ids/--text --ctx L` rows: NLL, ΔNLL (± 95%), logit KL, top-1 agreement,
                 mass recall, sparsity of dense / oracle / indexer at each (k, b_sel);
   ruler_*.json  `spindle eval --tasks-file` rows: RULER accuracy per task and the average (± 95%);
-  ttft_*.json   `spindle bench --model M --no-kernels` results: ttft_dense, ttft_indexer (b_sel 1),
-                ttft_indexer_block (b_sel > 1), ttft_oracle (per query).
+  ttft_*.json   `spindle bench --model M --no-kernels` results: ttft_dense, ttft_indexer (b_sel 1; where
+                ttft_indexer_union timed the same supports as unions of blocks, that time instead),
+                ttft_indexer_block (b_sel > 1), ttft_oracle (per query), ttft_oracle_block (b_sel > 1).
 and joins them per (length, mode, k, b_sel) into
   --md FILE     one Markdown table (+ the per-task RULER table, the sentences the issue's "Done when" asks
                 for, computed from the numbers, and every command with its time);
@@ -136,19 +137,24 @@ class Frontier:
         self.bench_env = self.bench_env or doc.get("env")
         model = (doc.get("env") or {}).get("model")
         names = {"ttft_dense": "dense", "ttft_indexer": "indexer", "ttft_indexer_block": "indexer",
-                 "ttft_oracle": "oracle", "ttft_indexer_refine": "two-stage"}
+                 "ttft_oracle": "oracle", "ttft_oracle_block": "oracle", "ttft_indexer_refine": "two-stage",
+                 "ttft_indexer_union": "indexer"}
         for r in doc.get("results", []):
-            mode = names.get(r.get("name"))
+            name = r.get("name")
+            mode = names.get(name)
             if mode is None or "k" not in r:  # a run bench skipped (it names no configuration)
                 continue
-            kk = key(mode, r.get("k", 0), r.get("bsel", 0) if mode != "oracle" else 1)
+            kk = key(mode, r.get("k", 0), 1 if name == "ttft_oracle" else r.get("bsel", 0))
+            # The per-query indexer as unions of blocks (bench's indexer_union) is the path eval --exec-block
+            # runs its RULER rows on: the same supports and attention, so it is that row's TTFT where timed.
             entry = {"ms": r.get("ms_median"), "error": r.get("error"), "notes": r.get("notes"), "cmd": cid,
-                     "reps": r.get("reps")}
+                     "reps": r.get("reps"), "union": name == "ttft_indexer_union"}
             if entry["ms"] is None and not entry["error"]:
                 entry["error"] = "no time"
             self.model_at(r["ctx"], model)
             cur = self.ttft.setdefault(r["ctx"], {}).get(kk)
-            if cur is None or (cur["ms"] is None and entry["ms"] is not None):
+            if (cur is None or (cur["ms"] is None and entry["ms"] is not None) or
+                    (entry["union"] and not cur.get("union") and entry["ms"] is not None)):
                 self.ttft[r["ctx"]][kk] = entry
 
     def add_instances(self, path):
@@ -225,12 +231,13 @@ class Frontier:
                     row["ruler_one_each"] = self.one_each(L, c)
                 if t and t["ms"] is not None:
                     row["ttft_ms"], row["ttft_cmd"] = t["ms"], t["cmd"]
+                    if t.get("union"):
+                        row["ttft_path"] = "unions of blocks (bench indexer_union)"
                     if dense_t.get("ms"):
                         row["speedup"] = dense_t["ms"] / t["ms"]
                 else:
                     row["ttft_note"] = (t["error"] if t else None) or (
-                        "not timed (bench times the oracle per query only)" if c[0] == "oracle" and c[2] > 1
-                        else "not timed in these runs" if self.ttft.get(L) else ttft_note)
+                        "not timed in these runs" if self.ttft.get(L) else ttft_note)
                 out.append(row)
         return out
 
@@ -426,6 +433,8 @@ def markdown(rows, fr, args):
         if r.get("druler_pairs") is not None and r["mode"] != "dense":
             dr += f" (paired, {r['druler_pairs']} instances; dense on them {r['ruler_dense_same']:.1f})"
         t = f(r.get("ttft_ms"), 1) if r.get("ttft_ms") is not None else (r.get("ttft_note") or "–")
+        if r.get("ttft_path"):
+            t += " (unions)"
         sp = f"{r['speedup']:.2f}×" if r.get("speedup") else "–"
         src = ", ".join(f"C{r[c]}" for c in ("nll_cmd", "ruler_cmd", "ttft_cmd") if r.get(c))
         o.append(f"| {ctx_name(r['ctx'])}{y} | {r['mode']} | {k} | {s} | {f(r.get('nll'))} | "

@@ -65,14 +65,15 @@ PY
 check "GPU run within 1e-3 of the CPU twin's, resumed within 1e-3 of uninterrupted" "[ $? = 0 ]"
 # bench with --k and --bsel lists: dense once, the per-query runs once per k, the block-shared run at every
 # (k, b_sel > 1), each row carrying its own k and b_sel.
-"$bin" bench --model "$g" --ctx 64 --k 8,16 --bsel 1,16,32 --no-kernels --ttft dense,indexer,indexer_block,oracle \
-    --max-oracle-ttft-ctx 64 --ttft-reps 1 --device cuda --json "$work/bench-lists.json" >"$work/bench-lists.log" 2>&1
+"$bin" bench --model "$g" --ctx 64 --k 8,16 --bsel 1,16,32 --no-kernels \
+    --ttft dense,indexer,indexer_block,oracle,oracle_block --max-oracle-ttft-ctx 64 --ttft-reps 1 --device cuda --json "$work/bench-lists.json" >"$work/bench-lists.log" 2>&1
 check "bench --k 8,16 --bsel 1,16,32" "[ $? = 0 ]"
 python3 - "$work/bench-lists.json" <<'PY'
 import json, sys
 rows = sorted((r["name"], r.get("k", 0), r.get("bsel", 0)) for r in json.load(open(sys.argv[1]))["results"])
 want = sorted([("ttft_dense", 0, 0)] + [("ttft_indexer", k, 1) for k in (8, 16)] +
-              [("ttft_oracle", k, 1) for k in (8, 16)] + [("ttft_indexer_block", k, b) for k in (8, 16) for b in (16, 32)])
+              [("ttft_oracle", k, 1) for k in (8, 16)] +
+              [(f"ttft_{m}_block", k, b) for m in ("indexer", "oracle") for k in (8, 16) for b in (16, 32)])
 print("runs:", rows)
 sys.exit(0 if rows == want else 1)
 PY
