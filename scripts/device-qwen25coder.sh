@@ -57,7 +57,8 @@
 #   grid LENS [K] [BSEL]  the quality rows of several lengths side by side, then their TTFT: for each
 #                      length of LENS the dense RULER call and, per k, its RULER and NLL calls, each a
 #                      background job (scripts/device-bg.sh, BG=$STATE/bg) running this script's stage,
-#                      at most GRID_JOBS (default 6) at once; the jobs share the card, so their times are
+#                      at most GRID_JOBS (default 6) at once (GRID_DENSE=0 leaves the dense RULER calls out,
+#                      GRID_NLL=0 the NLL calls; RULER_MODES names the jobs); the jobs share the card, so their times are
 #                      not speeds. When they have ended (or GRID_TTFT_S, default 240, s before the budget:
 #                      the rest are stopped, rerun to continue) the ttft stage runs alone on the card
 #                      (GRID_NO_TTFT=1 leaves it out: grids of other lengths side by side, one ttft after).
@@ -347,10 +348,12 @@ stage_grid() {  # LENS [K] [BSEL]
         L=$(tokens "$L") || exit 2
         need_model "$(model_for "$L")"
         if tasks_file "$L" >/dev/null; then
-            jobs+=("g${L}_dense|ruler $L dense")
-            for k in ${ks//,/ }; do jobs+=("g${L}_ruler_k$k|ruler $L $k $bs"); done
+            [ "${GRID_DENSE:-1}" = 1 ] && jobs+=("g${L}_dense|ruler $L dense")
+            for k in ${ks//,/ }; do jobs+=("g${L}_ruler${RULER_MODES:+_m${RULER_MODES//,/-}}_k$k|ruler $L $k $bs"); done
         fi
-        for k in ${ks//,/ }; do jobs+=("g${L}_nll_k$k|nll $L $k $bs"); done
+        if [ "${GRID_NLL:-1}" = 1 ]; then
+            for k in ${ks//,/ }; do jobs+=("g${L}_nll_k$k|nll $L $k $bs"); done
+        fi
     done
     running() {  # how many of the started jobs have no status yet
         local n=0 x
