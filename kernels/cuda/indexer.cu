@@ -24,16 +24,13 @@
 //                  one staged q^teacher tile per query head:
 //                  P = (1/Hq) Σ_h exp(s·q_h·k_{h/G} − lse_h)), adds the KL terms
 //                  P·(log P − log Q) (P = 0 terms skipped, as the CPU twin) and
-//                  forms G = (Q − P)/|𝒯| in shared memory, then (the per-query
-//                  loss) writes it out: the host runs the kernel over chunks of
-//                  query rows, each into a zeroed [rows, keys ≤ last query]
-//                  buffer of at most 2^26 floats that the kernel's blocks fill
-//                  element by element, and takes it back with two fp32 cuBLAS
-//                  GEMMs per chunk, chunk after chunk:
-//                    dq^I = G·K^I/√d_I,  dk^I += Gᵀ·q^I/√d_I;
-//                  or (the block objectives, below) accumulates
-//                    dq^I += G·K^I/√d_I  (shared accumulator, atomics at the end)
-//                    dk^I += Gᵀ·q^I/√d_I (atomics into a [keys, d_I] buffer).
+//                  forms G = (Q − P)/|𝒯| in shared memory, then writes it out:
+//                  the host runs the kernel over chunks of query rows, each
+//                  into a zeroed [rows, keys ≤ last query] buffer of at most
+//                  2^26 floats that the kernel's blocks fill element by
+//                  element, and takes it back with two fp32 cuBLAS GEMMs per
+//                  chunk, chunk after chunk:
+//                    dq^I = G·K^I/√d_I,  dk^I += Gᵀ·q^I/√d_I.
 //                  256 threads; thread (i = tid/8, l = tid%8) owns row i and the
 //                  keys l, l+8, l+16, l+24 of the tile. Every shared tile has an
 //                  odd row stride, so those reads fall in distinct banks.
@@ -46,8 +43,10 @@
 //   block's tiles in order into Ā_B, Q̄_B, its KL terms and ρ_B = Ā_B/Q̄_B;
 //   block_c_kernel scores the tiles again for c_t = Σ_j Q_t(j)·ρ_B(j) (one
 //   partial per key chunk), and block_grad_kernel a third time for
-//   G = Q·(c_t − ρ_B)·w/(n_B·|ℬ|), backward as the kl kernel's (tile_backward).
-//   The loss is reproducible as the per-query one; the gradients to rounding.
+//   G = Q·(c_t − ρ_B)·w/(n_B·|ℬ|), added element by element into the G buffer
+//   the kl kernel wrote (the mix objective's per-query term, else zeros); the
+//   host runs all of it per chunk of whole blocks and takes G back with the
+//   same two GEMMs. Loss and gradients are reproducible as the per-query ones.
 //   Then the projections' backward: RoPE transpose, the key norm's backward (a
 //   warp per row; its gain/bias gradients a column reduction per slab of rows,
 //   the slabs added in order), and dW += dᵀ·x as cuBLAS GEMMs (beta = 1).
@@ -69,9 +68,9 @@
 // never exists) rather than float atomics, so they are the same bits on every
 // run with the same cuBLAS and card, and a resumed run continues exactly; the
 // G traffic (rows × keys × 4 B written once, read twice) is small next to the
-// teacher's Hq·d_h products per pair. The block objectives' gradients still
-// meet through atomics (reproducible to rounding); their loss is exact, as the
-// per-query loss (the per-block double sums are added in a fixed order).
+// teacher's Hq·d_h products per pair. The block objectives take the same road
+// (no float atomics anywhere in the loss); their per-block double sums are
+// added in a fixed order, as the per-query loss's.
 //
 // Checked against the CPU twin by the twin test on a GPU (tests/twins/indexer.c)
 // and, host code and kernels together, on host threads without one
@@ -356,43 +355,23 @@ __device__ __forceinline__ void tile_rows(int *r0, int *nr, const int32_t *tile_
     }
 }
 
-// Backward of one score tile from G in Gs [BQ][BK + 1] (0 past each row's keys):
-//   dQ[i, c] += c_col·Σ_j G[i, j]·k^I[j, c]      (the block's shared accumulator)
-//   dk^I[j0 + j, c] += c_col·Σ_i G[i, j]·q^I[i, c] (atomics)
-__device__ __forceinline__ void tile_backward(float *dQ, float *dk, const float *Gs, const float *Qi, const float *Ki,
-                                              int ld, int nr, int nk, int j0, int dI, float c_col) {
-    for (int e = threadIdx.x; e < BQ * dI; e += NT) {
-        const int ii = e / dI, c = e % dI;
-        float acc = 0.0f;
-        for (int j = 0; j < nk; j++) acc += Gs[ii * (BK + 1) + j] * Ki[j * ld + c];
-        dQ[e] += c_col * acc;
-    }
-    for (int e = threadIdx.x; e < nk * dI; e += NT) {
-        const int j = e / dI, c = e % dI;
-        float acc = 0.0f;
-        for (int ii = 0; ii < nr; ii++) acc += Gs[ii * (BK + 1) + j] * Qi[ii * ld + c];
-        if (acc != 0.0f) atomicAdd(dk + (int64_t)(j0 + j) * dI + c, c_col * acc);
-    }
-}
-
 // Pass 2: for query tile blockIdx.x and keys [blockIdx.y·KCH, +KCH) ∩ [0, kend):
-// KL terms into kl_part[block] (double), and with dq ≠ NULL the gradient
-// G = (Q − P)·inv_n into dq (+= atomics), dk (+= atomics). See the header
-// comment. With pcol ≠ NULL (the block objectives) also the tile's column sums
-// pcol[tile_off[tile] + j] = Σ_i P_{t_i}(j), qcol[…] = Σ_i Q_{t_i}(j) for its
-// keys j < kend. Shared (dynamic): Qi [BQ][dI+1], Ki [BK][dI+1], Tq [BQ][dh+1],
-// Tk [BK][dh+1], Gs [BQ][BK+1], dQ [BQ][dI].
+// KL terms into kl_part[block] (double), and with gout ≠ NULL the gradient
+// G = (Q − P)·inv_n of the tile's rows r and keys j into gout[(r − gr0)·ldg + j]
+// (every element of the tile by one thread: zeros past a row's position). See
+// the header comment. With pcol ≠ NULL (the block objectives) also the tile's
+// column sums pcol[tile_off[tile] + j] = Σ_i P_{t_i}(j), qcol[…] = Σ_i Q_{t_i}(j)
+// for its keys j < kend. Shared (dynamic): Qi [BQ][dI+1], Ki [BK][dI+1],
+// Tq [BQ][dh+1], Tk [BK][dh+1], Gs [BQ][BK+1].
 __global__ void __launch_bounds__(NT)
-    indexer_kl_kernel(double *kl_part, float *dq, float *dk, float *pcol, float *qcol, const float *qI,
-                      const float *kI, const float *lseI, const float *tq, const float *tk, const float *tlse,
-                      const __nv_bfloat16 *tqb, const __nv_bfloat16 *tkb, const int32_t *queries,
-                      const int32_t *tile_r0, const int32_t *tile_nr, const int64_t *tile_off, int nq, int T, int Hq,
-                      int Hkv, int dh, int dI, float scale, float c_col, float inv_n, float inv_hq, float *gout,
-                      int64_t ldg) {
+    indexer_kl_kernel(double *kl_part, float *pcol, float *qcol, const float *qI, const float *kI, const float *lseI,
+                      const float *tq, const float *tk, const float *tlse, const __nv_bfloat16 *tqb,
+                      const __nv_bfloat16 *tkb, const int32_t *queries, const int32_t *tile_r0, const int32_t *tile_nr,
+                      const int64_t *tile_off, int nq, int T, int Hq, int Hkv, int dh, int dI, float scale,
+                      float c_col, float inv_n, float inv_hq, float *gout, int64_t ldg, int gr0) {
     DYNAMIC_SMEM(smem);
     const int ld = dI + 1, ldh = dh + 1;
     float *Qi = smem, *Ki = Qi + BQ * ld, *Tq = Ki + BK * ld, *Tk = Tq + BQ * ldh, *Gs = Tk + BK * ldh;
-    float *dQ = Gs + BQ * (BK + 1);
     // bf16 teacher (tqb ≠ NULL): its two staging tiles live in Tq and Tk's
     // space (unused then; they need half of it), from the first 16-byte
     // boundary there (ldmatrix and uint4 stores need it; Tq's offset,
@@ -418,8 +397,6 @@ __global__ void __launch_bounds__(NT)
     double kl = 0.0;
     if (jbeg < kend) {  // uniform over the block
         stage_rows(Qi, ld, qI, dI, 0, NULL, r0, BQ, nr, dI);
-        if (dq)
-            for (int e = threadIdx.x; e < BQ * dI; e += NT) dQ[e] = 0.0f;
         __syncthreads();
         const int t = pos[i];
         for (int j0 = jbeg; j0 < jend; j0 += BK) {
@@ -497,16 +474,8 @@ __global__ void __launch_bounds__(NT)
             if (gout) {  // G of the tile's rows and keys out, each element by one thread block
                 __syncthreads();
                 for (int e = threadIdx.x; e < nr * nk; e += NT)
-                    gout[(int64_t)(r0 + e / nk) * ldg + j0 + e % nk] = Gs[(e / nk) * (BK + 1) + e % nk];
-                continue;
+                    gout[(int64_t)(r0 - gr0 + e / nk) * ldg + j0 + e % nk] = Gs[(e / nk) * (BK + 1) + e % nk];
             }
-            if (!dq) continue;
-            __syncthreads();
-            tile_backward(dQ, dk, Gs, Qi, Ki, ld, nr, nk, j0, dI, c_col);
-        }
-        if (dq) {
-            __syncthreads();
-            for (int e = threadIdx.x; e < nr * dI; e += NT) atomicAdd(dq + (int64_t)r0 * dI + e, dQ[e]);
         }
     }
     // The block's KL sum, in double.
@@ -589,17 +558,18 @@ __global__ void __launch_bounds__(NT)
 }
 
 // The block term's gradient for tile blockIdx.x, keys of chunk blockIdx.y:
-// G = coef·Q_t(j)·(c_t − ρ_B(j)), coef = w_over_nseg / n_B, then dq (+=
-// atomics at the end), dk (+= atomics) as the kl kernel. Shared: Qi, Ki
-// [·][dI+1], Gs [BQ][BK+1], dQ [BQ][dI].
+// G = coef·Q_t(j)·(c_t − ρ_B(j)), coef = w_over_nseg / n_B, added to
+// gout[(r − gr0)·ldg + j] for the tile's rows r and keys j ≤ t (each element by
+// one thread; after the kl kernel wrote the chunk, so the order is fixed).
+// Shared: Qi, Ki [·][dI+1].
 __global__ void __launch_bounds__(NT)
-    block_grad_kernel(float *dq, float *dk, const float *qI, const float *kI, const float *lseI, const float *rho,
-                      const float *cpart, int n_chunks, const int32_t *queries, const int32_t *tile_r0,
-                      const int32_t *tile_nr, const int32_t *tile_seg, const int64_t *seg_off, const int32_t *seg_nb,
-                      int nq, int dI, float c_col, float w_over_nseg) {
+    block_grad_kernel(float *gout, int64_t ldg, int gr0, const float *qI, const float *kI, const float *lseI,
+                      const float *rho, const float *cpart, int n_chunks, const int32_t *queries,
+                      const int32_t *tile_r0, const int32_t *tile_nr, const int32_t *tile_seg, const int64_t *seg_off,
+                      const int32_t *seg_nb, int nq, int dI, float c_col, float w_over_nseg) {
     DYNAMIC_SMEM(smem);
     const int ld = dI + 1;
-    float *Qi = smem, *Ki = Qi + BQ * ld, *Gs = Ki + BK * ld, *dQ = Gs + BQ * (BK + 1);
+    float *Qi = smem, *Ki = Qi + BQ * ld;
     __shared__ int pos[BQ];
     __shared__ float lse_s[BQ], c_s[BQ];
     int r0, nr;
@@ -620,12 +590,12 @@ __global__ void __launch_bounds__(NT)
     const int jbeg = blockIdx.y * KCH, jend = min(kend, jbeg + KCH);
     if (jbeg >= kend) return;  // uniform over the block
     stage_rows(Qi, ld, qI, dI, 0, NULL, r0, BQ, nr, dI);
-    for (int e = threadIdx.x; e < BQ * dI; e += NT) dQ[e] = 0.0f;
     __syncthreads();
     const int t = pos[i];
+    float *grow = gout + (int64_t)(r0 - gr0 + i) * ldg;  // used only for rows i < nr (t ≥ 0)
     for (int j0 = jbeg; j0 < jend; j0 += BK) {
         const int nk = min(BK, jend - j0);
-        __syncthreads();  // the previous tile's Ki, Gs are consumed
+        __syncthreads();  // the previous tile's Ki is consumed
         stage_rows(Ki, ld, kI, dI, 0, NULL, j0, BK, nk, dI);
         __syncthreads();
         float s[KPT];
@@ -633,15 +603,9 @@ __global__ void __launch_bounds__(NT)
 #pragma unroll
         for (int a = 0; a < KPT; a++) {
             const int jj = l + 8 * a;
-            float gv = 0.0f;
-            if (j0 + jj <= t && jj < nk) gv = coef * expf(s[a] - lse_s[i]) * (c_s[i] - rb[j0 + jj]);
-            Gs[i * (BK + 1) + jj] = gv;
+            if (j0 + jj <= t && jj < nk) grow[j0 + jj] += coef * expf(s[a] - lse_s[i]) * (c_s[i] - rb[j0 + jj]);
         }
-        __syncthreads();
-        tile_backward(dQ, dk, Gs, Qi, Ki, ld, nr, nk, j0, dI, c_col);
     }
-    __syncthreads();
-    for (int e = threadIdx.x; e < nr * dI; e += NT) atomicAdd(dq + (int64_t)r0 * dI + e, dQ[e]);
 }
 
 // ---- kernels: inference -------------------------------------------------------------------
@@ -902,6 +866,14 @@ static void gather_rows(float *out, const float *x, const int32_t *pos, int n, i
     launch_checked(gather_rows_kernel, grid_for((int64_t)n * dm, 256), 256, 0, out, x, pos, n, dm);
 }
 
+// Dynamic shared memory of indexer_kl_kernel: Qi, Ki, Tq, Tk, Gs.
+static size_t kl_smem(int dI, int dh) {
+    return sizeof(float) * ((size_t)(BQ + BK) * (dI + 1) + (size_t)(BQ + BK) * (dh + 1) + (size_t)BQ * (BK + 1));
+}
+
+// Rows per chunk of G (SPINDLE_KL_ROWS caps them, so that tests run several chunks on small inputs).
+static long kl_rows_cap(void) { return env_long("SPINDLE_KL_ROWS", 0, 0, 1L << 30); }
+
 // ---- the API ---------------------------------------------------------------------------------
 
 extern "C" double indexer_kl_loss_cuda(float *grads, const IndexerConfig *cfg, const float *params, const float *x,
@@ -939,8 +911,7 @@ extern "C" double indexer_kl_loss_cuda(float *grads, const IndexerConfig *cfg, c
     CUDA_CHECK(cudaFuncSetAttribute(indexer_lse_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_lse));
     launch_checked(indexer_lse_kernel, (nq + BQ - 1) / BQ, NT, smem_lse, lse, q, k, queries, nq, dI, c_col);
 
-    const size_t smem_kl = sizeof(float) * ((size_t)(BQ + BK) * (dI + 1) + (size_t)(BQ + BK) * (dh + 1) +
-                                            (size_t)BQ * (BK + 1) + (size_t)BQ * dI);
+    const size_t smem_kl = kl_smem(dI, dh);
     CUDA_CHECK(cudaFuncSetAttribute(indexer_kl_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kl));
     void *tqb = NULL, *tkb = NULL;  // bf16 copies of the teacher's q, k (bf16_teacher)
     if (bf16_teacher && (dh == 64 || dh == 128 || dh == 256)) {
@@ -956,7 +927,7 @@ extern "C" double indexer_kl_loss_cuda(float *grads, const IndexerConfig *cfg, c
     float *G = NULL;
     if (grads) {
         int64_t rows = CHUNK_FLOATS / n_keys;
-        const long cap = env_long("SPINDLE_KL_ROWS", 0, 0, 1L << 30);  // at most this many rows a chunk (tests)
+        const long cap = kl_rows_cap();  // at most this many rows a chunk (tests)
         if (cap > 0 && cap < rows) rows = cap;
         rows = rows / BQ * BQ;
         qc = rows < BQ ? BQ : rows < nq ? (int)rows : nq;
@@ -975,10 +946,10 @@ extern "C" double indexer_kl_loss_cuda(float *grads, const IndexerConfig *cfg, c
         const int nc = nq - c0 < qc ? nq - c0 : qc, kend = hq[c0 + nc - 1] + 1;
         const int n_tiles = (nc + BQ - 1) / BQ, n_chunks = (kend + KCH - 1) / KCH;
         if (G) cuda_memset(G, 0, sizeof(float) * (size_t)nc * kend);
-        launch_checked(indexer_kl_kernel, dim3(n_tiles, n_chunks), NT, smem_kl, part + off, nullptr, nullptr, nullptr,
-                       nullptr, q + (int64_t)c0 * dI, k, lse + c0, tq, tk, tlse, (const __nv_bfloat16 *)tqb,
+        launch_checked(indexer_kl_kernel, dim3(n_tiles, n_chunks), NT, smem_kl, part + off, nullptr, nullptr,
+                       q + (int64_t)c0 * dI, k, lse + c0, tq, tk, tlse, (const __nv_bfloat16 *)tqb,
                        (const __nv_bfloat16 *)tkb, queries + c0, nullptr, nullptr, nullptr, nc, T, Hq, Hkv, dh, dI,
-                       scale, c_col, 1.0f / nq, 1.0f / Hq, G, (int64_t)kend);
+                       scale, c_col, 1.0f / nq, 1.0f / Hq, G, (int64_t)kend, 0);
         off += (int64_t)n_tiles * n_chunks;
         if (G) {
             // Row-major dq[c0 .., dI] = c·G[nc, kend]·K[kend, dI]; dk[kend, dI] += c·Gᵀ·q[c0 .., dI].
@@ -1083,9 +1054,8 @@ extern "C" double indexer_objective_loss_cuda(float *grads, double *parts, const
     if (grads) {
         u = (float *)cuda_malloc(sizeof(float) * (size_t)n_keys * dI);
         stat = (float *)cuda_malloc(sizeof(float) * (size_t)n_keys * 2);
-        dq = (float *)cuda_malloc(sizeof(float) * (size_t)nq * dI);
+        dq = (float *)cuda_malloc(sizeof(float) * (size_t)nq * dI);  // every row written by a chunk's GEMM
         dk = (float *)cuda_malloc(sizeof(float) * (size_t)n_keys * dI);
-        cuda_memset(dq, 0, sizeof(float) * (size_t)nq * dI);
         cuda_memset(dk, 0, sizeof(float) * (size_t)n_keys * dI);
     }
     gather_rows(xq, x, queries, nq, dm);
@@ -1097,55 +1067,97 @@ extern "C" double indexer_objective_loss_cuda(float *grads, double *parts, const
     CUDA_CHECK(cudaFuncSetAttribute(indexer_lse_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_lse));
     launch_checked(indexer_lse_kernel, (nq + BQ - 1) / BQ, NT, smem_lse, lse, q, k, queries, nq, dI, c_col);
 
-    // Pass 2 over the block tiles: per-query KL (and, MIX, its gradient), column sums.
+    // Chunks of whole blocks: with gradients, a chunk's rows × keys (its last position + 1) fit one G
+    // buffer of CHUNK_FLOATS (a block alone may need more: the buffer grows to it), at most
+    // SPINDLE_KL_ROWS rows when set; without, one chunk. Per chunk: pass 2 over its tiles (KL, column
+    // sums and, MIX, G = (Q − P)·w/|𝒯| into the buffer), Ā, Q̄, ρ of its blocks, then c_t and the block
+    // term added into G element by element, and two fp32 GEMMs take G back into dq^I, dk^I as the
+    // per-query objective's — no atomics, so the gradients are the same bits on every run.
+    int32_t *chunk_seg0 = (int32_t *)malloc(sizeof(int32_t) * (size_t)(n_seg + 1));
+    if (!chunk_seg0) abort();
+    int n_chunk = 0;
+    int64_t g_floats = 0, n_part = 0, n_klb = 0;
+    {
+        const long cap = grads ? kl_rows_cap() : 0;
+        for (int s0 = 0; s0 < n_seg;) {
+            const int r0 = tile_r0[seg_tile0[s0]];
+            int s1 = s0 + 1;
+            while (grads && s1 < n_seg) {
+                const int64_t rows = tile_r0[seg_tile0[s1]] + seg_nb[s1] - r0;
+                if (rows * seg_kend[s1] > CHUNK_FLOATS || (cap > 0 && rows > cap)) break;
+                s1++;
+            }
+            const int last = seg_tile0[s1 - 1] + seg_ntile[s1 - 1] - 1, kend = seg_kend[s1 - 1];
+            const int64_t rows = tile_r0[last] + tile_nr[last] - r0;
+            g_floats = rows * kend > g_floats ? rows * kend : g_floats;
+            n_part += (int64_t)(last + 1 - seg_tile0[s0]) * ((kend + KCH - 1) / KCH);
+            n_klb += (int64_t)(s1 - s0) * ((kend + 255) / 256);
+            chunk_seg0[n_chunk++] = s0;
+            s0 = s1;
+        }
+        chunk_seg0[n_chunk] = n_seg;
+    }
     float *pcol = (float *)cuda_malloc(sizeof(float) * (size_t)tile_len);
     float *qcol = (float *)cuda_malloc(sizeof(float) * (size_t)tile_len);
-    const size_t smem_kl = sizeof(float) * ((size_t)(BQ + BK) * (dI + 1) + (size_t)(BQ + BK) * (dh + 1) +
-                                            (size_t)BQ * (BK + 1) + (size_t)BQ * dI);
+    const size_t smem_kl = kl_smem(dI, dh);
     CUDA_CHECK(cudaFuncSetAttribute(indexer_kl_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kl));
-    const int n_part = n_tile * n_chunks;
+    CUDA_CHECK(cudaFuncSetAttribute(block_c_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_lse));
+    CUDA_CHECK(cudaFuncSetAttribute(block_grad_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_lse));
     double *part = (double *)cuda_malloc(sizeof(double) * (size_t)n_part);
+    double *klb = (double *)cuda_malloc(sizeof(double) * (size_t)n_klb);
+    float *rho = (float *)cuda_malloc(sizeof(float) * (size_t)seg_len);
     void *tqb = NULL, *tkb = NULL;
     if (bf16_teacher && (dh == 64 || dh == 128 || dh == 256)) {
         tqb = cuda_malloc(2 * (size_t)n_keys * Hq * dh), tkb = cuda_malloc(2 * (size_t)n_keys * Hkv * dh);
         cuda_f32_to_bf16(tqb, tq, (int64_t)n_keys * Hq * dh);
         cuda_f32_to_bf16(tkb, tk, (int64_t)n_keys * Hkv * dh);
     }
-    const int query_grads = grads && w_query > 0.0;
-    launch_checked(indexer_kl_kernel, dim3(n_tile, n_chunks), NT, smem_kl, part, query_grads ? dq : nullptr,
-                   query_grads ? dk : nullptr, pcol, qcol, q, k, lse, tq, tk, tlse, (const __nv_bfloat16 *)tqb,
-                   (const __nv_bfloat16 *)tkb, queries, d_tile_r0, d_tile_nr, d_tile_off, nq, T, Hq, Hkv, dh, dI, scale,
-                   c_col, (float)(w_query / nq), 1.0f / Hq, nullptr, (int64_t)0);
-
-    // Ā, Q̄, KL(Ā ‖ Q̄), ρ per block.
-    float *rho = (float *)cuda_malloc(sizeof(float) * (size_t)seg_len);
-    const int gx = (max_kend + 255) / 256;
-    double *klb = (double *)cuda_malloc(sizeof(double) * (size_t)n_seg * gx);
-    launch_checked(block_ratio_kernel, dim3(gx, n_seg), 256, 0, rho, klb, pcol, qcol, d_tile_off, d_tile_kend,
-                   d_seg_tile0, d_seg_ntile, d_seg_nb, d_seg_kend, d_seg_off);
-    double *hpart = (double *)malloc(sizeof(double) * (size_t)(n_part > n_seg * gx ? n_part : n_seg * gx));
+    const int query_grads = grads && w_query > 0.0, block_grads = grads && w_block > 0.0;
+    float *G = grads ? (float *)cuda_malloc(sizeof(float) * (size_t)g_floats) : NULL;
+    float *cpart = block_grads ? (float *)cuda_malloc(sizeof(float) * (size_t)n_chunks * nq) : NULL;
+    const float one = 1.0f, zero = 0.0f;
+    int64_t poff = 0, koff = 0;  // the chunk's first KL partials
+    for (int c = 0; c < n_chunk; c++) {
+        const int sa = chunk_seg0[c], sb = chunk_seg0[c + 1], ta = seg_tile0[sa];
+        const int tb = seg_tile0[sb - 1] + seg_ntile[sb - 1], kend = seg_kend[sb - 1];
+        const int R0 = tile_r0[ta], rows = tile_r0[tb - 1] + tile_nr[tb - 1] - R0;
+        const int ky = (kend + KCH - 1) / KCH, gx = (kend + 255) / 256;
+        if (G) cuda_memset(G, 0, sizeof(float) * (size_t)rows * kend);
+        launch_checked(indexer_kl_kernel, dim3(tb - ta, ky), NT, smem_kl, part + poff, pcol, qcol, q, k, lse, tq, tk,
+                       tlse, (const __nv_bfloat16 *)tqb, (const __nv_bfloat16 *)tkb, queries, d_tile_r0 + ta,
+                       d_tile_nr + ta, d_tile_off + ta, nq, T, Hq, Hkv, dh, dI, scale, c_col, (float)(w_query / nq),
+                       1.0f / Hq, query_grads ? G : nullptr, (int64_t)kend, R0);
+        poff += (int64_t)(tb - ta) * ky;
+        launch_checked(block_ratio_kernel, dim3(gx, sb - sa), 256, 0, rho, klb + koff, pcol, qcol, d_tile_off,
+                       d_tile_kend, d_seg_tile0 + sa, d_seg_ntile + sa, d_seg_nb + sa, d_seg_kend + sa,
+                       d_seg_off + sa);
+        koff += (int64_t)(sb - sa) * gx;
+        if (block_grads) {  // passes 3-4: c_t, then the block term into G
+            launch_checked(block_c_kernel, dim3(tb - ta, ky), NT, smem_lse, cpart, q, k, lse, rho, queries,
+                           d_tile_r0 + ta, d_tile_nr + ta, d_tile_seg + ta, d_seg_off, nq, dI, c_col);
+            launch_checked(block_grad_kernel, dim3(tb - ta, ky), NT, smem_lse, G, (int64_t)kend, R0, q, k, lse, rho,
+                           cpart, ky, queries, d_tile_r0 + ta, d_tile_nr + ta, d_tile_seg + ta, d_seg_off, d_seg_nb,
+                           nq, dI, c_col, (float)(w_block / n_seg));
+        }
+        if (G) {
+            // Row-major dq[R0 .., dI] = c·G[rows, kend]·K[kend, dI]; dk[kend, dI] += c·Gᵀ·q[R0 .., dI].
+            CUBLAS_CHECK(cublasSgemm(cuda_cublas_handle(), CUBLAS_OP_N, CUBLAS_OP_N, dI, rows, kend, &c_col, k, dI, G,
+                                     kend, &zero, dq + (int64_t)R0 * dI, dI));
+            CUBLAS_CHECK(cublasSgemm(cuda_cublas_handle(), CUBLAS_OP_N, CUBLAS_OP_T, dI, kend, rows, &c_col,
+                                     q + (int64_t)R0 * dI, dI, G, kend, &one, dk, dI));
+        }
+    }
+    double *hpart = (double *)malloc(sizeof(double) * (size_t)(n_part > n_klb ? n_part : n_klb));
     if (!hpart) abort();
     cuda_to_host(hpart, part, sizeof(double) * (size_t)n_part);
     double l_query = 0.0, l_block = 0.0;
-    for (int b = 0; b < n_part; b++) l_query += hpart[b];
-    cuda_to_host(hpart, klb, sizeof(double) * (size_t)n_seg * gx);
-    for (int b = 0; b < n_seg * gx; b++) l_block += hpart[b];
+    for (int64_t b = 0; b < n_part; b++) l_query += hpart[b];
+    cuda_to_host(hpart, klb, sizeof(double) * (size_t)n_klb);
+    for (int64_t b = 0; b < n_klb; b++) l_block += hpart[b];
     l_query /= nq, l_block /= n_seg;
-    free(hpart);
+    free(hpart), free(chunk_seg0);
     if (parts) parts[0] = l_query, parts[1] = l_block;
-
-    if (grads && w_block > 0.0) {  // passes 3-4: c_t, then the block term's gradient
-        float *cpart = (float *)cuda_malloc(sizeof(float) * (size_t)n_chunks * nq);
-        CUDA_CHECK(cudaFuncSetAttribute(block_c_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_lse));
-        launch_checked(block_c_kernel, dim3(n_tile, n_chunks), NT, smem_lse, cpart, q, k, lse, rho, queries, d_tile_r0,
-                       d_tile_nr, d_tile_seg, d_seg_off, nq, dI, c_col);
-        const size_t smem_g = sizeof(float) * ((size_t)(BQ + BK) * (dI + 1) + (size_t)BQ * (BK + 1) + (size_t)BQ * dI);
-        CUDA_CHECK(cudaFuncSetAttribute(block_grad_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_g));
-        launch_checked(block_grad_kernel, dim3(n_tile, n_chunks), NT, smem_g, dq, dk, q, k, lse, rho, cpart, n_chunks,
-                       queries, d_tile_r0, d_tile_nr, d_tile_seg, d_seg_off, d_seg_nb, nq, dI, c_col,
-                       (float)(w_block / n_seg));
-        cuda_free(cpart);
-    }
+    cuda_free(G), cuda_free(cpart);
     if (grads) {
         queries_backward(grads, dq, cfg, xq, queries, nq, n_keys);
         keys_backward(grads, dk, cfg, params, x, u, stat, n_keys);

@@ -8,8 +8,9 @@
 // fp32 scores; ties at the k-th value may swap). Shapes: one and several query
 // tiles (32 rows), key tiles and key chunks (256 keys), sparse query sets (query_frac), d_I 16 / 64
 // with partial RoPE and both key norms, head sizes 16 and 64 (the bf16 teacher
-// on mma.sync at 64), GQA groups 1 and 2; the per-query gradients in query
-// chunks of one tile (SPINDLE_KL_ROWS=32), and the same bits on a second run.
+// on mma.sync at 64), GQA groups 1 and 2; the gradients in query chunks of one
+// tile (SPINDLE_KL_ROWS=32) and the block objectives' in chunks of whole blocks
+// (and of one block, fewer rows than it holds), and the same bits on a second run.
 // Indexing, masks, barriers and the algebra of the kernels and their host code
 // without a GPU; nothing about speed, and the TF32 GEMM is fp32 here.
 // Build and run: scripts/emulate-cuda.sh indexer [--quick].
@@ -104,11 +105,16 @@ static void check_loss(int T, int dm, int dI, int drope, IndexerNorm norm, int H
     expect(what, fabs(l_gpu - l_cpu) / std::max(fabs(l_cpu), 1e-12), 1e-4);
     snprintf(what + strlen(what), sizeof what - strlen(what), ": gradients");
     expect(what, rel_err(d_g, g_cpu.data(), np), 1e-3);
-    if (kind == INDEXER_OBJ_QUERY) {  // the per-query gradients are the same bits on a second run
+    {  // loss and gradients are the same bits on a second run (no float atomics in any objective)
         float *d_g2 = (float *)cuda_malloc(sizeof(float) * np);
         memset(d_g2, 0, sizeof(float) * np);
-        const double l2 = indexer_kl_loss_cuda(d_g2, &cfg, d_params, d_x, d_tq, d_tk, d_lse, T, Hq, Hkv, dh, s, d_q, nq, bf16);
-        const bool same = l2 == l_gpu && !memcmp(d_g2, d_g, sizeof(float) * np);
+        double parts2[2] = {0, 0};
+        const double l2 = kind == INDEXER_OBJ_QUERY
+                              ? indexer_kl_loss_cuda(d_g2, &cfg, d_params, d_x, d_tq, d_tk, d_lse, T, Hq, Hkv, dh, s, d_q, nq, bf16)
+                              : indexer_objective_loss_cuda(d_g2, parts2, &cfg, &obj, d_params, d_x, d_tq, d_tk, d_lse, T,
+                                                            Hq, Hkv, dh, s, d_q, nq, bf16);
+        const bool same = l2 == l_gpu && !memcmp(d_g2, d_g, sizeof(float) * np) &&
+                          (kind == INDEXER_OBJ_QUERY || !memcmp(parts2, parts_gpu, sizeof parts2));
         snprintf(what + strlen(what), sizeof what - strlen(what), ", again: the same bits");
         expect(what, same ? 0 : 1, 0);
         cuda_free(d_g2);
@@ -165,6 +171,11 @@ int main(int argc, char **argv) {
     check_loss(300, 16, 16, 8, INDEXER_NORM_LAYER, 2, 1, 16, 0.15, 0, INDEXER_OBJ_QUERY);  // two key chunks (256 keys)
     setenv("SPINDLE_KL_ROWS", "32", 1);  // query chunks of one tile: G and its GEMMs chunk by chunk
     check_loss(130, 24, 16, 8, INDEXER_NORM_RMS, 4, 2, 16, 0.8, 0, INDEXER_OBJ_QUERY);
+    // The block objectives in chunks of whole blocks (16 queries: two blocks a chunk), with two key chunks;
+    // then chunks of 8 rows, fewer than a block holds (one block a chunk).
+    check_loss(300, 16, 16, 8, INDEXER_NORM_LAYER, 2, 1, 16, 0.2, 0, INDEXER_OBJ_BLOCK);
+    setenv("SPINDLE_KL_ROWS", "8", 1);
+    check_loss(72, 24, 16, 8, INDEXER_NORM_RMS, 2, 2, 16, 0.9, 0, INDEXER_OBJ_MIX);
     unsetenv("SPINDLE_KL_ROWS");
     check_select(70, 24, 16, 8, 1);
     check_select(70, 24, 16, 8, 16);

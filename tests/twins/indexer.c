@@ -232,7 +232,8 @@ static void check_loss(const Case *c, int bf16_teacher) {
 // indexer_objective_loss_cuda against indexer_objective_loss_cpu: the loss and
 // both parts (the loss tolerance of check_loss), the loss without gradients,
 // the gradients of every parameter (nmse against the natural size: the same
-// objective with every position as a query) and their accumulation (+=). The
+// objective with every position as a query), the same bits on a second run,
+// and their accumulation (+=). The
 // block term's G = Q·(c_t − ρ_B)/(n_B·|ℬ|) carries the relative rounding of
 // the column sums Ā, Q̄ (summed in another order: ~1e-6), the same order as
 // (Q − P), so check_loss's tolerances hold. bf16_teacher as check_loss.
@@ -281,6 +282,21 @@ static void check_objective(const Case *c, IndexerObjectiveKind kind, int bsel, 
     float *got = host_from_dev(d_g, s.n_params);
     compare_floor(mix ? "indexer objective mix: grads" : "indexer objective block: grads", shape, got, g_cpu,
                   s.n_params, tol_nmse, tol_max, sum_sq(g_nat, s.n_params));
+    {  // no float atomics: a second run gives the same loss and gradient bits
+        float *d_g2 = dev_poisoned(s.n_params);
+        cuda_memset(d_g2, 0, sizeof(float) * s.n_params);
+        double p2[2];
+        const double l2 = indexer_objective_loss_cuda(d_g2, p2, &s.cfg, &o, s.d_params, s.d_x, s.d_tq, s.d_tk,
+                                                      s.d_tlse, T, c->Hq, c->Hkv, c->dh, s.scale, s.d_queries, s.nq,
+                                                      bf16_teacher);
+        float *got2 = host_from_dev(d_g2, s.n_params);
+        const int same = l2 == l_gpu && p2[0] == pg[0] && p2[1] == pg[1] &&
+                         !memcmp(got2, got, sizeof(float) * (size_t)s.n_params);
+        record("indexer objective: a second run, the same bits", shape, same, same ? "loss, parts and gradients equal"
+                                                                                  : "they differ");
+        free(got2);
+        cuda_free(d_g2);
+    }
     free(got);
     indexer_objective_loss_cuda(d_g, NULL, &s.cfg, &o, s.d_params, s.d_x, s.d_tq, s.d_tk, s.d_tlse, T, c->Hq, c->Hkv,
                                 c->dh, s.scale, s.d_queries, s.nq, bf16_teacher);
