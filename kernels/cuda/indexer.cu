@@ -874,6 +874,67 @@ static size_t kl_smem(int dI, int dh) {
 // Rows per chunk of G (SPINDLE_KL_ROWS caps them, so that tests run several chunks on small inputs).
 static long kl_rows_cap(void) { return env_long("SPINDLE_KL_ROWS", 0, 0, 1L << 30); }
 
+// What both loss entry points set up: the gathered query rows, q^I, k^I (with the key norm's saved
+// input and statistics when there are gradients), lse^I of the sampled queries, the gradient buffers,
+// and bf16 copies of the teacher's q, k for the bf16 teacher.
+typedef struct {
+    float *xq, *q, *k, *lse, *u, *stat, *dq, *dk;
+    void *tqb, *tkb;
+} LossSetup;
+
+static LossSetup loss_setup(int grads, const IndexerConfig *cfg, const float *params, const float *x,
+                            const float *tq, const float *tk, const int32_t *queries, int nq, int n_keys, int Hq,
+                            int Hkv, int dh, int bf16_teacher) {
+    const int dI = cfg->d_index, dm = cfg->d_model;
+    LossSetup L = {0};
+    L.xq = (float *)cuda_malloc(sizeof(float) * (size_t)nq * dm);
+    L.q = (float *)cuda_malloc(sizeof(float) * (size_t)nq * dI);
+    L.k = (float *)cuda_malloc(sizeof(float) * (size_t)n_keys * dI);
+    L.lse = (float *)cuda_malloc(sizeof(float) * (size_t)nq);
+    if (grads) {
+        L.u = (float *)cuda_malloc(sizeof(float) * (size_t)n_keys * dI);
+        L.stat = (float *)cuda_malloc(sizeof(float) * (size_t)n_keys * 2);
+        L.dq = (float *)cuda_malloc(sizeof(float) * (size_t)nq * dI);  // every row written by a chunk's GEMM
+        L.dk = (float *)cuda_malloc(sizeof(float) * (size_t)n_keys * dI);
+        cuda_memset(L.dk, 0, sizeof(float) * (size_t)n_keys * dI);
+    }
+    gather_rows(L.xq, x, queries, nq, dm);
+    queries_forward(L.q, cfg, params, L.xq, queries, nq, n_keys, 0);
+    keys_forward(L.k, L.u, L.stat, cfg, params, x, n_keys, 0);
+    const float c_col = 1.0f / sqrtf((float)dI);
+    const size_t smem_lse = sizeof(float) * (size_t)(BQ + BK) * (dI + 1);
+    CUDA_CHECK(cudaFuncSetAttribute(indexer_lse_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_lse));
+    launch_checked(indexer_lse_kernel, (nq + BQ - 1) / BQ, NT, smem_lse, L.lse, L.q, L.k, queries, nq, dI, c_col);
+    const size_t smem_kl = kl_smem(dI, dh);
+    CUDA_CHECK(cudaFuncSetAttribute(indexer_kl_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kl));
+    if (bf16_teacher && (dh == 64 || dh == 128 || dh == 256)) {
+        L.tqb = cuda_malloc(2 * (size_t)n_keys * Hq * dh), L.tkb = cuda_malloc(2 * (size_t)n_keys * Hkv * dh);
+        cuda_f32_to_bf16(L.tqb, tq, (int64_t)n_keys * Hq * dh);
+        cuda_f32_to_bf16(L.tkb, tk, (int64_t)n_keys * Hkv * dh);
+    }
+    return L;
+}
+
+// Row-major dq[r0 .. r0 + rows, dI] = c·G[rows, kend]·K[kend, dI]; dk[kend, dI] += c·Gᵀ·q[r0 .., dI].
+static void loss_take_back(LossSetup *L, const float *G, int r0, int rows, int kend, int dI) {
+    const float c_col = 1.0f / sqrtf((float)dI), one = 1.0f, zero = 0.0f;
+    CUBLAS_CHECK(cublasSgemm(cuda_cublas_handle(), CUBLAS_OP_N, CUBLAS_OP_N, dI, rows, kend, &c_col, L->k, dI, G, kend,
+                             &zero, L->dq + (int64_t)r0 * dI, dI));
+    CUBLAS_CHECK(cublasSgemm(cuda_cublas_handle(), CUBLAS_OP_N, CUBLAS_OP_T, dI, kend, rows, &c_col,
+                             L->q + (int64_t)r0 * dI, dI, G, kend, &one, L->dk, dI));
+}
+
+// The projections' backward into grads (when there are gradients), then every buffer freed.
+static void loss_finish(LossSetup *L, float *grads, const IndexerConfig *cfg, const float *params, const float *x,
+                        const int32_t *queries, int nq, int n_keys) {
+    if (grads) {
+        queries_backward(grads, L->dq, cfg, L->xq, queries, nq, n_keys);
+        keys_backward(grads, L->dk, cfg, params, x, L->u, L->stat, n_keys);
+    }
+    cuda_free(L->xq), cuda_free(L->q), cuda_free(L->k), cuda_free(L->lse), cuda_free(L->u), cuda_free(L->stat);
+    cuda_free(L->dq), cuda_free(L->dk), cuda_free(L->tqb), cuda_free(L->tkb);
+}
+
 // ---- the API ---------------------------------------------------------------------------------
 
 extern "C" double indexer_kl_loss_cuda(float *grads, const IndexerConfig *cfg, const float *params, const float *x,
@@ -886,39 +947,11 @@ extern "C" double indexer_kl_loss_cuda(float *grads, const IndexerConfig *cfg, c
         fprintf(stderr, "spindle: %s: Hq = %d is not a multiple of Hkv = %d\n", __func__, Hq, Hkv);
         abort();
     }
-    const int nq = n_queries, dI = cfg->d_index, dm = cfg->d_model;
+    const int nq = n_queries, dI = cfg->d_index;
     int n_keys;
     int32_t *hq = host_queries(queries, nq, T, 1, &n_keys, __func__);
-
-    float *xq = (float *)cuda_malloc(sizeof(float) * (size_t)nq * dm);
-    float *q = (float *)cuda_malloc(sizeof(float) * (size_t)nq * dI);
-    float *k = (float *)cuda_malloc(sizeof(float) * (size_t)n_keys * dI);
-    float *lse = (float *)cuda_malloc(sizeof(float) * (size_t)nq);
-    float *u = NULL, *stat = NULL, *dq = NULL, *dk = NULL;
-    if (grads) {
-        u = (float *)cuda_malloc(sizeof(float) * (size_t)n_keys * dI);
-        stat = (float *)cuda_malloc(sizeof(float) * (size_t)n_keys * 2);
-        dq = (float *)cuda_malloc(sizeof(float) * (size_t)nq * dI);  // every row written by a chunk's GEMM
-        dk = (float *)cuda_malloc(sizeof(float) * (size_t)n_keys * dI);
-        cuda_memset(dk, 0, sizeof(float) * (size_t)n_keys * dI);
-    }
-    gather_rows(xq, x, queries, nq, dm);
-    queries_forward(q, cfg, params, xq, queries, nq, n_keys, 0);
-    keys_forward(k, u, stat, cfg, params, x, n_keys, 0);
-
+    LossSetup L = loss_setup(grads != NULL, cfg, params, x, tq, tk, queries, nq, n_keys, Hq, Hkv, dh, bf16_teacher);
     const float c_col = 1.0f / sqrtf((float)dI);
-    const size_t smem_lse = sizeof(float) * (size_t)(BQ + BK) * (dI + 1);
-    CUDA_CHECK(cudaFuncSetAttribute(indexer_lse_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_lse));
-    launch_checked(indexer_lse_kernel, (nq + BQ - 1) / BQ, NT, smem_lse, lse, q, k, queries, nq, dI, c_col);
-
-    const size_t smem_kl = kl_smem(dI, dh);
-    CUDA_CHECK(cudaFuncSetAttribute(indexer_kl_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kl));
-    void *tqb = NULL, *tkb = NULL;  // bf16 copies of the teacher's q, k (bf16_teacher)
-    if (bf16_teacher && (dh == 64 || dh == 128 || dh == 256)) {
-        tqb = cuda_malloc(2 * (size_t)n_keys * Hq * dh), tkb = cuda_malloc(2 * (size_t)n_keys * Hkv * dh);
-        cuda_f32_to_bf16(tqb, tq, (int64_t)n_keys * Hq * dh);
-        cuda_f32_to_bf16(tkb, tk, (int64_t)n_keys * Hkv * dh);
-    }
     // Query chunks of qc rows (all of them for the loss alone). With gradients, the kernel writes each
     // chunk's G = (Q − P)/|𝒯| [nc, kend] (every element once, zeros past a row's position) and two fp32
     // GEMMs take it back: dq^I = c·G·K^I, dk^I += c·Gᵀ·q^I, chunk after chunk — no atomics, so the
@@ -940,24 +973,17 @@ extern "C" double indexer_kl_loss_cuda(float *grads, const IndexerConfig *cfg, c
         n_part += (int64_t)((nc + BQ - 1) / BQ) * ((kend + KCH - 1) / KCH);
     }
     double *part = (double *)cuda_malloc(sizeof(double) * (size_t)n_part);
-    const float one = 1.0f, zero = 0.0f;
     int64_t off = 0;  // this chunk's first partial
     for (int c0 = 0; c0 < nq; c0 += qc) {
         const int nc = nq - c0 < qc ? nq - c0 : qc, kend = hq[c0 + nc - 1] + 1;
         const int n_tiles = (nc + BQ - 1) / BQ, n_chunks = (kend + KCH - 1) / KCH;
         if (G) cuda_memset(G, 0, sizeof(float) * (size_t)nc * kend);
-        launch_checked(indexer_kl_kernel, dim3(n_tiles, n_chunks), NT, smem_kl, part + off, nullptr, nullptr,
-                       q + (int64_t)c0 * dI, k, lse + c0, tq, tk, tlse, (const __nv_bfloat16 *)tqb,
-                       (const __nv_bfloat16 *)tkb, queries + c0, nullptr, nullptr, nullptr, nc, T, Hq, Hkv, dh, dI,
+        launch_checked(indexer_kl_kernel, dim3(n_tiles, n_chunks), NT, kl_smem(dI, dh), part + off, nullptr,
+                       nullptr, L.q + (int64_t)c0 * dI, L.k, L.lse + c0, tq, tk, tlse, (const __nv_bfloat16 *)L.tqb,
+                       (const __nv_bfloat16 *)L.tkb, queries + c0, nullptr, nullptr, nullptr, nc, T, Hq, Hkv, dh, dI,
                        scale, c_col, 1.0f / nq, 1.0f / Hq, G, (int64_t)kend, 0);
         off += (int64_t)n_tiles * n_chunks;
-        if (G) {
-            // Row-major dq[c0 .., dI] = c·G[nc, kend]·K[kend, dI]; dk[kend, dI] += c·Gᵀ·q[c0 .., dI].
-            CUBLAS_CHECK(cublasSgemm(cuda_cublas_handle(), CUBLAS_OP_N, CUBLAS_OP_N, dI, nc, kend, &c_col, k, dI, G,
-                                     kend, &zero, dq + (int64_t)c0 * dI, dI));
-            CUBLAS_CHECK(cublasSgemm(cuda_cublas_handle(), CUBLAS_OP_N, CUBLAS_OP_T, dI, kend, nc, &c_col,
-                                     q + (int64_t)c0 * dI, dI, G, kend, &one, dk, dI));
-        }
+        if (G) loss_take_back(&L, G, c0, nc, kend, dI);
     }
     double *hpart = (double *)malloc(sizeof(double) * (size_t)n_part);
     if (!hpart) abort();
@@ -967,13 +993,7 @@ extern "C" double indexer_kl_loss_cuda(float *grads, const IndexerConfig *cfg, c
     loss /= nq;
     free(hpart), free(hq);
     cuda_free(part), cuda_free(G);
-
-    if (grads) {
-        queries_backward(grads, dq, cfg, xq, queries, nq, n_keys);
-        keys_backward(grads, dk, cfg, params, x, u, stat, n_keys);
-    }
-    cuda_free(xq), cuda_free(q), cuda_free(k), cuda_free(lse);
-    cuda_free(u), cuda_free(stat), cuda_free(dq), cuda_free(dk), cuda_free(tqb), cuda_free(tkb);
+    loss_finish(&L, grads, cfg, params, x, queries, nq, n_keys);
     return loss;
 }
 
@@ -1006,7 +1026,7 @@ extern "C" double indexer_objective_loss_cuda(float *grads, double *parts, const
                 Hkv, (int)obj->kind, obj->bsel, obj->block_weight);
         abort();
     }
-    const int nq = n_queries, dI = cfg->d_index, dm = cfg->d_model, bsel = obj->bsel;
+    const int nq = n_queries, dI = cfg->d_index, bsel = obj->bsel;
     const double w_query = obj->kind == INDEXER_OBJ_MIX ? 1.0 : 0.0;
     const double w_block = obj->kind == INDEXER_OBJ_MIX ? obj->block_weight : 1.0;
     int n_keys;
@@ -1045,27 +1065,11 @@ extern "C" double indexer_objective_loss_cuda(float *grads, double *parts, const
     int32_t *d_tile_r0 = upload(tile_r0, n_tile), *d_tile_nr = upload(tile_nr, n_tile);
     int32_t *d_tile_seg = upload(tile_seg, n_tile), *d_tile_kend = upload(tile_kend, n_tile);
 
-    // Projections and lse^I, as indexer_kl_loss_cuda.
-    float *xq = (float *)cuda_malloc(sizeof(float) * (size_t)nq * dm);
-    float *q = (float *)cuda_malloc(sizeof(float) * (size_t)nq * dI);
-    float *k = (float *)cuda_malloc(sizeof(float) * (size_t)n_keys * dI);
-    float *lse = (float *)cuda_malloc(sizeof(float) * (size_t)nq);
-    float *u = NULL, *stat = NULL, *dq = NULL, *dk = NULL;
-    if (grads) {
-        u = (float *)cuda_malloc(sizeof(float) * (size_t)n_keys * dI);
-        stat = (float *)cuda_malloc(sizeof(float) * (size_t)n_keys * 2);
-        dq = (float *)cuda_malloc(sizeof(float) * (size_t)nq * dI);  // every row written by a chunk's GEMM
-        dk = (float *)cuda_malloc(sizeof(float) * (size_t)n_keys * dI);
-        cuda_memset(dk, 0, sizeof(float) * (size_t)n_keys * dI);
-    }
-    gather_rows(xq, x, queries, nq, dm);
-    queries_forward(q, cfg, params, xq, queries, nq, n_keys, 0);
-    keys_forward(k, u, stat, cfg, params, x, n_keys, 0);
+    LossSetup L = loss_setup(grads != NULL, cfg, params, x, tq, tk, queries, nq, n_keys, Hq, Hkv, dh, bf16_teacher);
+    float *q = L.q, *k = L.k, *lse = L.lse;
     const float c_col = 1.0f / sqrtf((float)dI);
     const int n_chunks = (n_keys + KCH - 1) / KCH;
     const size_t smem_lse = sizeof(float) * (size_t)(BQ + BK) * (dI + 1);
-    CUDA_CHECK(cudaFuncSetAttribute(indexer_lse_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_lse));
-    launch_checked(indexer_lse_kernel, (nq + BQ - 1) / BQ, NT, smem_lse, lse, q, k, queries, nq, dI, c_col);
 
     // Chunks of whole blocks: with gradients, a chunk's rows × keys (its last position + 1) fit one G
     // buffer of CHUNK_FLOATS (a block alone may need more: the buffer grows to it), at most
@@ -1100,22 +1104,14 @@ extern "C" double indexer_objective_loss_cuda(float *grads, double *parts, const
     float *pcol = (float *)cuda_malloc(sizeof(float) * (size_t)tile_len);
     float *qcol = (float *)cuda_malloc(sizeof(float) * (size_t)tile_len);
     const size_t smem_kl = kl_smem(dI, dh);
-    CUDA_CHECK(cudaFuncSetAttribute(indexer_kl_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kl));
     CUDA_CHECK(cudaFuncSetAttribute(block_c_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_lse));
     CUDA_CHECK(cudaFuncSetAttribute(block_grad_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_lse));
     double *part = (double *)cuda_malloc(sizeof(double) * (size_t)n_part);
     double *klb = (double *)cuda_malloc(sizeof(double) * (size_t)n_klb);
     float *rho = (float *)cuda_malloc(sizeof(float) * (size_t)seg_len);
-    void *tqb = NULL, *tkb = NULL;
-    if (bf16_teacher && (dh == 64 || dh == 128 || dh == 256)) {
-        tqb = cuda_malloc(2 * (size_t)n_keys * Hq * dh), tkb = cuda_malloc(2 * (size_t)n_keys * Hkv * dh);
-        cuda_f32_to_bf16(tqb, tq, (int64_t)n_keys * Hq * dh);
-        cuda_f32_to_bf16(tkb, tk, (int64_t)n_keys * Hkv * dh);
-    }
     const int query_grads = grads && w_query > 0.0, block_grads = grads && w_block > 0.0;
     float *G = grads ? (float *)cuda_malloc(sizeof(float) * (size_t)g_floats) : NULL;
     float *cpart = block_grads ? (float *)cuda_malloc(sizeof(float) * (size_t)n_chunks * nq) : NULL;
-    const float one = 1.0f, zero = 0.0f;
     int64_t poff = 0, koff = 0;  // the chunk's first KL partials
     for (int c = 0; c < n_chunk; c++) {
         const int sa = chunk_seg0[c], sb = chunk_seg0[c + 1], ta = seg_tile0[sa];
@@ -1124,7 +1120,7 @@ extern "C" double indexer_objective_loss_cuda(float *grads, double *parts, const
         const int ky = (kend + KCH - 1) / KCH, gx = (kend + 255) / 256;
         if (G) cuda_memset(G, 0, sizeof(float) * (size_t)rows * kend);
         launch_checked(indexer_kl_kernel, dim3(tb - ta, ky), NT, smem_kl, part + poff, pcol, qcol, q, k, lse, tq, tk,
-                       tlse, (const __nv_bfloat16 *)tqb, (const __nv_bfloat16 *)tkb, queries, d_tile_r0 + ta,
+                       tlse, (const __nv_bfloat16 *)L.tqb, (const __nv_bfloat16 *)L.tkb, queries, d_tile_r0 + ta,
                        d_tile_nr + ta, d_tile_off + ta, nq, T, Hq, Hkv, dh, dI, scale, c_col, (float)(w_query / nq),
                        1.0f / Hq, query_grads ? G : nullptr, (int64_t)kend, R0);
         poff += (int64_t)(tb - ta) * ky;
@@ -1139,13 +1135,7 @@ extern "C" double indexer_objective_loss_cuda(float *grads, double *parts, const
                            cpart, ky, queries, d_tile_r0 + ta, d_tile_nr + ta, d_tile_seg + ta, d_seg_off, d_seg_nb,
                            nq, dI, c_col, (float)(w_block / n_seg));
         }
-        if (G) {
-            // Row-major dq[R0 .., dI] = c·G[rows, kend]·K[kend, dI]; dk[kend, dI] += c·Gᵀ·q[R0 .., dI].
-            CUBLAS_CHECK(cublasSgemm(cuda_cublas_handle(), CUBLAS_OP_N, CUBLAS_OP_N, dI, rows, kend, &c_col, k, dI, G,
-                                     kend, &zero, dq + (int64_t)R0 * dI, dI));
-            CUBLAS_CHECK(cublasSgemm(cuda_cublas_handle(), CUBLAS_OP_N, CUBLAS_OP_T, dI, kend, rows, &c_col,
-                                     q + (int64_t)R0 * dI, dI, G, kend, &one, dk, dI));
-        }
+        if (G) loss_take_back(&L, G, R0, rows, kend, dI);
     }
     double *hpart = (double *)malloc(sizeof(double) * (size_t)(n_part > n_klb ? n_part : n_klb));
     if (!hpart) abort();
@@ -1158,13 +1148,8 @@ extern "C" double indexer_objective_loss_cuda(float *grads, double *parts, const
     free(hpart), free(chunk_seg0);
     if (parts) parts[0] = l_query, parts[1] = l_block;
     cuda_free(G), cuda_free(cpart);
-    if (grads) {
-        queries_backward(grads, dq, cfg, xq, queries, nq, n_keys);
-        keys_backward(grads, dk, cfg, params, x, u, stat, n_keys);
-    }
+    loss_finish(&L, grads, cfg, params, x, queries, nq, n_keys);
     cuda_free(part), cuda_free(pcol), cuda_free(qcol), cuda_free(rho), cuda_free(klb);
-    cuda_free(xq), cuda_free(q), cuda_free(k), cuda_free(lse), cuda_free(u), cuda_free(stat), cuda_free(dq), cuda_free(dk);
-    cuda_free(tqb), cuda_free(tkb);
     cuda_free(d_seg_tile0), cuda_free(d_seg_ntile), cuda_free(d_seg_nb), cuda_free(d_seg_kend), cuda_free(d_seg_off);
     cuda_free(d_tile_off), cuda_free(d_tile_r0), cuda_free(d_tile_nr), cuda_free(d_tile_seg), cuda_free(d_tile_kend);
     free(hq), free(seg_tile0), free(seg_ntile), free(seg_nb), free(seg_kend), free(seg_off), free(tile_off);
