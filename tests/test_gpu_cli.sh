@@ -47,8 +47,9 @@ check "resume with another --device exits 2 naming both" "[ $rc = 2 ] && grep -q
 check "train --out RUN --resume alone finishes the GPU run" "[ $? = 0 ] && grep -q 'checkpoint .*ckpt-00000012.bin' '$work/train-resume.log'"
 for r in cpu gpu stop; do "$bin" export --run "$work/run-$r" --out "$work/ix-$r" 2>/dev/null; done
 check "three exports" "[ -s '$work/ix-cpu/model.safetensors' ] && [ -s '$work/ix-gpu/model.safetensors' ] && [ -s '$work/ix-stop/model.safetensors' ]"
+ck=checkpoints/ckpt-00000012.bin
 check "GPU run stopped and resumed: the uninterrupted GPU run's checkpoint, byte for byte" \
-    "cmp -s '$work/run-gpu/ckpt-00000012.bin' '$work/run-stop/ckpt-00000012.bin'"
+    "[ -s '$work/run-gpu/$ck' ] && cmp -s '$work/run-gpu/$ck' '$work/run-stop/$ck'"
 python3 - "$work" <<'PY'
 import sys
 import numpy as np

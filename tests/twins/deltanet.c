@@ -35,7 +35,10 @@
 // state o = β (q·k) v, and q·k, a sum of dk terms, cancels to about 1/√dk of
 // their size: a relative rms error near 5e-6
 // on both twins (nmse 2e-11 on the host-thread emulation); 1e-9 leaves 40×, and
-// an indexing, masking or decay error gives nmse of order 1e-4..1.
+// an indexing, masking or decay error gives nmse of order 1e-4..1. Some draws
+// cancel much further (a bf16 case at d 128 reached nmse 2.4e-9 with max|err|
+// 1.7e-9 on an H200), so at T = 1 without a state the nmse is taken against
+// the size of q·k's terms (compare_floor), which the cancellation does not shrink.
 #define DN_NMSE 1e-9
 #include <math.h>
 #include <stdint.h>
@@ -101,8 +104,24 @@ static void check_gdr(GdrCase c) {
                                   c.state == 1 ? d_S : NULL, c.T, c.Hk, c.Hv, c.dk, c.dv, 0.0f, c.l2, c.chunk, c.dt);
     gated_delta_rule_cuda_tune(0, 0);
     float *o = host_from_dev(d_o, no), *S = host_from_dev(d_S, ns);
-    compare("deltanet o (vs sequential)", shape, o, o_seq, no, DN_NMSE, F32_MAX);
-    compare("deltanet o (vs chunked)", shape, o, o_ch, no, DN_NMSE, F32_MAX);
+    // At T = 1 without a state o = β·scale·(q·k)·v, and q·k can cancel to far below its terms for some
+    // draws: nmse is then taken against the size of those terms, β·scale·Σ_i |q_i k_i|·v (q, k after the
+    // l2 norm when it applies), the scale of the summation's rounding.
+    double nat = 0.0;
+    if (c.T == 1 && c.state != 1) {
+        const int G = c.Hv / c.Hk;
+        for (int h = 0; h < c.Hv; h++) {
+            const float *qa = q + (int64_t)(h / G) * c.dk, *ka = k + (int64_t)(h / G) * c.dk;
+            double m = 0.0, nqq = 0.0, nkk = 0.0;
+            for (int i = 0; i < c.dk; i++)
+                m += fabs((double)qa[i] * ka[i]), nqq += (double)qa[i] * qa[i], nkk += (double)ka[i] * ka[i];
+            if (c.l2) m /= sqrt(nqq + 1e-6) * sqrt(nkk + 1e-6);
+            m *= beta[h] / sqrt((double)c.dk);
+            for (int j = 0; j < c.dv; j++) nat += (m * v[(int64_t)h * c.dv + j]) * (m * v[(int64_t)h * c.dv + j]);
+        }
+    }
+    compare_floor("deltanet o (vs sequential)", shape, o, o_seq, no, DN_NMSE, F32_MAX, nat);
+    compare_floor("deltanet o (vs chunked)", shape, o, o_ch, no, DN_NMSE, F32_MAX, nat);
     if (c.out_state) {
         compare("deltanet S (vs sequential)", shape, S, S_seq, ns, DN_NMSE, F32_MAX);
         compare("deltanet S (vs chunked)", shape, S, S_ch, ns, DN_NMSE, F32_MAX);
