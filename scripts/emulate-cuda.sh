@@ -39,7 +39,7 @@ support_attention) cpu=(attention_cpu oracle_cpu topk) twins=() ;;
 refine) cpu=(topk) twins=() ;;
 block_tc) cpu=(attention_cpu oracle_cpu topk) twins=() ;;
 indexer_block_tc) cpu=() twins=() ;;
-oracle_tc) cpu=() twins=() ;;
+oracle_tc) cpu=(base/env) twins=() ;;
 indexer_select_fused) cpu=() twins=() ;;
 indexer) cpu=(indexer indexer_cpu topk blas_init ops_cpu base/env base/rng model/rope) twins=() ;;
 *) echo "usage: scripts/emulate-cuda.sh deltanet|attention_cached|support_attention|refine|block_tc|indexer_block_tc|oracle_tc|indexer_select_fused|indexer [ARGS...]" >&2; exit 2 ;;

@@ -22,16 +22,19 @@
 // rows (a multiple of 16, at most 128); one warp per 16 rows. Loop order: KV
 // head kh outer — the G query heads of kh have their q rows staged in shared
 // memory once per kh, with their lse — then key tiles of 64 rows of k (kv head
-// kh, cp.async double buffer, zero rows past the block's last query). Per tile
-// each warp forms S = q_h·kᵀ for its 16 rows and each of the G heads
-// (mma_qk_tile, mma.cuh) and sums p = 2^(s·scale·log2 e − lse·log2 e) over
-// them in registers (masked to 0 for j > t). Per query the sum, divided by Hq,
-// is stored into the row buffer R on the first KV head and added on the
-// others, by the thread that owns the element each time (so in KV-head order,
-// deterministically; the earlier value is loaded before the tile's products); per block the warp's rows are summed per column
-// (shuffles, then shared memory in warp order) and the block's row of A is
-// stored or added the same way. Only j ≤ t (per query) or j < end (blocks) is
-// written: topk_rows_cuda reads nothing past a row's length.
+// kh, cp.async double buffer, zero rows past the block's last query).
+// SPINDLE_ORACLE_HEADS = HS (a divisor of G) stages HS of the G heads at a
+// time instead: the group in G/HS stages, each its own pass over the key
+// tiles, and less shared memory a thread block. Per tile each warp forms
+// S = q_h·kᵀ for its 16 rows and each staged head (mma_qk_tile, mma.cuh) and
+// sums p = 2^(s·scale·log2 e − lse·log2 e) over them in registers (masked to 0
+// for j > t). Per query the sum, divided by Hq, is stored into the row buffer R
+// on the first stage and added on the others, by the thread that owns the
+// element each time (so in stage order, deterministically; the earlier value
+// is loaded before the tile's products); per block the warp's rows are summed
+// per column (shuffles, then shared memory in warp order) and the block's row
+// of A is stored or added the same way. Only j ≤ t (per query) or j < end
+// (blocks) is written: topk_rows_cuda reads nothing past a row's length.
 #include <cuda_bf16.h>
 #include <cuda_pipeline_primitives.h>
 #include <limits.h>
@@ -40,6 +43,7 @@
 
 #include "cuda_check.cuh"
 #include "device_util.cuh"
+#include "env.h"
 #include "mma.cuh"
 #include "ops_cuda.h"
 #include "oracle_cuda.h"
@@ -52,7 +56,7 @@ enum {
 };
 static const int64_t OT_BUFFER_FLOATS = (int64_t)128 << 20;  // 512 MB of scores per chunk
 
-// Bytes of shared memory for M rows, G heads per KV head, head dim D, W warps.
+// Bytes of shared memory for M rows, G staged heads (a KV group's, or HS of them), head dim D, W warps.
 static size_t ot_smem(int M, int G, int D) {
     return sizeof(__nv_bfloat16) * ((size_t)G * M + 2 * OT_BK) * (D + TILE_PAD) + sizeof(float) * (size_t)G * M +
            sizeof(float) * (size_t)(M / 16) * OT_BK;
@@ -70,10 +74,11 @@ template <int D>
 __global__ void __launch_bounds__(OT_MAX_ROWS * 2)
     oracle_scores_tc_kernel1(float *R, int64_t ld, const __nv_bfloat16 *q, const __nv_bfloat16 *k,
                              const float *lse, int T, int Hq, int Hkv, float scale_log2, int block, int bsel,
-                             int row0, int tend) {
+                             int row0, int tend, int HS) {
     constexpr int LDH = D + TILE_PAD, CH = D / 8, NS = OT_BK / 8;
     DYNAMIC_SMEM_AS(unsigned char, ot_smem_raw);
-    const int G = Hq / Hkv, W = blockDim.x / 32, M = 16 * W;
+    // G = HS staged heads at a time: a KV group's G heads, or HS of them (a divisor), the group then in G/HS stages.
+    const int G = HS, stages = Hq / Hkv / HS, W = blockDim.x / 32, M = 16 * W;
     __nv_bfloat16 *Qs = (__nv_bfloat16 *)ot_smem_raw;  // [G][M][LDH]
     __nv_bfloat16 *Kb = Qs + (size_t)G * M * LDH;       // two key tiles
     float *lse2 = (float *)(Kb + 2 * OT_BK * LDH);      // [G][M], log2 units
@@ -94,17 +99,18 @@ __global__ void __launch_bounds__(OT_MAX_ROWS * 2)
     const int qoff = (r0 + (lane % 8) + 8 * ((lane / 8) % 2)) * LDH + 8 * (lane / 16);
     float *arow = block ? R + (int64_t)blockIdx.x * ld : NULL;
 
-    for (int kh = 0; kh < Hkv; kh++) {
-        // The G heads' q rows and lse (zero / +∞ past the rows).
+    for (int st = 0; st < Hkv * stages; st++) {
+        const int kh = st / stages, h0 = kh * G * stages + (st % stages) * G;  // KV head, first staged head
+        // The G staged heads' q rows and lse (zero / +∞ past the rows).
         for (int e = threadIdx.x; e < G * M * CH; e += blockDim.x) {
             const int hh = e / (M * CH), r = (e / CH) % M, ch = e % CH;
             uint4 val = make_uint4(0u, 0u, 0u, 0u);
-            if (r < nt) val = *(const uint4 *)(q + (int64_t)(t0 + r) * nq + (int64_t)(kh * G + hh) * D + 8 * ch);
+            if (r < nt) val = *(const uint4 *)(q + (int64_t)(t0 + r) * nq + (int64_t)(h0 + hh) * D + 8 * ch);
             *(uint4 *)(Qs + ((size_t)hh * M + r) * LDH + 8 * ch) = val;
         }
         for (int e = threadIdx.x; e < G * M; e += blockDim.x) {
             const int hh = e / M, r = e % M;
-            lse2[e] = r < nt ? lse[(int64_t)(kh * G + hh) * T + t0 + r] * log2e : INFINITY;
+            lse2[e] = r < nt ? lse[(int64_t)(h0 + hh) * T + t0 + r] * log2e : INFINITY;
         }
         cp_async_rows<D, OT_BK, false>(Kb + (kt0 & 1) * OT_BK * LDH, k + (int64_t)kt0 * OT_BK * nkv + (int64_t)kh * D,
                                        nkv, NULL, t1 - kt0 * OT_BK);
@@ -119,13 +125,13 @@ __global__ void __launch_bounds__(OT_MAX_ROWS * 2)
             __syncthreads();           // … and everyone's; Qs and lse2 on the first tile
             const __nv_bfloat16 *Ks = Kb + (it & 1) * OT_BK * LDH;
             const bool active = c0 <= t_warp;  // warp-uniform
-            // Per query, after the first KV head: this lane's elements of R as the
+            // Per query, after the first stage: this lane's elements of R as the
             // earlier heads left them, loaded before the products so that the
             // loads are in flight while the tensor cores work (read right
             // before the store, they stalled every warp on global memory:
             // ncu's long-scoreboard stalls, docs/performance.md).
             float prev[NS][4];
-            const bool add = !block && kh > 0 && active;
+            const bool add = !block && st > 0 && active;
 #pragma unroll
             for (int j = 0; j < NS; j++) {
                 const int col = c0 + 8 * j + 2 * c;
@@ -163,7 +169,7 @@ __global__ void __launch_bounds__(OT_MAX_ROWS * 2)
                         for (int e = 0; e < 4; e++) {
                             const int t = e < 2 ? ta : tb, jj = col + (e & 1);
                             if (jj > t) continue;  // also t = −1: a row past the chunk
-                            R[(int64_t)(t - row0) * ld + jj] = prev[j][e] + p[j][e] * inv_h;  // prev 0 on kh 0
+                            R[(int64_t)(t - row0) * ld + jj] = prev[j][e] + p[j][e] * inv_h;  // prev 0 on stage 0
                         }
                     }
                 }
@@ -176,19 +182,19 @@ __global__ void __launch_bounds__(OT_MAX_ROWS * 2)
                 for (int col = threadIdx.x; col < OT_BK && c0 + col < t1; col += blockDim.x) {
                     float a = 0.0f;
                     for (int w = 0; w < W; w++) a += colsum[w * OT_BK + col];
-                    arow[c0 + col] = kh == 0 ? a * inv_h : arow[c0 + col] + a * inv_h;
+                    arow[c0 + col] = st == 0 ? a * inv_h : arow[c0 + col] + a * inv_h;
                 }
             }
             __syncthreads();  // the tile's buffer (and colsum) are free for reuse
         }
         __pipeline_wait_prior(0);
-        __syncthreads();  // Qs and lse2 are refilled for the next KV head
+        __syncthreads();  // Qs and lse2 are refilled for the next stage
     }
 }
 
 template <int D>
 static void ot_launch(float *R, int64_t ld, const void *q, const void *k, const float *lse, int T, int Hq, int Hkv,
-                      float scale, int block, int bsel, int row0, int n_ctas, int tend, size_t smem) {
+                      float scale, int block, int bsel, int row0, int n_ctas, int tend, size_t smem, int HS) {
     const int M = block ? bsel : OT_QROWS;
     const int key_end = block ? (int)((int64_t)(row0 + n_ctas) * bsel < T ? (int64_t)(row0 + n_ctas) * bsel : T) : tend;
     const int n_split = ((key_end + OT_BK - 1) / OT_BK + OT_SPLIT - 1) / OT_SPLIT;
@@ -196,13 +202,21 @@ static void ot_launch(float *R, int64_t ld, const void *q, const void *k, const 
                                     (int)smem));
     launch_checked(oracle_scores_tc_kernel1<D>, dim3(n_ctas, n_split), dim3(32 * (M / 16)), smem, R, ld,
                    (const __nv_bfloat16 *)q, (const __nv_bfloat16 *)k, lse, T, Hq, Hkv, scale * 1.4426950408889634f,
-                   block, bsel, row0, tend);
+                   block, bsel, row0, tend, HS);
+}
+
+// Heads staged at a time: the KV group's G, or SPINDLE_ORACLE_HEADS = HS, a divisor of G (fewer staged q rows,
+// so more thread blocks fit an SM, for G/HS passes over the key tiles and the row buffer per KV head; a
+// variant for the bench to compare: the same sums, the heads added to R in groups of HS).
+static int ot_heads(int G) {
+    const long hs = env_long("SPINDLE_ORACLE_HEADS", 0, 0, 1L << 20);
+    return hs > 0 && G % hs == 0 ? (int)hs : G;
 }
 
 extern "C" int oracle_select_tc_takes(int Hq, int Hkv, int dh, int topk, int bsel) {
     if ((dh != 64 && dh != 128 && dh != 256) || Hkv <= 0 || Hq <= 0 || Hq % Hkv != 0 || topk < 1) return 0;
     if (bsel != 1 && (bsel < 16 || bsel > OT_MAX_ROWS || bsel % 16 != 0)) return 0;
-    const int M = bsel > 1 ? bsel : OT_QROWS, G = Hq / Hkv;
+    const int M = bsel > 1 ? bsel : OT_QROWS, G = ot_heads(Hq / Hkv);
     int dev = 0, max_smem = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
     CUDA_CHECK(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
@@ -229,8 +243,8 @@ extern "C" void oracle_select_bf16_cuda(int32_t *sel, int32_t *n_sel, const void
         oracle_select_widened(sel, n_sel, q, k, lse, T, Hq, Hkv, dh, scale, topk, bsel);
         return;
     }
-    const int block = bsel > 1, M = block ? bsel : OT_QROWS, G = Hq / Hkv;
-    const size_t smem = ot_smem(M, G, dh);
+    const int block = bsel > 1, M = block ? bsel : OT_QROWS, HS = ot_heads(Hq / Hkv);
+    const size_t smem = ot_smem(M, HS, dh);
 
     // Row r has length min((r+1)·bsel, T); rows no longer than topk take every key.
     const int rows = (T + bsel - 1) / bsel;
@@ -242,12 +256,12 @@ extern "C" void oracle_select_bf16_cuda(int32_t *sel, int32_t *n_sel, const void
     chunk = chunk < 1 ? 1 : chunk;
     if (chunk > rows - first) chunk = rows - first;
     float *buf = (float *)cuda_malloc(sizeof(float) * (size_t)chunk * T);
+    void (*launch)(float *, int64_t, const void *, const void *, const float *, int, int, int, float, int, int, int,
+                   int, int, size_t, int) = dh == 64 ? ot_launch<64> : dh == 128 ? ot_launch<128> : ot_launch<256>;
     for (int r0 = first; r0 < rows; r0 += (int)chunk) {
         const int n = rows - r0 < chunk ? rows - r0 : (int)chunk;
         const int n_ctas = block ? n : (n + OT_QROWS - 1) / OT_QROWS;
-        if (dh == 64) ot_launch<64>(buf, T, q, k, lse, T, Hq, Hkv, scale, block, bsel, r0, n_ctas, r0 + n, smem);
-        else if (dh == 128) ot_launch<128>(buf, T, q, k, lse, T, Hq, Hkv, scale, block, bsel, r0, n_ctas, r0 + n, smem);
-        else ot_launch<256>(buf, T, q, k, lse, T, Hq, Hkv, scale, block, bsel, r0, n_ctas, r0 + n, smem);
+        launch(buf, T, q, k, lse, T, Hq, Hkv, scale, block, bsel, r0, n_ctas, r0 + n, smem, HS);
         topk_rows_cuda(sel + (int64_t)r0 * topk, n_sel + r0, buf, n, T, (r0 + 1) * bsel, bsel, T, topk);
     }
     cuda_free(buf);  // freed in stream order, after the work queued on it

@@ -85,8 +85,10 @@ static void check(int T, int Hq, int Hkv, int dh, int topk, int bsel) {
         bad += !ok;
     }
     char what[160];
-    snprintf(what, sizeof what, "oracle_tc T %d Hq %d Hkv %d dh %d k %d bsel %d: %d of %d rows differ (%d near-ties)%s",
-             T, Hq, Hkv, dh, topk, bsel, bad, rows, tied, takes ? "" : " (not taken!)");
+    const char *hs = getenv("SPINDLE_ORACLE_HEADS");
+    snprintf(what, sizeof what, "oracle_tc T %d Hq %d Hkv %d dh %d k %d bsel %d%s%s: %d of %d rows differ (%d near-ties)%s",
+             T, Hq, Hkv, dh, topk, bsel, hs ? " heads/stage " : "", hs ? hs : "", bad, rows, tied,
+             takes ? "" : " (not taken!)");
     expect(what, takes ? (double)bad : 1.0, 0.0);
 }
 
@@ -95,6 +97,13 @@ int main(int argc, char **argv) {
     check(70, 2, 1, 64, 16, 1);      // per query: rows shorter than k take every key
     check(100, 4, 2, 128, 24, 16);   // block-shared, a partial last block, two key tiles
     check(90, 6, 1, 64, 20, 32);     // a group of 6 query heads per KV head
+    // The heads staged HS at a time (SPINDLE_ORACLE_HEADS): the group in G/HS stages, per query and per block.
+    setenv("SPINDLE_ORACLE_HEADS", "3", 1);
+    check(90, 6, 1, 64, 20, 32);
+    check(130, 12, 2, 128, 40, 1);
+    setenv("SPINDLE_ORACLE_HEADS", "1", 1);
+    check(100, 4, 2, 128, 24, 16);
+    unsetenv("SPINDLE_ORACLE_HEADS");
     if (!quick) {
         check(130, 12, 2, 128, 40, 1);   // Qwen2.5's 12:2
         check(600, 2, 1, 64, 64, 64);    // two key ranges (grid y: 512 keys each)

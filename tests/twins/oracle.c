@@ -279,8 +279,10 @@ static void check_support_attention(const Layer *L, int topk, int bsel, const in
 static void check_oracle(const Layer *L, int topk, int bsel, int bf16) {
     const int T = L->T, Hq = L->Hq, Hkv = L->Hkv, dh = L->dh, rows = (T + bsel - 1) / bsel;
     const int64_t nq = (int64_t)Hq * dh, nkv = (int64_t)Hkv * dh;
-    char shape[128];
-    snprintf(shape, sizeof shape, "T=%d Hq=%d Hkv=%d dh=%d k=%d bsel=%d", T, Hq, Hkv, dh, topk, bsel);
+    char shape[160];
+    const char *hs = bf16 ? getenv("SPINDLE_ORACLE_HEADS") : NULL;
+    snprintf(shape, sizeof shape, "T=%d Hq=%d Hkv=%d dh=%d k=%d bsel=%d%s%s", T, Hq, Hkv, dh, topk, bsel,
+             hs ? " heads/stage " : "", hs ? hs : "");
 
     // Host reference supports, and the rows whose k-th and (k+1)-th values are
     // within TIE_REL (ambiguous: either twin may pick either key).
@@ -672,6 +674,18 @@ void twins_oracle(int quick) {
         check_oracle(&M, 20, 1, 1);
         check_oracle(&M, 20, 24, 1);
         layer_free(&M);
+        // The heads staged a divisor of the group at a time (SPINDLE_ORACLE_HEADS): 16:2 in stages of 2 heads,
+        // Qwen2.5's 12:2 in stages of 3, per query and in blocks of 16.
+        Layer S = layer_new(T, 16, 2, 128, 1), Q = layer_new(T, 12, 2, 128, 1);
+        setenv("SPINDLE_ORACLE_HEADS", "2", 1);
+        check_oracle(&S, 16, 1, 1);
+        check_oracle(&S, 16, 16, 1);
+        setenv("SPINDLE_ORACLE_HEADS", "3", 1);
+        check_oracle(&Q, 40, 1, 1);
+        check_oracle(&Q, 40, 16, 1);
+        unsetenv("SPINDLE_ORACLE_HEADS");
+        layer_free(&S);
+        layer_free(&Q);
     }
 
     // support_attention_block_tc: the bf16 tensor-core kernel on the shapes it
