@@ -49,7 +49,8 @@
 #                      loads once): dense once, indexer per query and oracle (LEN ≤ ORACLE_TTFT_MAX,
 #                      default 32768) once per k, indexer and oracle (≤ ORACLE_TTFT_MAX) block-shared at
 #                      every (k, b_sel > 1), and with EXEC_BLOCK=B the per-query indexer as unions of B
-#                      queries (bench's indexer_union, the path eval --exec-block runs); random
+#                      queries (bench's indexer_union, the path eval --exec-block runs) in place of the
+#                      per-query gathers; random
 #                      indexer weights (the timing does not depend on training)
 #                      (REFINE_X=F: one call per (k, block b_sel) instead, each adding the two-stage run,
 #                      indexer_refine with F·k candidates)
@@ -296,14 +297,17 @@ stage_ttft() {  # LENS [K] [BSEL]
         if [ -z "${REFINE_X:-}" ]; then
             # One bench call for the whole group (the model loads once): dense once, the per-query runs once per
             # k, the block-shared run at every (k, b_sel > 1) (bench's --k / --bsel lists).
-            # The oracle block-shared too (up to ORACLE_TTFT_MAX), and with EXEC_BLOCK the per-query rows
-            # the way the RULER calls ran them (indexer_union: unions of EXEC_BLOCK queries).
+            # The oracle block-shared too (up to ORACLE_TTFT_MAX); with EXEC_BLOCK the per-query indexer
+            # the way the RULER calls ran it (indexer_union: unions of EXEC_BLOCK queries) instead of
+            # through per-query gathers.
             runs=dense
             [ "${blocks[*]}" != 1 ] && runs+=",indexer_block,oracle_block"
-            [ $per_query = 1 ] && runs+=",indexer,oracle"
             local bl ux=() xt=""
-            [ $per_query = 1 ] && [ -n "${EXEC_BLOCK:-}" ] &&
-                runs+=",indexer_union" ux=(--union-block "$EXEC_BLOCK") xt=_x$EXEC_BLOCK
+            if [ $per_query = 1 ] && [ -n "${EXEC_BLOCK:-}" ]; then
+                runs+=",oracle,indexer_union" ux=(--union-block "$EXEC_BLOCK") xt=_x$EXEC_BLOCK
+            elif [ $per_query = 1 ]; then
+                runs+=",indexer,oracle"
+            fi
             bl=$(IFS=,; echo "${blocks[*]}")
             [ $per_query = 1 ] && [ "$bl" != 1 ] && bl="1,$bl"
             local nm="ttft_ctx${group//,/-}${xt}_k${ks//,/-}_b${bl//,/-}"
