@@ -50,8 +50,7 @@
 #                      default 32768) once per k, indexer and oracle (≤ ORACLE_TTFT_MAX) block-shared at
 #                      every (k, b_sel > 1), and with EXEC_BLOCK=B the per-query indexer as unions of B
 #                      queries (bench's indexer_union, the path eval --exec-block runs) in place of the
-#                      per-query gathers; random
-#                      indexer weights (the timing does not depend on training)
+#                      per-query gathers; random indexer weights (the timing does not depend on training)
 #                      (REFINE_X=F: one call per (k, block b_sel) instead, each adding the two-stage run,
 #                      indexer_refine with F·k candidates)
 #   frontier LEN [K] [BSEL]  nll, ttft and ruler at one length, in that order, in one call
@@ -59,8 +58,8 @@
 #                      length of LENS the dense RULER call and, per k, its RULER and NLL calls, each a
 #                      background job (scripts/device-bg.sh, BG=$STATE/bg) running this script's stage,
 #                      at most GRID_JOBS (default 6) at once (GRID_DENSE=0 leaves the dense RULER calls out,
-#                      GRID_NLL=0 the NLL calls; RULER_MODES names the jobs); the jobs share the card, so their times are
-#                      not speeds. When they have ended (or GRID_TTFT_S, default 240, s before the budget:
+#                      GRID_NLL=0 the NLL calls; RULER_MODES names the jobs); the jobs share the card, so
+#                      their times are not speeds. When they have ended (or GRID_TTFT_S, default 240, s before the budget:
 #                      the rest are stopped, rerun to continue) the ttft stage runs alone on the card
 #                      (GRID_NO_TTFT=1 leaves it out: grids of other lengths side by side, one ttft after).
 #                      Results of every job in $OUT; each job's log in $STATE/grid/NAME/

@@ -67,7 +67,8 @@ check "GPU run within 1e-3 of the CPU twin's, resumed within 1e-3 of uninterrupt
 # bench with --k and --bsel lists: dense once, the per-query runs once per k, the block-shared run at every
 # (k, b_sel > 1), each row carrying its own k and b_sel.
 "$bin" bench --model "$g" --ctx 64 --k 8,16 --bsel 1,16,32 --no-kernels \
-    --ttft dense,indexer,indexer_block,oracle,oracle_block --max-oracle-ttft-ctx 64 --ttft-reps 1 --device cuda --json "$work/bench-lists.json" >"$work/bench-lists.log" 2>&1
+    --ttft dense,indexer,indexer_block,oracle,oracle_block --max-oracle-ttft-ctx 64 --ttft-reps 1 --device cuda \
+    --json "$work/bench-lists.json" >"$work/bench-lists.log" 2>&1
 check "bench --k 8,16 --bsel 1,16,32" "[ $? = 0 ]"
 python3 - "$work/bench-lists.json" <<'PY'
 import json, sys

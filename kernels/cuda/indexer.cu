@@ -866,6 +866,9 @@ static void gather_rows(float *out, const float *x, const int32_t *pos, int n, i
     launch_checked(gather_rows_kernel, grid_for((int64_t)n * dm, 256), 256, 0, out, x, pos, n, dm);
 }
 
+// Dynamic shared memory of indexer_lse_kernel, block_c_kernel and block_grad_kernel: Qi, Ki.
+static size_t lse_smem(int dI) { return sizeof(float) * (size_t)(BQ + BK) * (dI + 1); }
+
 // Dynamic shared memory of indexer_kl_kernel: Qi, Ki, Tq, Tk, Gs.
 static size_t kl_smem(int dI, int dh) {
     return sizeof(float) * ((size_t)(BQ + BK) * (dI + 1) + (size_t)(BQ + BK) * (dh + 1) + (size_t)BQ * (BK + 1));
@@ -902,7 +905,7 @@ static LossSetup loss_setup(int grads, const IndexerConfig *cfg, const float *pa
     queries_forward(L.q, cfg, params, L.xq, queries, nq, n_keys, 0);
     keys_forward(L.k, L.u, L.stat, cfg, params, x, n_keys, 0);
     const float c_col = 1.0f / sqrtf((float)dI);
-    const size_t smem_lse = sizeof(float) * (size_t)(BQ + BK) * (dI + 1);
+    const size_t smem_lse = lse_smem(dI);
     CUDA_CHECK(cudaFuncSetAttribute(indexer_lse_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_lse));
     launch_checked(indexer_lse_kernel, (nq + BQ - 1) / BQ, NT, smem_lse, L.lse, L.q, L.k, queries, nq, dI, c_col);
     const size_t smem_kl = kl_smem(dI, dh);
@@ -1041,14 +1044,13 @@ extern "C" double indexer_objective_loss_cuda(float *grads, double *parts, const
     if (!seg_tile0 || !seg_ntile || !seg_nb || !seg_kend || !seg_off || !tile_off || !tile_r0 || !tile_nr || !tile_seg ||
         !tile_kend)
         abort();
-    int n_seg = 0, n_tile = 0, max_kend = 0;
+    int n_seg = 0, n_tile = 0;
     int64_t seg_len = 0, tile_len = 0;
     for (int ra = 0; ra < nq;) {
         int rb = ra;
         while (rb < nq && hq[rb] / bsel == hq[ra] / bsel) rb++;
         seg_tile0[n_seg] = n_tile, seg_nb[n_seg] = rb - ra, seg_kend[n_seg] = hq[rb - 1] + 1, seg_off[n_seg] = seg_len;
         seg_len += seg_kend[n_seg];
-        max_kend = seg_kend[n_seg] > max_kend ? seg_kend[n_seg] : max_kend;
         for (int c0 = ra; c0 < rb; c0 += BQ) {
             tile_r0[n_tile] = c0, tile_nr[n_tile] = rb - c0 < BQ ? rb - c0 : BQ, tile_seg[n_tile] = n_seg;
             tile_kend[n_tile] = hq[c0 + tile_nr[n_tile] - 1] + 1, tile_off[n_tile] = tile_len;
@@ -1069,7 +1071,7 @@ extern "C" double indexer_objective_loss_cuda(float *grads, double *parts, const
     float *q = L.q, *k = L.k, *lse = L.lse;
     const float c_col = 1.0f / sqrtf((float)dI);
     const int n_chunks = (n_keys + KCH - 1) / KCH;
-    const size_t smem_lse = sizeof(float) * (size_t)(BQ + BK) * (dI + 1);
+    const size_t smem_lse = lse_smem(dI);
 
     // Chunks of whole blocks: with gradients, a chunk's rows × keys (its last position + 1) fit one G
     // buffer of CHUNK_FLOATS (a block alone may need more: the buffer grows to it), at most

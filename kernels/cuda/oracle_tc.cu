@@ -100,7 +100,7 @@ __global__ void __launch_bounds__(OT_MAX_ROWS * 2)
     float *arow = block ? R + (int64_t)blockIdx.x * ld : NULL;
 
     for (int st = 0; st < Hkv * stages; st++) {
-        const int kh = st / stages, h0 = kh * G * stages + (st % stages) * G;  // KV head, first staged head
+        const int kh = st / stages, h0 = st * G;  // KV head, first staged head (heads are in KV-head order)
         // The G staged heads' q rows and lse (zero / +∞ past the rows).
         for (int e = threadIdx.x; e < G * M * CH; e += blockDim.x) {
             const int hh = e / (M * CH), r = (e / CH) % M, ch = e % CH;
