@@ -14,7 +14,11 @@ and joins them per (length, mode, k, b_sel) into
   --json FILE   the joined rows;
   --png FILE    quality against TTFT speedup: RULER average and ΔNLL vs dense TTFT / TTFT, one line per
                 (length, b_sel) through the indexer's k values, the per-query oracle as separate markers.
+TTFT rows from several kinds of card are marked with their card, and a speedup divides only times of one card
+(the same bench call's dense time, else the first dense time at that length on that card).
 A length above the checkpoint's original context says which RoPE it ran with (YaRN) in every table.
+A file NAME.json.partial named on the command line (a folder's are not read) gives the rows an eval call
+had finished when it was stopped; the commands list says so.
 Dense rows of several calls at one length are the same computation: the first is used, and the spread of
 the others is reported (a check that the calls are comparable). ΔRULER pairs instances: with the
 NAME-preds.jsonl (or .partial) beside each RULER JSON, a configuration is compared with dense on the task
@@ -26,6 +30,7 @@ The Markdown also says what the grid holds: per length, mode, k and b_sel, which
 rows are there.
 """
 import argparse
+import re
 import glob
 import json
 import math
@@ -64,9 +69,14 @@ def key(mode, k, bsel, refine=0):
     return ("two-stage" if refine else mode, int(k), int(bsel))
 
 
+def stem(path):
+    """NAME of NAME.json, or of NAME.json.partial (the rows an eval call had finished when it was stopped)."""
+    return path[:-len(".json.partial")] if path.endswith(".json.partial") else os.path.splitext(path)[0]
+
+
 def side(path, ext):
     """The seconds / command files device-qwen25coder.sh keeps next to each JSON."""
-    p = os.path.splitext(path)[0] + ext
+    p = stem(path) + ext
     return open(p).read().strip() if os.path.exists(p) else None
 
 
@@ -75,6 +85,8 @@ class Frontier:
         self.nll, self.ruler, self.tasks, self.ttft = {}, {}, {}, {}
         self.dense_nll_spread, self.dense_ruler_spread = {}, {}
         self.rope, self.commands, self.models, self.devices, self.bench_env = {}, [], {}, {}, None
+        # Dense TTFT per (ctx, bench call) and per (ctx, card): a speedup divides times of one card only.
+        self.dense_by_cmd, self.dense_by_gpu, self.gpus = {}, {}, []
         self.task_files = {}
         self.inst = {}  # ctx -> config -> {(task, index): score}, from each RULER JSON's -preds.jsonl
 
@@ -85,7 +97,8 @@ class Frontier:
     def command(self, kind, path, cmd):
         secs = side(path, ".secs")
         self.commands.append({"kind": kind, "json": path, "command": cmd or side(path, ".cmd") or "?",
-                              "seconds": int(secs) if secs and secs.isdigit() else None})
+                              "seconds": int(secs) if secs and secs.isdigit() else None,
+                              "partial": path.endswith(".partial")})
         return len(self.commands)
 
     def add_nll(self, path, rows):
@@ -136,6 +149,9 @@ class Frontier:
         cid = self.command("ttft", path, None)
         self.bench_env = self.bench_env or doc.get("env")
         model = (doc.get("env") or {}).get("model")
+        gpu = (doc.get("env") or {}).get("gpu") or "?"
+        if gpu not in self.gpus:
+            self.gpus.append(gpu)
         names = {"ttft_dense": "dense", "ttft_indexer": "indexer", "ttft_indexer_block": "indexer",
                  "ttft_oracle": "oracle", "ttft_oracle_block": "oracle", "ttft_indexer_refine": "two-stage",
                  "ttft_indexer_union": "indexer"}
@@ -148,9 +164,12 @@ class Frontier:
             # The per-query indexer as unions of blocks (bench's indexer_union) is the path eval --exec-block
             # runs its RULER rows on: the same supports and attention, so it is that row's TTFT where timed.
             entry = {"ms": r.get("ms_median"), "error": r.get("error"), "notes": r.get("notes"), "cmd": cid,
-                     "reps": r.get("reps"), "union": name == "ttft_indexer_union"}
+                     "reps": r.get("reps"), "union": name == "ttft_indexer_union", "gpu": gpu}
             if entry["ms"] is None and not entry["error"]:
                 entry["error"] = "no time"
+            if mode == "dense" and entry["ms"] is not None:
+                self.dense_by_cmd[(r["ctx"], cid)] = entry["ms"]
+                self.dense_by_gpu.setdefault((r["ctx"], gpu), entry["ms"])
             self.model_at(r["ctx"], model)
             cur = self.ttft.setdefault(r["ctx"], {}).get(kk)
             if (cur is None or (cur["ms"] is None and entry["ms"] is not None) or
@@ -159,7 +178,7 @@ class Frontier:
 
     def add_instances(self, path):
         """The per-instance scores of a RULER JSON, from the predictions file written beside it."""
-        base = os.path.splitext(path)[0]
+        base = stem(path)
         for p in (base + "-preds.jsonl", base + "-preds.jsonl.partial"):
             if os.path.exists(p):
                 break
@@ -203,10 +222,13 @@ class Frontier:
         ks = set(self.nll.get(L, {})) | set(self.ruler.get(L, {})) | set(self.ttft.get(L, {}))
         return sorted(ks, key=lambda c: (MODES.index(c[0]) if c[0] == "dense" else 1, c[1], c[2], MODES.index(c[0])))
 
+    def dense_ttft(self, L, t):
+        """The dense TTFT a time t is divided by: the same bench call's, else the first on the same card."""
+        return self.dense_by_cmd.get((L, t["cmd"])) or self.dense_by_gpu.get((L, t.get("gpu")))
+
     def rows(self, ttft_note):
         out = []
         for L in self.lengths():
-            dense_t = self.ttft.get(L, {}).get(("dense", 0, 0), {})
             dense_r = self.ruler.get(L, {}).get(("dense", 0, 0))
             for c in self.configs(L):
                 n = self.nll.get(L, {}).get(c)
@@ -230,11 +252,12 @@ class Frontier:
                             row["druler"] = r["accuracy"] - dense_r["accuracy"]
                     row["ruler_one_each"] = self.one_each(L, c)
                 if t and t["ms"] is not None:
-                    row["ttft_ms"], row["ttft_cmd"] = t["ms"], t["cmd"]
+                    row["ttft_ms"], row["ttft_cmd"], row["ttft_gpu"] = t["ms"], t["cmd"], t.get("gpu")
                     if t.get("union"):
                         row["ttft_path"] = "unions of blocks (bench indexer_union)"
-                    if dense_t.get("ms"):
-                        row["speedup"] = dense_t["ms"] / t["ms"]
+                    dense_ms = self.dense_ttft(L, t)
+                    if dense_ms:
+                        row["speedup"] = dense_ms / t["ms"]
                 else:
                     row["ttft_note"] = (t["error"] if t else None) or (
                         "not timed in these runs" if self.ttft.get(L) else ttft_note)
@@ -271,6 +294,12 @@ def f(v, d=4, sign=False):
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return "–"
     return f"{v:+.{d}f}" if sign else f"{v:.{d}f}"
+
+
+def gpu_name(g):
+    """A card's short name (H100, H200, ...) from bench's env.gpu, for the table's TTFT cells."""
+    m = re.search(r"\b([A-Z]{1,2}\d{2,4}[A-Z]?)\b", g or "")
+    return m.group(1) if m else (g or "?")
 
 
 def ctx_name(L):
@@ -391,7 +420,14 @@ def markdown(rows, fr, args):
              "from the calls listed below (`spindle eval` on held-out text: NLL rows; `spindle eval --tasks-file`: "
              "RULER rows; `spindle bench --model`: TTFT).")
     o.append("")
-    if fr.bench_env:
+    if fr.bench_env and len(fr.gpus) > 1:
+        o.append(f"TTFT: median of timed repeats with CUDA events after a warm-up, on {len(fr.gpus)} kinds of card "
+                 f"({'; '.join(f'{gpu_name(g)}: {g}' for g in fr.gpus)}): each time is marked with its card, and "
+                 "its speedup divides the dense TTFT of the same bench call (or, where that call timed no dense "
+                 "run, the first dense TTFT at that length on the same card) by it — never times of two cards. "
+                 f"{env.get('precision')}; random indexer weights of d_I {env.get('d_index')} (the timing does not "
+                 "depend on training).")
+    elif fr.bench_env:
         o.append(f"TTFT: {env.get('gpu')}, median of timed repeats with CUDA events after a warm-up; "
                  f"{env.get('precision')}; random indexer weights of d_I {env.get('d_index')} (the timing does not "
                  "depend on training). Speedup = dense TTFT / TTFT at the same length.")
@@ -435,6 +471,8 @@ def markdown(rows, fr, args):
         t = f(r.get("ttft_ms"), 1) if r.get("ttft_ms") is not None else (r.get("ttft_note") or "–")
         if r.get("ttft_path"):
             t += " (unions)"
+        if r.get("ttft_ms") is not None and len(fr.gpus) > 1:
+            t += f" ({gpu_name(r.get('ttft_gpu'))})"
         sp = f"{r['speedup']:.2f}×" if r.get("speedup") else "–"
         src = ", ".join(f"C{r[c]}" for c in ("nll_cmd", "ruler_cmd", "ttft_cmd") if r.get(c))
         o.append(f"| {ctx_name(r['ctx'])}{y} | {r['mode']} | {k} | {s} | {f(r.get('nll'))} | "
@@ -492,7 +530,8 @@ def markdown(rows, fr, args):
     o.append("")
     for i, c in enumerate(fr.commands, 1):
         o.append(f"- C{i} ({c['kind']}, `{os.path.basename(c['json'])}`"
-                 + (f", {c['seconds']} s" if c["seconds"] is not None else "") + f"): `{c['command']}`")
+                 + (f", {c['seconds']} s" if c["seconds"] is not None else "")
+                 + (", stopped: the rows it had finished" if c.get("partial") else "") + f"): `{c['command']}`")
     return "\n".join(o) + "\n"
 
 

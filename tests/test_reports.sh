@@ -262,5 +262,47 @@ sys.exit(1 if bad else 0)
 PY
 check $? "qwen-frontier.py: speedups, ΔRULER, the verdict and the YaRN label follow from the inputs"
 
+# 6. qwen-frontier.py with TTFT of two kinds of card and a stopped eval call's NAME.json.partial: a speedup
+#    divides times of one card only (the same bench call's dense, else that card's first dense at the
+#    length), each time is marked with its card, and the partial file's finished rows are read.
+mkdir -p "$qf/in2"
+python3 - "$qf/in2" <<'PY'
+import json, os, sys
+d = sys.argv[1]
+def t(name, ms, k, b, ctx=65536):
+    return {"name": name, "ctx": ctx, "ms_median": ms, "k": k, "bsel": b, "notes": "", "error": None}
+def bench(gpu, results, fn):
+    json.dump({"schema": "spindle-bench/1", "env": {"gpu": gpu, "model": "models/q-yarn", "d_index": 128},
+               "results": results}, open(os.path.join(d, fn), "w"))
+bench("NVIDIA H100 80GB HBM3 (sm_90, 132 SMs)", [t("ttft_dense", 1000.0, 0, 0), t("ttft_indexer_block", 500.0, 256, 64)],
+      "ttft_a.json")
+bench("NVIDIA H200 (sm_90, 132 SMs)", [t("ttft_dense", 800.0, 0, 0), t("ttft_indexer_block", 200.0, 1024, 64)],
+      "ttft_b.json")
+bench("NVIDIA H200 (sm_90, 132 SMs)", [t("ttft_indexer_block", 400.0, 4096, 64)], "ttft_c.json")
+rp = {"model": "models/q-yarn", "rope": "yarn (factor 4, original 32768, theta 1e+06)", "device": "cuda (bf16)",
+      "command": "spindle eval --tasks-file t64.jsonl --k 512 --bsel 1,16"}
+json.dump([{"mode": "indexer", "k": 512, "bsel": 1, "ctx": 65536, "task": "average", "n_seq": 1, "accuracy": 57.0,
+            "accuracy_ci95": 0.0, "provenance": rp}], open(os.path.join(d, "ruler_ctx65536_k512.json.partial"), "w"))
+PY
+python3 "$src/scripts/qwen-frontier.py" --results "$qf/in2" "$qf/in2/ruler_ctx65536_k512.json.partial" --md "$qf/g.md" \
+    --json "$qf/g.json" >"$qf/log2" 2>&1
+check $? "qwen-frontier.py (two cards, a partial file) exits 0"
+python3 - "$qf/g.json" "$qf/g.md" <<'PY'
+import json, sys
+doc, md = json.load(open(sys.argv[1])), open(sys.argv[2]).read()
+rows = {(r["ctx"], r["mode"], r["k"], r["bsel"]): r for r in doc["rows"]}
+bad = []
+def near(a, b): return a is not None and abs(a - b) < 1e-9
+if not near(rows[(65536, "indexer", 256, 64)].get("speedup"), 2.0): bad.append("H100 1000/500")
+if not near(rows[(65536, "indexer", 1024, 64)].get("speedup"), 4.0): bad.append("H200 800/200, not 1000/200")
+if not near(rows[(65536, "indexer", 4096, 64)].get("speedup"), 2.0): bad.append("H200 call without dense: 800/400")
+if "| 500.0 (H100) | 2.00× |" not in md or "| 200.0 (H200) | 4.00× |" not in md: bad.append("card marks")
+if rows.get((65536, "indexer", 512, 1), {}).get("ruler") != 57.0: bad.append("the partial file's row")
+if "stopped: the rows it had finished" not in md: bad.append("the partial call named as stopped")
+print("qwen-frontier.py (two cards):", "ok" if not bad else bad)
+sys.exit(1 if bad else 0)
+PY
+check $? "qwen-frontier.py: speedups of one card only; a stopped call's finished rows"
+
 echo "reports: $([ $fails = 0 ] && echo PASS || echo "FAIL ($fails)")"
 exit $((fails > 0))

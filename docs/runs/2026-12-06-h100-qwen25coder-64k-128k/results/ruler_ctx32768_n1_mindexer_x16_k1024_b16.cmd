@@ -1,0 +1,1 @@
+/root/src/build-device/spindle eval --model models/qwen25coder-1.5b --tasks-file /root/q25/tasks/tasks_32k_n1.jsonl --k 1024 --bsel 16 --modes indexer --indexer /root/q25/idx --exec-block 16 --device cuda --precision bf16 --json /root/q25/res/ruler_ctx32768_n1_mindexer_x16_k1024_b16.json --predictions /root/q25/res/ruler_ctx32768_n1_mindexer_x16_k1024_b16-preds.jsonl
