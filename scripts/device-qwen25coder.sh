@@ -58,7 +58,9 @@
 #                      length of LENS the dense RULER call and, per k, its RULER and NLL calls, each a
 #                      background job (scripts/device-bg.sh, BG=$STATE/bg) running this script's stage,
 #                      at most GRID_JOBS (default 6) at once (GRID_DENSE=0 leaves the dense RULER calls out,
-#                      GRID_NLL=0 the NLL calls; RULER_MODES names the jobs); the jobs share the card, so
+#                      GRID_NLL=0 the NLL calls; RULER_MODES names the jobs), each started once the card has
+#                      GRID_FREE_MIB (default 26000) MiB free, GRID_RAMP_S (default 30) s after the one
+#                      before; the jobs share the card, so
 #                      their times are not speeds. When they have ended (or GRID_TTFT_S, default 240, s before the budget:
 #                      the rest are stopped, rerun to continue) the ttft stage runs alone on the card
 #                      (GRID_NO_TTFT=1 leaves it out: grids of other lengths side by side, one ttft after).
@@ -363,14 +365,27 @@ stage_grid() {  # LENS [K] [BSEL]
         for x in "${started[@]}"; do [ -f "$BG/$x.rc" ] || n=$((n + 1)); done
         echo $n
     }
+    # MiB free on the card; without nvidia-smi (a machine with no GPU) the check is left out.
+    local smi=0
+    command -v nvidia-smi >/dev/null 2>&1 && smi=1
+    free_mib() { nvidia-smi --query-gpu=memory.free --format=csv,noheader,nounits | head -1; }
     for j in "${jobs[@]}"; do
         name=${j%%|*} args=${j#*|}
         while [ "$(running)" -ge "${GRID_JOBS:-6}" ] && [ "$(left)" -gt "$reserve" ]; do sleep 5; done
+        # A job starts once the card has room for it (GRID_FREE_MIB; a RULER call of this model holds about
+        # 18 GB at 64K and 23 GB at 128K): on an 80 GB card four such jobs fill it, and a fifth that
+        # started anyway would end at its first allocation, and the queue would move on past it.
+        if [ $smi = 1 ]; then
+            while [ "$(running)" -gt 0 ] && [ "$(free_mib)" -lt "${GRID_FREE_MIB:-26000}" ] &&
+                [ "$(left)" -gt "$reserve" ]; do sleep 5; done
+        fi
         if [ "$(left)" -le $((reserve + 20)) ]; then say "grid: budget reached before $name: rerun to continue"; break; fi
         mkdir -p "$STATE/grid/$name"
         # shellcheck disable=SC2086 # args: the stage and its words
         $bgs start "$name" env BUDGET_S=$(($(left) - reserve)) OUT="$STATE/grid/$name" bash "$me" $args >/dev/null &&
             started+=("$name") && say "grid: $name started ($args)"
+        # Its allocations show before the next job's check of the card's free memory.
+        [ $smi = 1 ] && sleep "${GRID_RAMP_S:-30}"
     done
     while [ "$(running)" -gt 0 ] && [ "$(left)" -gt "$reserve" ]; do sleep 5; done
     for name in "${started[@]}"; do

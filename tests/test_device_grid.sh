@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # scripts/device-qwen25coder.sh grid on the CPU twin with SmolLM2-135M: the quality rows of a length as
 # background jobs side by side (at most GRID_JOBS at once), their results gathered in OUT; a second run
-# keeps every finished call; a budget too short for a job starts none; a bad length is refused.
+# keeps every finished call; a budget too short for a job starts none; a bad length is refused; on a card
+# short of memory the jobs wait for room.
 # Exits 77 when the model is absent.
 # Usage: test_device_grid.sh SPINDLE MODEL_DIR WORK
 set -u
@@ -52,5 +53,18 @@ check "a second run keeps every finished call" "[ \$? = 0 ] && [ \$(grep -c 'kep
 check "a budget too short for a job starts none" "grep -q 'budget reached before g1024_dense' $work/log3 && ! grep -q ' started (' $work/log3"
 (cd "$root" && run "$work/out4" 600 12x) >"$work/log4" 2>&1
 check "a bad length is refused (exit 2)" "[ \$? = 2 ] && grep -q 'not a length: 12x' $work/log4"
+# A card short of memory (an nvidia-smi that reports 1,000 MiB free, under GRID_FREE_MIB): the jobs run one
+# at a time although GRID_JOBS allows two.
+mkdir -p "$work/smi" && printf '#!/bin/sh\necho 1000\n' >"$work/smi/nvidia-smi" && chmod +x "$work/smi/nvidia-smi"
+rm -rf "$work/state/bg" "$work/state/res"
+(cd "$root" && PATH="$work/smi:$PATH" GRID_FREE_MIB=5000 GRID_RAMP_S=0 run "$work/out5" 600) >"$work/log5" 2>&1
+check "with the card short of memory, one job at a time" "[ \$? = 0 ] && python3 - '$work/state/bg' <<'PY'
+import glob, os, sys
+spans = []
+for pid in glob.glob(os.path.join(sys.argv[1], 'g1024_*.pid')):
+    spans.append((os.stat(pid).st_mtime, os.stat(pid[:-4] + '.rc').st_mtime))
+peak = max(sum(1 for a, b in spans if a <= t < b) for t, _ in spans)
+sys.exit(0 if len(spans) == 5 and peak == 1 else print(len(spans), peak) or 1)
+PY"
 echo "test_device_grid: $passes passed, $fails failed"
 [ $fails = 0 ]
