@@ -25,7 +25,10 @@
 // kh, cp.async double buffer, zero rows past the block's last query).
 // SPINDLE_ORACLE_HEADS = HS (a divisor of G) stages HS of the G heads at a
 // time instead: the group in G/HS stages, each its own pass over the key
-// tiles, and less shared memory a thread block. Per tile each warp forms
+// tiles, and less shared memory a thread block. SPINDLE_ORACLE_WARP_HEADS = HW
+// (a divisor of the staged heads) splits them over HW warps per 16 rows: HW
+// times the warps a thread block, each summing G/HW heads (see the kernel).
+// Per tile each warp forms
 // S = q_h·kᵀ for its 16 rows and each staged head (mma_qk_tile, mma.cuh) and
 // sums p = 2^(s·scale·log2 e − lse·log2 e) over them in registers (masked to 0
 // for j > t). Per query the sum, divided by Hq, is stored into the row buffer R
@@ -56,10 +59,19 @@ enum {
 };
 static const int64_t OT_BUFFER_FLOATS = (int64_t)128 << 20;  // 512 MB of scores per chunk
 
-// Bytes of shared memory for M rows, G staged heads (a KV group's, or HS of them), head dim D, W warps.
-static size_t ot_smem(int M, int G, int D) {
+enum {
+    OT_MAX_THREADS = 512,    // with the staged heads split over the warps (HW > 1)
+    OT_PART_LD = OT_BK + 8,  // row stride of the per-query partial sums in shared memory (floats)
+};
+
+// Bytes of shared memory for M rows, G staged heads (a KV group's, or HS of them), head dim D, and the staged
+// heads split over HW warps per 16 rows (HW = 1: one warp takes all of them): the staged q rows, two key
+// tiles, the rows' lse, a column-sum row per warp and, per query with HW > 1, the partial sums of HW − 1
+// warps per row.
+static size_t ot_smem(int M, int G, int D, int HW, int block) {
     return sizeof(__nv_bfloat16) * ((size_t)G * M + 2 * OT_BK) * (D + TILE_PAD) + sizeof(float) * (size_t)G * M +
-           sizeof(float) * (size_t)(M / 16) * OT_BK;
+           sizeof(float) * (size_t)(M / 16) * HW * OT_BK +
+           (block ? 0 : sizeof(float) * (size_t)(HW - 1) * M * OT_PART_LD);
 }
 
 // block = 0: thread block x covers query rows t0 = trow0 + 64·x … (+63, < tend),
@@ -70,21 +82,29 @@ static size_t ot_smem(int M, int G, int D) {
 // elements it writes are its own (rows × that key range), so the split
 // changes neither the sums nor their order; without it the per-query grid of
 // a chunk would be 32 thread blocks at 32K (a quarter of the SMs).
-template <int D>
-__global__ void __launch_bounds__(OT_MAX_ROWS * 2)
+// HW > 1 (SPINDLE_ORACLE_WARP_HEADS): the staged heads are split over HW warps per 16 rows — warp w takes
+// rows 16·(w mod M/16) and the heads (w div M/16)·G/HW … of the stage — so that a thread block has HW
+// times the warps for the same shared q rows and key tiles (the latency the tensor cores and MUFU wait on
+// is hidden by more resident warps). Per query the warps of one row group add their partial sums through
+// shared memory in head order before the first of them updates R; per block every warp's column sums
+// are added in warp order. NT: the thread-block size the kernel is compiled for.
+template <int D, int NT>
+__global__ void __launch_bounds__(NT)
     oracle_scores_tc_kernel1(float *R, int64_t ld, const __nv_bfloat16 *q, const __nv_bfloat16 *k,
                              const float *lse, int T, int Hq, int Hkv, float scale_log2, int block, int bsel,
-                             int row0, int tend, int HS) {
+                             int row0, int tend, int HS, int HW) {
     constexpr int LDH = D + TILE_PAD, CH = D / 8, NS = OT_BK / 8;
     DYNAMIC_SMEM_AS(unsigned char, ot_smem_raw);
     // G = HS staged heads at a time: a KV group's G heads, or HS of them (a divisor), the group then in G/HS stages.
-    const int G = HS, stages = Hq / Hkv / HS, W = blockDim.x / 32, M = 16 * W;
+    const int G = HS, stages = Hq / Hkv / HS, W = blockDim.x / 32, WR = W / HW, M = 16 * WR, GH = G / HW;
     __nv_bfloat16 *Qs = (__nv_bfloat16 *)ot_smem_raw;  // [G][M][LDH]
     __nv_bfloat16 *Kb = Qs + (size_t)G * M * LDH;       // two key tiles
     float *lse2 = (float *)(Kb + 2 * OT_BK * LDH);      // [G][M], log2 units
     float *colsum = lse2 + G * M;                       // [W][64]
+    float *part = colsum + W * OT_BK;                   // per query, HW > 1: [HW − 1][M][OT_PART_LD]
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+    const int wr = warp % WR, hg = warp / WR;  // the warp's row group and head group
     const int t0 = block ? (row0 + blockIdx.x) * bsel : row0 + OT_QROWS * blockIdx.x;
     const int t1 = block ? min(t0 + bsel, T) : min(t0 + OT_QROWS, tend);  // rows t0 … t1 − 1
     const int nt = t1 - t0, n_tiles = (t1 + OT_BK - 1) / OT_BK;
@@ -93,7 +113,7 @@ __global__ void __launch_bounds__(OT_MAX_ROWS * 2)
     const int64_t nq = (int64_t)Hq * D, nkv = (int64_t)Hkv * D;
     const float inv_h = 1.0f / Hq, log2e = 1.4426950408889634f;
 
-    const int r0 = 16 * warp;
+    const int r0 = 16 * wr;
     const int ta = r0 + g < nt ? t0 + r0 + g : -1, tb = r0 + g + 8 < nt ? t0 + r0 + g + 8 : -1;
     const int t_warp = r0 < nt ? t0 + min(r0 + 15, nt - 1) : -1;
     const int qoff = (r0 + (lane % 8) + 8 * ((lane / 8) % 2)) * LDH + 8 * (lane / 16);
@@ -131,7 +151,7 @@ __global__ void __launch_bounds__(OT_MAX_ROWS * 2)
             // before the store, they stalled every warp on global memory:
             // ncu's long-scoreboard stalls, docs/performance.md).
             float prev[NS][4];
-            const bool add = !block && st > 0 && active;
+            const bool add = !block && st > 0 && active && hg == 0;
 #pragma unroll
             for (int j = 0; j < NS; j++) {
                 const int col = c0 + 8 * j + 2 * c;
@@ -145,7 +165,7 @@ __global__ void __launch_bounds__(OT_MAX_ROWS * 2)
 #pragma unroll
             for (int j = 0; j < NS; j++) p[j][0] = p[j][1] = p[j][2] = p[j][3] = 0.0f;
             if (active) {
-                for (int hh = 0; hh < G; hh++) {
+                for (int hh = hg * GH; hh < (hg + 1) * GH; hh++) {
                     float s[NS][4];
                     mma_qk_tile<D, NS>(s, Qs + (size_t)hh * M * LDH + qoff, Ks, LDH);
                     const float la = lse2[hh * M + r0 + g], lb = lse2[hh * M + r0 + g + 8];
@@ -160,8 +180,29 @@ __global__ void __launch_bounds__(OT_MAX_ROWS * 2)
                     }
                 }
             }
+            if (!block && HW > 1) {  // the row group's other warps' sums, added in head order
+                if (active && hg > 0) {
+                    float *pp = part + ((size_t)(hg - 1) * M + r0 + g) * OT_PART_LD + 2 * c;
+#pragma unroll
+                    for (int j = 0; j < NS; j++) {
+                        *(float2 *)(pp + 8 * j) = make_float2(p[j][0], p[j][1]);
+                        *(float2 *)(pp + 8 * OT_PART_LD + 8 * j) = make_float2(p[j][2], p[j][3]);
+                    }
+                }
+                __syncthreads();
+                if (active && hg == 0) {
+                    for (int o = 0; o < HW - 1; o++) {
+                        const float *pp = part + ((size_t)o * M + r0 + g) * OT_PART_LD + 2 * c;
+#pragma unroll
+                        for (int j = 0; j < NS; j++) {
+                            const float2 a = *(const float2 *)(pp + 8 * j), b = *(const float2 *)(pp + 8 * OT_PART_LD + 8 * j);
+                            p[j][0] += a.x, p[j][1] += a.y, p[j][2] += b.x, p[j][3] += b.y;
+                        }
+                    }
+                }
+            }
             if (!block) {
-                if (active) {
+                if (active && hg == 0) {
 #pragma unroll
                     for (int j = 0; j < NS; j++) {
                         const int col = c0 + 8 * j + 2 * c;
@@ -194,15 +235,18 @@ __global__ void __launch_bounds__(OT_MAX_ROWS * 2)
 
 template <int D>
 static void ot_launch(float *R, int64_t ld, const void *q, const void *k, const float *lse, int T, int Hq, int Hkv,
-                      float scale, int block, int bsel, int row0, int n_ctas, int tend, size_t smem, int HS) {
+                      float scale, int block, int bsel, int row0, int n_ctas, int tend, size_t smem, int HS, int HW) {
     const int M = block ? bsel : OT_QROWS;
     const int key_end = block ? (int)((int64_t)(row0 + n_ctas) * bsel < T ? (int64_t)(row0 + n_ctas) * bsel : T) : tend;
     const int n_split = ((key_end + OT_BK - 1) / OT_BK + OT_SPLIT - 1) / OT_SPLIT;
-    CUDA_CHECK(cudaFuncSetAttribute(oracle_scores_tc_kernel1<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    (int)smem));
-    launch_checked(oracle_scores_tc_kernel1<D>, dim3(n_ctas, n_split), dim3(32 * (M / 16)), smem, R, ld,
-                   (const __nv_bfloat16 *)q, (const __nv_bfloat16 *)k, lse, T, Hq, Hkv, scale * 1.4426950408889634f,
-                   block, bsel, row0, tend, HS);
+    // HW = 1 keeps the kernel compiled for 256 threads (its registers unconstrained); HW > 1 the 512-thread one.
+    void (*kern)(float *, int64_t, const __nv_bfloat16 *, const __nv_bfloat16 *, const float *, int, int, int, float,
+                 int, int, int, int, int, int) =
+        HW > 1 ? oracle_scores_tc_kernel1<D, OT_MAX_THREADS> : oracle_scores_tc_kernel1<D, OT_MAX_ROWS * 2>;
+    CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    launch_checked(kern, dim3(n_ctas, n_split), dim3(32 * (M / 16) * HW), smem, R, ld, (const __nv_bfloat16 *)q,
+                   (const __nv_bfloat16 *)k, lse, T, Hq, Hkv, scale * 1.4426950408889634f, block, bsel, row0, tend, HS,
+                   HW);
 }
 
 // Heads staged at a time: the KV group's G, or SPINDLE_ORACLE_HEADS = HS, a divisor of G (fewer staged q rows,
@@ -213,14 +257,28 @@ static int ot_heads(int G) {
     return hs > 0 && G % hs == 0 ? (int)hs : G;
 }
 
+static size_t ot_max_smem(void) {
+    int dev = 0, max_smem = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    return (size_t)max_smem;
+}
+
+// Warps per 16 rows over which the HS staged heads are split: SPINDLE_ORACLE_WARP_HEADS = HW, a divisor of HS
+// with (M/16)·HW ≤ 16 warps (M: 64 per query, bsel per block) whose partial sums fit the shared memory with
+// the rest, else 1 (one warp takes all the staged heads).
+static int ot_warp_heads(int HS, int M, int D, int block) {
+    const long hw = env_long("SPINDLE_ORACLE_WARP_HEADS", 1, 1, 1L << 20);
+    return HS % hw == 0 && (M / 16) * hw * 32 <= OT_MAX_THREADS && ot_smem(M, HS, D, (int)hw, block) <= ot_max_smem()
+               ? (int)hw
+               : 1;
+}
+
 extern "C" int oracle_select_tc_takes(int Hq, int Hkv, int dh, int topk, int bsel) {
     if ((dh != 64 && dh != 128 && dh != 256) || Hkv <= 0 || Hq <= 0 || Hq % Hkv != 0 || topk < 1) return 0;
     if (bsel != 1 && (bsel < 16 || bsel > OT_MAX_ROWS || bsel % 16 != 0)) return 0;
     const int M = bsel > 1 ? bsel : OT_QROWS, G = ot_heads(Hq / Hkv);
-    int dev = 0, max_smem = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    return ot_smem(M, G, dh) <= (size_t)max_smem;
+    return ot_smem(M, G, dh, ot_warp_heads(G, M, dh, bsel > 1), bsel > 1) <= ot_max_smem();
 }
 
 // The shapes the kernel does not take: the fp32 oracle on widened q, k.
@@ -243,8 +301,8 @@ extern "C" void oracle_select_bf16_cuda(int32_t *sel, int32_t *n_sel, const void
         oracle_select_widened(sel, n_sel, q, k, lse, T, Hq, Hkv, dh, scale, topk, bsel);
         return;
     }
-    const int block = bsel > 1, M = block ? bsel : OT_QROWS, HS = ot_heads(Hq / Hkv);
-    const size_t smem = ot_smem(M, HS, dh);
+    const int block = bsel > 1, M = block ? bsel : OT_QROWS, HS = ot_heads(Hq / Hkv), HW = ot_warp_heads(HS, M, dh, block);
+    const size_t smem = ot_smem(M, HS, dh, HW, block);
 
     // Row r has length min((r+1)·bsel, T); rows no longer than topk take every key.
     const int rows = (T + bsel - 1) / bsel;
@@ -257,11 +315,11 @@ extern "C" void oracle_select_bf16_cuda(int32_t *sel, int32_t *n_sel, const void
     if (chunk > rows - first) chunk = rows - first;
     float *buf = (float *)cuda_malloc(sizeof(float) * (size_t)chunk * T);
     void (*launch)(float *, int64_t, const void *, const void *, const float *, int, int, int, float, int, int, int,
-                   int, int, size_t, int) = dh == 64 ? ot_launch<64> : dh == 128 ? ot_launch<128> : ot_launch<256>;
+                   int, int, size_t, int, int) = dh == 64 ? ot_launch<64> : dh == 128 ? ot_launch<128> : ot_launch<256>;
     for (int r0 = first; r0 < rows; r0 += (int)chunk) {
         const int n = rows - r0 < chunk ? rows - r0 : (int)chunk;
         const int n_ctas = block ? n : (n + OT_QROWS - 1) / OT_QROWS;
-        launch(buf, T, q, k, lse, T, Hq, Hkv, scale, block, bsel, r0, n_ctas, r0 + n, smem, HS);
+        launch(buf, T, q, k, lse, T, Hq, Hkv, scale, block, bsel, r0, n_ctas, r0 + n, smem, HS, HW);
         topk_rows_cuda(sel + (int64_t)r0 * topk, n_sel + r0, buf, n, T, (r0 + 1) * bsel, bsel, T, topk);
     }
     cuda_free(buf);  // freed in stream order, after the work queued on it

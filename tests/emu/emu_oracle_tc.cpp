@@ -85,10 +85,10 @@ static void check(int T, int Hq, int Hkv, int dh, int topk, int bsel) {
         bad += !ok;
     }
     char what[160];
-    const char *hs = getenv("SPINDLE_ORACLE_HEADS");
-    snprintf(what, sizeof what, "oracle_tc T %d Hq %d Hkv %d dh %d k %d bsel %d%s%s: %d of %d rows differ (%d near-ties)%s",
-             T, Hq, Hkv, dh, topk, bsel, hs ? " heads/stage " : "", hs ? hs : "", bad, rows, tied,
-             takes ? "" : " (not taken!)");
+    const char *hs = getenv("SPINDLE_ORACLE_HEADS"), *hw = getenv("SPINDLE_ORACLE_WARP_HEADS");
+    snprintf(what, sizeof what, "oracle_tc T %d Hq %d Hkv %d dh %d k %d bsel %d%s%s%s%s: %d of %d rows differ (%d near-ties)%s",
+             T, Hq, Hkv, dh, topk, bsel, hs ? " heads/stage " : "", hs ? hs : "", hw ? " warps/heads " : "", hw ? hw : "",
+             bad, rows, tied, takes ? "" : " (not taken!)");
     expect(what, takes ? (double)bad : 1.0, 0.0);
 }
 
@@ -104,6 +104,20 @@ int main(int argc, char **argv) {
     setenv("SPINDLE_ORACLE_HEADS", "1", 1);
     check(100, 4, 2, 128, 24, 16);
     unsetenv("SPINDLE_ORACLE_HEADS");
+    // The staged heads split over HW warps per 16 rows (SPINDLE_ORACLE_WARP_HEADS): per query (partial sums
+    // through shared memory) and per block (every warp's column sums), with and without staging.
+    setenv("SPINDLE_ORACLE_WARP_HEADS", "3", 1);
+    check(130, 12, 2, 128, 40, 1);
+    check(90, 6, 1, 64, 20, 32);
+    setenv("SPINDLE_ORACLE_WARP_HEADS", "2", 1);
+    check(100, 4, 2, 128, 24, 16);
+    setenv("SPINDLE_ORACLE_HEADS", "2", 1);
+    check(130, 12, 2, 128, 40, 1);
+    unsetenv("SPINDLE_ORACLE_HEADS");
+    // 16:2 per query over 4 warps would need 235,520 bytes of shared memory: one warp takes the 8 heads.
+    setenv("SPINDLE_ORACLE_WARP_HEADS", "4", 1);
+    check(70, 16, 2, 128, 16, 1);
+    unsetenv("SPINDLE_ORACLE_WARP_HEADS");
     if (!quick) {
         check(130, 12, 2, 128, 40, 1);   // Qwen2.5's 12:2
         check(600, 2, 1, 64, 64, 64);    // two key ranges (grid y: 512 keys each)

@@ -280,9 +280,9 @@ static void check_oracle(const Layer *L, int topk, int bsel, int bf16) {
     const int T = L->T, Hq = L->Hq, Hkv = L->Hkv, dh = L->dh, rows = (T + bsel - 1) / bsel;
     const int64_t nq = (int64_t)Hq * dh, nkv = (int64_t)Hkv * dh;
     char shape[160];
-    const char *hs = bf16 ? getenv("SPINDLE_ORACLE_HEADS") : NULL;
-    snprintf(shape, sizeof shape, "T=%d Hq=%d Hkv=%d dh=%d k=%d bsel=%d%s%s", T, Hq, Hkv, dh, topk, bsel,
-             hs ? " heads/stage " : "", hs ? hs : "");
+    const char *hs = bf16 ? getenv("SPINDLE_ORACLE_HEADS") : NULL, *hw = bf16 ? getenv("SPINDLE_ORACLE_WARP_HEADS") : NULL;
+    snprintf(shape, sizeof shape, "T=%d Hq=%d Hkv=%d dh=%d k=%d bsel=%d%s%s%s%s", T, Hq, Hkv, dh, topk, bsel,
+             hs ? " heads/stage " : "", hs ? hs : "", hw ? " warps/heads " : "", hw ? hw : "");
 
     // Host reference supports, and the rows whose k-th and (k+1)-th values are
     // within TIE_REL (ambiguous: either twin may pick either key).
@@ -684,6 +684,20 @@ void twins_oracle(int quick) {
         check_oracle(&Q, 40, 1, 1);
         check_oracle(&Q, 40, 16, 1);
         unsetenv("SPINDLE_ORACLE_HEADS");
+        // The staged heads split over the warps of a row group (SPINDLE_ORACLE_WARP_HEADS): 16:2 over 2 warps
+        // per query and over 4 in blocks of 16, 12:2 over 3 and, in stages of 2 heads, over 2.
+        setenv("SPINDLE_ORACLE_WARP_HEADS", "2", 1);
+        check_oracle(&S, 16, 1, 1);
+        setenv("SPINDLE_ORACLE_WARP_HEADS", "4", 1);
+        check_oracle(&S, 16, 16, 1);
+        setenv("SPINDLE_ORACLE_WARP_HEADS", "3", 1);
+        check_oracle(&Q, 40, 1, 1);
+        check_oracle(&Q, 40, 64, 1);
+        setenv("SPINDLE_ORACLE_WARP_HEADS", "2", 1);
+        setenv("SPINDLE_ORACLE_HEADS", "2", 1);
+        check_oracle(&Q, 40, 1, 1);
+        unsetenv("SPINDLE_ORACLE_HEADS");
+        unsetenv("SPINDLE_ORACLE_WARP_HEADS");
         layer_free(&S);
         layer_free(&Q);
     }
