@@ -534,8 +534,14 @@ static void bench_layer(Bench *b, const ModelConfig *c, int T, int k, int bsel, 
             record_skip(b, "oracle_select_bf16", T, "the tensor-core oracle does not take this shape");
         } else {
             ms = measure(b, k_oracle_bf16, &L, all, &reps);
-            record(b, "oracle_select_bf16", T, ms, all, reps, att_flops / 2, k, 1,
-                   "P from bf16 q, k on tensor cores (mma.sync), lse given, + top-k");
+            // The variant timed (SPINDLE_ORACLE_HEADS, SPINDLE_ORACLE_WARP_HEADS) says itself in the notes.
+            const char *hs = getenv("SPINDLE_ORACLE_HEADS");
+            const int hw = oracle_select_tc_warp_heads(Hq, Hkv, dh, 1);
+            char note[200];
+            int n = snprintf(note, sizeof note, "P from bf16 q, k on tensor cores (mma.sync), lse given, + top-k");
+            if (hs) n += snprintf(note + n, sizeof note - (size_t)n, "; SPINDLE_ORACLE_HEADS=%.20s", hs);
+            if (hw > 1) snprintf(note + n, sizeof note - (size_t)n, "; the staged heads over %d warps per 16 rows", hw);
+            record(b, "oracle_select_bf16", T, ms, all, reps, att_flops / 2, k, 1, note);
         }
     } else {
         record_skip(b, "oracle_select", T, "longer than --max-oracle-ctx");

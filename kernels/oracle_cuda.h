@@ -115,6 +115,9 @@ void oracle_select_bf16_cuda(int32_t *sel, int32_t *n_sel, const void *q, const 
 // 1 when oracle_select_bf16_cuda takes the tensor-core path for this shape
 // (aligned pointers assumed), 0 when it falls back (for benchmarks).
 int oracle_select_tc_takes(int Hq, int Hkv, int dh, int topk, int bsel);
+// The warps per 16 query rows over which oracle_select_bf16_cuda splits the heads it stages, for this shape and
+// SPINDLE_ORACLE_WARP_HEADS (docs/performance.md, "Oracle selection"): 1 unless that asks for more.
+int oracle_select_tc_warp_heads(int Hq, int Hkv, int dh, int bsel);
 
 // oracle_attention_cpu on the GPU: lse (dense attention's), oracle_select_cuda,
 // support_attention_cuda. With topk ≥ T it equals dense attention.

@@ -264,14 +264,16 @@ static size_t ot_max_smem(void) {
     return (size_t)max_smem;
 }
 
-// Warps per 16 rows over which the HS staged heads are split: SPINDLE_ORACLE_WARP_HEADS = HW, a divisor of HS
-// with (M/16)·HW ≤ 16 warps (M: 64 per query, bsel per block) whose partial sums fit the shared memory with
-// the rest, else 1 (one warp takes all the staged heads).
+// Warps per 16 rows over which the HS staged heads are split: the largest divisor of HS up to
+// SPINDLE_ORACLE_WARP_HEADS (default 1) with (M/16)·HW ≤ 16 warps (M: 64 per query, bsel per block) whose
+// partial sums fit the shared memory with the rest. One setting serves every shape: 6 for Qwen2.5's
+// group of 6 gives 3 per query (12 warps) and 6 in blocks of 16 (6 warps a thread block of 16 rows).
 static int ot_warp_heads(int HS, int M, int D, int block) {
-    const long hw = env_long("SPINDLE_ORACLE_WARP_HEADS", 1, 1, 1L << 20);
-    return HS % hw == 0 && (M / 16) * hw * 32 <= OT_MAX_THREADS && ot_smem(M, HS, D, (int)hw, block) <= ot_max_smem()
-               ? (int)hw
-               : 1;
+    const long want = env_long("SPINDLE_ORACLE_WARP_HEADS", 1, 1, 1L << 20);
+    for (int hw = want < HS ? (int)want : HS; hw > 1; hw--)
+        if (HS % hw == 0 && (M / 16) * hw * 32 <= OT_MAX_THREADS && ot_smem(M, HS, D, hw, block) <= ot_max_smem())
+            return hw;
+    return 1;
 }
 
 extern "C" int oracle_select_tc_takes(int Hq, int Hkv, int dh, int topk, int bsel) {
@@ -279,6 +281,11 @@ extern "C" int oracle_select_tc_takes(int Hq, int Hkv, int dh, int topk, int bse
     if (bsel != 1 && (bsel < 16 || bsel > OT_MAX_ROWS || bsel % 16 != 0)) return 0;
     const int M = bsel > 1 ? bsel : OT_QROWS, G = ot_heads(Hq / Hkv);
     return ot_smem(M, G, dh, ot_warp_heads(G, M, dh, bsel > 1), bsel > 1) <= ot_max_smem();
+}
+
+extern "C" int oracle_select_tc_warp_heads(int Hq, int Hkv, int dh, int bsel) {
+    const int M = bsel > 1 ? bsel : OT_QROWS;
+    return ot_warp_heads(ot_heads(Hq / Hkv), M, dh, bsel > 1);
 }
 
 // The shapes the kernel does not take: the fp32 oracle on widened q, k.

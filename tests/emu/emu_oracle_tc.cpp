@@ -114,10 +114,21 @@ int main(int argc, char **argv) {
     setenv("SPINDLE_ORACLE_HEADS", "2", 1);
     check(130, 12, 2, 128, 40, 1);
     unsetenv("SPINDLE_ORACLE_HEADS");
-    // 16:2 per query over 4 warps would need 235,520 bytes of shared memory: one warp takes the 8 heads.
+    // 16:2 per query over 4 warps would need 235,520 bytes of shared memory: 2 warps take 4 heads each; 6:1
+    // asked for 6 takes 3 per query (the partial sums of 5 warps would not fit) and 6 in blocks of 16.
     setenv("SPINDLE_ORACLE_WARP_HEADS", "4", 1);
     check(70, 16, 2, 128, 16, 1);
+    setenv("SPINDLE_ORACLE_WARP_HEADS", "6", 1);
+    check(70, 6, 1, 128, 16, 1);
+    check(70, 6, 1, 128, 16, 16);
+    expect("warps/heads asked 6: 6:1 per query takes 3, in blocks of 16 takes 6, 12:2 in blocks of 64 takes 3",
+           (oracle_select_tc_warp_heads(6, 1, 128, 1) != 3) + (oracle_select_tc_warp_heads(6, 1, 128, 16) != 6) +
+               (oracle_select_tc_warp_heads(12, 2, 128, 64) != 3),
+           0.0);
+    setenv("SPINDLE_ORACLE_WARP_HEADS", "4", 1);
+    expect("warps/heads asked 4: 16:2 per query takes 2", oracle_select_tc_warp_heads(16, 2, 128, 1) != 2, 0.0);
     unsetenv("SPINDLE_ORACLE_WARP_HEADS");
+    expect("warps/heads unset: 1", oracle_select_tc_warp_heads(12, 2, 128, 1) != 1, 0.0);
     if (!quick) {
         check(130, 12, 2, 128, 40, 1);   // Qwen2.5's 12:2
         check(600, 2, 1, 64, 64, 64);    // two key ranges (grid y: 512 keys each)
