@@ -195,7 +195,8 @@ __global__ void __launch_bounds__(NT)
                         const float *pp = part + ((size_t)o * M + r0 + g) * OT_PART_LD + 2 * c;
 #pragma unroll
                         for (int j = 0; j < NS; j++) {
-                            const float2 a = *(const float2 *)(pp + 8 * j), b = *(const float2 *)(pp + 8 * OT_PART_LD + 8 * j);
+                            const float2 a = *(const float2 *)(pp + 8 * j);
+                            const float2 b = *(const float2 *)(pp + 8 * OT_PART_LD + 8 * j);
                             p[j][0] += a.x, p[j][1] += a.y, p[j][2] += b.x, p[j][3] += b.y;
                         }
                     }
