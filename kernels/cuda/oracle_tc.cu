@@ -66,12 +66,12 @@ enum {
 
 // Bytes of shared memory for M rows, G staged heads (a KV group's, or HS of them), head dim D, and the staged
 // heads split over HW warps per 16 rows (HW = 1: one warp takes all of them): the staged q rows, two key
-// tiles, the rows' lse, a column-sum row per warp and, per query with HW > 1, the partial sums of HW − 1
-// warps per row.
+// tiles, the rows' lse, a column-sum row per warp and, per query with HW > 1, the partial sums of the HW
+// warps of each row group.
 static size_t ot_smem(int M, int G, int D, int HW, int block) {
     return sizeof(__nv_bfloat16) * ((size_t)G * M + 2 * OT_BK) * (D + TILE_PAD) + sizeof(float) * (size_t)G * M +
            sizeof(float) * (size_t)(M / 16) * HW * OT_BK +
-           (block ? 0 : sizeof(float) * (size_t)(HW - 1) * M * OT_PART_LD);
+           (block || HW == 1 ? 0 : sizeof(float) * (size_t)HW * M * OT_PART_LD);
 }
 
 // block = 0: thread block x covers query rows t0 = trow0 + 64·x … (+63, < tend),
@@ -85,9 +85,11 @@ static size_t ot_smem(int M, int G, int D, int HW, int block) {
 // HW > 1 (SPINDLE_ORACLE_WARP_HEADS): the staged heads are split over HW warps per 16 rows — warp w takes
 // rows 16·(w mod M/16) and the heads (w div M/16)·G/HW … of the stage — so that a thread block has HW
 // times the warps for the same shared q rows and key tiles (the latency the tensor cores and MUFU wait on
-// is hidden by more resident warps). Per query the warps of one row group add their partial sums through
-// shared memory in head order before the first of them updates R; per block every warp's column sums
-// are added in warp order. NT: the thread-block size the kernel is compiled for.
+// is hidden by more resident warps). Per query the warps of one row group leave their partial sums in
+// shared memory, and each then adds them up in head-group order for every HW-th column fragment and
+// updates those elements of R (the row buffer's read-modify-write shared out over the warps); per block
+// every warp's column sums are added in warp order. NT: the thread-block size the kernel is compiled
+// for, OT_MAX_THREADS for the split (HW > 1) and 256 without it.
 template <int D, int NT>
 __global__ void __launch_bounds__(NT)
     oracle_scores_tc_kernel1(float *R, int64_t ld, const __nv_bfloat16 *q, const __nv_bfloat16 *k,
@@ -101,7 +103,8 @@ __global__ void __launch_bounds__(NT)
     __nv_bfloat16 *Kb = Qs + (size_t)G * M * LDH;       // two key tiles
     float *lse2 = (float *)(Kb + 2 * OT_BK * LDH);      // [G][M], log2 units
     float *colsum = lse2 + G * M;                       // [W][64]
-    float *part = colsum + W * OT_BK;                   // per query, HW > 1: [HW − 1][M][OT_PART_LD]
+    float *part = colsum + W * OT_BK;                   // per query, HW > 1: [HW][M][OT_PART_LD]
+    constexpr bool HEAD_SPLIT = NT == OT_MAX_THREADS;   // launched with HW > 1 (ot_launch)
 
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
     const int wr = warp % WR, hg = warp / WR;  // the warp's row group and head group
@@ -151,7 +154,7 @@ __global__ void __launch_bounds__(NT)
             // before the store, they stalled every warp on global memory:
             // ncu's long-scoreboard stalls, docs/performance.md).
             float prev[NS][4];
-            const bool add = !block && st > 0 && active && hg == 0;
+            const bool add = !HEAD_SPLIT && !block && st > 0 && active;
 #pragma unroll
             for (int j = 0; j < NS; j++) {
                 const int col = c0 + 8 * j + 2 * c;
@@ -180,9 +183,9 @@ __global__ void __launch_bounds__(NT)
                     }
                 }
             }
-            if (!block && HW > 1) {  // the row group's other warps' sums, added in head order
-                if (active && hg > 0) {
-                    float *pp = part + ((size_t)(hg - 1) * M + r0 + g) * OT_PART_LD + 2 * c;
+            if (HEAD_SPLIT && !block) {  // the row group's sums: each warp adds them up for every HW-th fragment
+                if (active) {
+                    float *pp = part + ((size_t)hg * M + r0 + g) * OT_PART_LD + 2 * c;
 #pragma unroll
                     for (int j = 0; j < NS; j++) {
                         *(float2 *)(pp + 8 * j) = make_float2(p[j][0], p[j][1]);
@@ -190,20 +193,27 @@ __global__ void __launch_bounds__(NT)
                     }
                 }
                 __syncthreads();
-                if (active && hg == 0) {
-                    for (int o = 0; o < HW - 1; o++) {
-                        const float *pp = part + ((size_t)o * M + r0 + g) * OT_PART_LD + 2 * c;
+                if (active) {
 #pragma unroll
-                        for (int j = 0; j < NS; j++) {
-                            const float2 a = *(const float2 *)(pp + 8 * j);
-                            const float2 b = *(const float2 *)(pp + 8 * OT_PART_LD + 8 * j);
-                            p[j][0] += a.x, p[j][1] += a.y, p[j][2] += b.x, p[j][3] += b.y;
+                    for (int j = 0; j < NS; j++) {
+                        if (j % HW != hg) continue;
+                        const int col = c0 + 8 * j + 2 * c;
+#pragma unroll
+                        for (int e = 0; e < 4; e++) {
+                            const int t = e < 2 ? ta : tb, jj = col + (e & 1);
+                            if (jj > t) continue;  // also t = −1: a row past the chunk
+                            const float *pp =
+                                part + (size_t)(r0 + g + 8 * (e / 2)) * OT_PART_LD + 8 * j + 2 * c + (e & 1);
+                            float sum = 0.0f;
+                            for (int o = 0; o < HW; o++) sum += pp[(size_t)o * M * OT_PART_LD];
+                            float *out = R + (int64_t)(t - row0) * ld + jj;
+                            *out = (st > 0 ? *out : 0.0f) + sum * inv_h;
                         }
                     }
                 }
             }
-            if (!block) {
-                if (active && hg == 0) {
+            if (!HEAD_SPLIT && !block) {
+                if (active) {
 #pragma unroll
                     for (int j = 0; j < NS; j++) {
                         const int col = c0 + 8 * j + 2 * c;
@@ -215,7 +225,7 @@ __global__ void __launch_bounds__(NT)
                         }
                     }
                 }
-            } else {
+            } else if (block) {
 #pragma unroll
                 for (int j = 0; j < NS; j++) {
                     warp_colsum_store(colsum + warp * OT_BK, j, p[j][0] + p[j][2], p[j][1] + p[j][3]);
