@@ -60,9 +60,9 @@
 #                      at most GRID_JOBS (default 6) at once (GRID_DENSE=0 leaves the dense RULER calls out,
 #                      GRID_NLL=0 the NLL calls; RULER_MODES names the jobs), each started once the card has
 #                      GRID_FREE_MIB (default 26000) MiB free, GRID_RAMP_S (default 30) s after the one
-#                      before; the jobs share the card, so
-#                      their times are not speeds. When they have ended (or GRID_TTFT_S, default 240, s before the budget:
-#                      the rest are stopped, rerun to continue) the ttft stage runs alone on the card
+#                      before; the jobs share the card, so their times are not speeds. When they have ended
+#                      (or GRID_TTFT_S, default 240, s before the budget: the rest are stopped, rerun to
+#                      continue) the ttft stage runs alone on the card
 #                      (GRID_NO_TTFT=1 leaves it out: grids of other lengths side by side, one ttft after).
 #                      Results of every job in $OUT; each job's log in $STATE/grid/NAME/
 #

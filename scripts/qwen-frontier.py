@@ -30,11 +30,11 @@ The Markdown also says what the grid holds: per length, mode, k and b_sel, which
 rows are there.
 """
 import argparse
-import re
 import glob
 import json
 import math
 import os
+import re
 import sys
 
 MODES = ("dense", "oracle", "indexer", "two-stage")  # two-stage: indexer rows with eval --refine
@@ -420,17 +420,18 @@ def markdown(rows, fr, args):
              "from the calls listed below (`spindle eval` on held-out text: NLL rows; `spindle eval --tasks-file`: "
              "RULER rows; `spindle bench --model`: TTFT).")
     o.append("")
-    if fr.bench_env and len(fr.gpus) > 1:
-        o.append(f"TTFT: median of timed repeats with CUDA events after a warm-up, on {len(fr.gpus)} kinds of card "
-                 f"({'; '.join(f'{gpu_name(g)}: {g}' for g in fr.gpus)}): each time is marked with its card, and "
-                 "its speedup divides the dense TTFT of the same bench call (or, where that call timed no dense "
-                 "run, the first dense TTFT at that length on the same card) by it — never times of two cards. "
-                 f"{env.get('precision')}; random indexer weights of d_I {env.get('d_index')} (the timing does not "
-                 "depend on training).")
-    elif fr.bench_env:
-        o.append(f"TTFT: {env.get('gpu')}, median of timed repeats with CUDA events after a warm-up; "
-                 f"{env.get('precision')}; random indexer weights of d_I {env.get('d_index')} (the timing does not "
-                 "depend on training). Speedup = dense TTFT / TTFT at the same length.")
+    if fr.bench_env:
+        how = (f"{env.get('precision')}; random indexer weights of d_I {env.get('d_index')} (the timing does not "
+               "depend on training).")
+        if len(fr.gpus) > 1:
+            o.append(f"TTFT: median of timed repeats with CUDA events after a warm-up, on {len(fr.gpus)} kinds of "
+                     f"card ({'; '.join(f'{gpu_name(g)}: {g}' for g in fr.gpus)}): each time is marked with its card, "
+                     "and its speedup divides the dense TTFT of the same bench call (or, where that call timed no "
+                     "dense run, the first dense TTFT at that length on the same card) by it — never times of two "
+                     "cards. " + how)
+        else:
+            o.append(f"TTFT: {env.get('gpu')}, median of timed repeats with CUDA events after a warm-up; " + how
+                     + " Speedup = dense TTFT / TTFT at the same length.")
     else:
         o.append(f"TTFT: {args.ttft_note}.")
     devs = sorted({f"{k[0]}: {v}" for k, v in fr.devices.items() if v})

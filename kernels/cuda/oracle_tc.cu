@@ -28,16 +28,16 @@
 // tiles, and less shared memory a thread block. SPINDLE_ORACLE_WARP_HEADS = HW
 // (a divisor of the staged heads) splits them over HW warps per 16 rows: HW
 // times the warps a thread block, each summing G/HW heads (see the kernel).
-// Per tile each warp forms
-// S = q_h·kᵀ for its 16 rows and each staged head (mma_qk_tile, mma.cuh) and
-// sums p = 2^(s·scale·log2 e − lse·log2 e) over them in registers (masked to 0
-// for j > t). Per query the sum, divided by Hq, is stored into the row buffer R
-// on the first stage and added on the others, by the thread that owns the
-// element each time (so in stage order, deterministically; the earlier value
-// is loaded before the tile's products); per block the warp's rows are summed
-// per column (shuffles, then shared memory in warp order) and the block's row
-// of A is stored or added the same way. Only j ≤ t (per query) or j < end
-// (blocks) is written: topk_rows_cuda reads nothing past a row's length.
+// Per tile each warp forms S = q_h·kᵀ for its 16 rows and each staged head
+// (mma_qk_tile, mma.cuh) and sums p = 2^(s·scale·log2 e − lse·log2 e) over
+// them in registers (masked to 0 for j > t). Per query the sum, divided by
+// Hq, is stored into the row buffer R on the first stage and added on the
+// others, by the thread that owns the element each time (so in stage order,
+// deterministically; the earlier value is loaded before the tile's products);
+// per block the warp's rows are summed per column (shuffles, then shared
+// memory in warp order) and the block's row of A is stored or added the same
+// way. Only j ≤ t (per query) or j < end (blocks) is written: topk_rows_cuda
+// reads nothing past a row's length.
 #include <cuda_bf16.h>
 #include <cuda_pipeline_primitives.h>
 #include <limits.h>
@@ -183,7 +183,20 @@ __global__ void __launch_bounds__(NT)
                     }
                 }
             }
-            if (HEAD_SPLIT && !block) {  // the row group's sums: each warp adds them up for every HW-th fragment
+            if (!block && !HEAD_SPLIT) {
+                if (active) {
+#pragma unroll
+                    for (int j = 0; j < NS; j++) {
+                        const int col = c0 + 8 * j + 2 * c;
+#pragma unroll
+                        for (int e = 0; e < 4; e++) {
+                            const int t = e < 2 ? ta : tb, jj = col + (e & 1);
+                            if (jj > t) continue;  // also t = −1: a row past the chunk
+                            R[(int64_t)(t - row0) * ld + jj] = prev[j][e] + p[j][e] * inv_h;  // prev 0 on stage 0
+                        }
+                    }
+                }
+            } else if (!block) {  // the row group's sums: each warp adds them up for every HW-th fragment
                 if (active) {
                     float *pp = part + ((size_t)hg * M + r0 + g) * OT_PART_LD + 2 * c;
 #pragma unroll
@@ -211,21 +224,7 @@ __global__ void __launch_bounds__(NT)
                         }
                     }
                 }
-            }
-            if (!HEAD_SPLIT && !block) {
-                if (active) {
-#pragma unroll
-                    for (int j = 0; j < NS; j++) {
-                        const int col = c0 + 8 * j + 2 * c;
-#pragma unroll
-                        for (int e = 0; e < 4; e++) {
-                            const int t = e < 2 ? ta : tb, jj = col + (e & 1);
-                            if (jj > t) continue;  // also t = −1: a row past the chunk
-                            R[(int64_t)(t - row0) * ld + jj] = prev[j][e] + p[j][e] * inv_h;  // prev 0 on stage 0
-                        }
-                    }
-                }
-            } else if (block) {
+            } else {
 #pragma unroll
                 for (int j = 0; j < NS; j++) {
                     warp_colsum_store(colsum + warp * OT_BK, j, p[j][0] + p[j][2], p[j][1] + p[j][3]);
@@ -251,8 +250,7 @@ static void ot_launch(float *R, int64_t ld, const void *q, const void *k, const 
     const int key_end = block ? (int)((int64_t)(row0 + n_ctas) * bsel < T ? (int64_t)(row0 + n_ctas) * bsel : T) : tend;
     const int n_split = ((key_end + OT_BK - 1) / OT_BK + OT_SPLIT - 1) / OT_SPLIT;
     // HW = 1 keeps the kernel compiled for 256 threads (its registers unconstrained); HW > 1 the 512-thread one.
-    void (*kern)(float *, int64_t, const __nv_bfloat16 *, const __nv_bfloat16 *, const float *, int, int, int, float,
-                 int, int, int, int, int, int) =
+    const auto kern =
         HW > 1 ? oracle_scores_tc_kernel1<D, OT_MAX_THREADS> : oracle_scores_tc_kernel1<D, OT_MAX_ROWS * 2>;
     CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     launch_checked(kern, dim3(n_ctas, n_split), dim3(32 * (M / 16) * HW), smem, R, ld, (const __nv_bfloat16 *)q,
@@ -281,8 +279,9 @@ static size_t ot_max_smem(void) {
 // group of 6 gives 3 per query (12 warps) and 6 in blocks of 16 (6 warps a thread block of 16 rows).
 static int ot_warp_heads(int HS, int M, int D, int block) {
     const long want = env_long("SPINDLE_ORACLE_WARP_HEADS", 1, 1, 1L << 20);
+    const size_t max_smem = want > 1 ? ot_max_smem() : 0;
     for (int hw = want < HS ? (int)want : HS; hw > 1; hw--)
-        if (HS % hw == 0 && (M / 16) * hw * 32 <= OT_MAX_THREADS && ot_smem(M, HS, D, hw, block) <= ot_max_smem())
+        if (HS % hw == 0 && (M / 16) * hw * 32 <= OT_MAX_THREADS && ot_smem(M, HS, D, hw, block) <= max_smem)
             return hw;
     return 1;
 }
@@ -319,7 +318,8 @@ extern "C" void oracle_select_bf16_cuda(int32_t *sel, int32_t *n_sel, const void
         oracle_select_widened(sel, n_sel, q, k, lse, T, Hq, Hkv, dh, scale, topk, bsel);
         return;
     }
-    const int block = bsel > 1, M = block ? bsel : OT_QROWS, HS = ot_heads(Hq / Hkv), HW = ot_warp_heads(HS, M, dh, block);
+    const int block = bsel > 1, M = block ? bsel : OT_QROWS, HS = ot_heads(Hq / Hkv);
+    const int HW = ot_warp_heads(HS, M, dh, block);
     const size_t smem = ot_smem(M, HS, dh, HW, block);
 
     // Row r has length min((r+1)·bsel, T); rows no longer than topk take every key.
@@ -332,8 +332,7 @@ extern "C" void oracle_select_bf16_cuda(int32_t *sel, int32_t *n_sel, const void
     chunk = chunk < 1 ? 1 : chunk;
     if (chunk > rows - first) chunk = rows - first;
     float *buf = (float *)cuda_malloc(sizeof(float) * (size_t)chunk * T);
-    void (*launch)(float *, int64_t, const void *, const void *, const float *, int, int, int, float, int, int, int,
-                   int, int, size_t, int, int) = dh == 64 ? ot_launch<64> : dh == 128 ? ot_launch<128> : ot_launch<256>;
+    const auto launch = dh == 64 ? ot_launch<64> : dh == 128 ? ot_launch<128> : ot_launch<256>;
     for (int r0 = first; r0 < rows; r0 += (int)chunk) {
         const int n = rows - r0 < chunk ? rows - r0 : (int)chunk;
         const int n_ctas = block ? n : (n + OT_QROWS - 1) / OT_QROWS;
