@@ -1,0 +1,1 @@
+/root/src/build-device/spindle eval --model models/qwen25coder-1.5b-yarn --tasks-file /root/q25/tasks/tasks_64k_n5.jsonl --device cuda --precision bf16 --json /root/q25/res/ruler_ctx65536_n5_dense.json --predictions /root/q25/res/ruler_ctx65536_n5_dense-preds.jsonl
