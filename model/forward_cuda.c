@@ -654,14 +654,26 @@ static void attend_supports(CudaPass *p, const AttendPlan *a, const int32_t *sel
     }
 }
 
-// The oracle in the bf16 mode: its P is the bf16 pass's own attention — lse from
-// cuDNN's SDPA over qb, kb, vb, the supports from the same bf16 q, k on tensor
-// cores (oracle_select_bf16_cuda) — where oracle_attention_cuda rebuilds P in
-// fp32 with the fp32 flash kernel (at 32K about 6× the time of the whole bf16
+// The bf16 pass's own attention as the fp32 support kernel needs it: lse from
+// cuDNN's SDPA over qb, kb, vb (ob: scratch), and q, k widened from those bf16
+// roundings, so that a recall Σ exp(s·q·k − lse) and the attention over a support
+// use the q, k the pass's dense attention used (v stays fp32). The unrounded fp32
+// q, k would attend differently where logits are large: Qwen2's layer-0 key bias
+// puts them in the thousands, and bf16 moves them by units (cuda_tap says the same).
+static void bf16_pass_operands(CudaPass *p, float *lse) {
+    const ModelConfig *c = &p->f->m->cfg;
+    const int T = p->T, Hq = c->n_heads, Hkv = c->n_kv_heads, dh = c->head_dim;
+    if (lse) attention_forward_bf16_cuda(p->ob, lse, p->qb, p->kb, p->vb, T, Hq, Hkv, dh, (float)c->attn_scale, 0);
+    cuda_bf16_to_f32(p->q, p->qb, (int64_t)T * Hq * dh);
+    cuda_bf16_to_f32(p->k, p->kb, (int64_t)T * Hkv * dh);
+}
+
+// The oracle in the bf16 mode: its P is the bf16 pass's own attention, the
+// supports selected from the same bf16 q, k on tensor cores
+// (oracle_select_bf16_cuda) — where oracle_attention_cuda rebuilds P in fp32
+// with the fp32 flash kernel (at 32K about 6× the time of the whole bf16
 // selection). Attention over the supports as the indexer's path runs it: bf16
-// tensor-core tiles block-shared without statistics, else the fp32 kernel over
-// q, k widened from their bf16 roundings, so that its recall Σ exp(s·q·k − lse)
-// uses the q, k the lse came from (v stays fp32).
+// tensor-core tiles block-shared without statistics, else the fp32 kernel.
 static void oracle_attend_bf16(CudaPass *p, const AttendPlan *a, float *rec, float *sup) {
     const FwdCuda *f = p->f;
     const ModelConfig *c = &f->m->cfg;
@@ -671,10 +683,8 @@ static void oracle_attend_bf16(CudaPass *p, const AttendPlan *a, float *rec, flo
     float *lse = p->lse ? p->lse : cuda_malloc(sizeof(float) * (size_t)Hq * T);
     int32_t *sel = cuda_malloc(sizeof(int32_t) * (size_t)rows * a->topk);
     int32_t *n_sel = cuda_malloc(sizeof(int32_t) * (size_t)rows);
-    attention_forward_bf16_cuda(p->ob, lse, p->qb, p->kb, p->vb, T, Hq, Hkv, dh, scale, 0);  // ob: scratch, for lse
+    bf16_pass_operands(p, lse);  // q, k widened for the fp32 kernel, when it runs
     oracle_select_bf16_cuda(sel, n_sel, p->qb, p->kb, lse, T, Hq, Hkv, dh, scale, a->topk, a->bsel);
-    cuda_bf16_to_f32(p->q, p->qb, (int64_t)T * Hq * dh);  // for the fp32 kernel, when it runs
-    cuda_bf16_to_f32(p->k, p->kb, (int64_t)T * Hkv * dh);
     attend_supports(p, a, sel, n_sel, lse, rec, sup);
     if (lse != p->lse) cuda_free(lse);
     cuda_free(sel);
@@ -690,7 +700,8 @@ static void cuda_attend(void *tw, int l, const AttendPlan *a) {
     float *rec = a->stats ? p->d_rec : NULL, *sup = a->stats ? p->d_sup : NULL;
     p->att_bf16 = 0;
     if (a->mode == ATTEND_INDEXER) {
-        if (a->stats) attention_forward_cuda(p->att, p->lse, p->q, p->k, p->v, T, Hq, Hkv, dh, scale, 0);  // P's lse
+        if (a->stats && p->bf16_attn) bf16_pass_operands(p, p->lse);  // P's lse: the pass's own attention
+        else if (a->stats) attention_forward_cuda(p->att, p->lse, p->q, p->k, p->v, T, Hq, Hkv, dh, scale, 0);
         if (a->refine > 0) {
             // Two-stage: per-query supports from each block's candidates, executed like per-query ones
             // (as unions of blocks of exec_block queries, else of b_sel: at most refine keys a block).
@@ -707,6 +718,7 @@ static void cuda_attend(void *tw, int l, const AttendPlan *a) {
     } else if (a->mode == ATTEND_ORACLE && p->bf16_attn && a->topk < T) {
         oracle_attend_bf16(p, a, rec, sup);
     } else if (a->mode == ATTEND_ORACLE) {
+        if (p->bf16_attn) bf16_pass_operands(p, NULL);  // k ≥ T: every key, P from the pass's q, k
         oracle_attention_cuda(p->att, rec, sup, p->q, p->k, p->v, T, Hq, Hkv, dh, scale, a->topk, a->bsel);
     } else if (p->bf16_attn) {
         attention_forward_bf16_cuda(p->ob, a->lse ? p->lse : NULL, p->qb, p->kb, p->vb, T, Hq, Hkv, dh, scale,

@@ -11,6 +11,10 @@
 # (P from the tapped q, k in fp32 arithmetic) and with the bf16 teacher (P on
 # tensor cores from q, k rounded to bf16 inside the loss). Both read the same
 # pass; they agree only if the tapped q, k are the ones the pass attended over.
+# The same holds for eval's rows with statistics in a bf16 pass: at k = ctx − 1
+# per query every scored position keeps all its keys, so the oracle's and the
+# indexer's rows must give dense's logits up to the rounding of v and P — not
+# those of attention over the unrounded q, k.
 # Exit 0 pass, 1 a failure, 77 (CTest: skipped) without a usable GPU or python3.
 set -u
 bin=$1 goldens=$2 work=$3
@@ -50,5 +54,23 @@ while IFS=, read -r layer a b; do
     [ "$ok" = 1 ] || { echo "FAIL: layer $layer: the two teachers of one bf16 pass disagree"; fails=$((fails + 1)); }
 done < <(paste -d, <(tail -n +2 "$work/t32/metrics.csv" | cut -d, -f2,3) <(tail -n +2 "$work/t16/metrics.csv" | cut -d, -f3))
 [ "$(tail -n +2 "$work/t32/metrics.csv" | wc -l)" = 2 ] || { echo "FAIL: expected 2 layers in metrics.csv"; fails=$((fails + 1)); }
+
+"$bin" export --run "$work/t16" --out "$work/ix" 2>"$work/export.log" || { echo "FAIL: export: $(tail -1 "$work/export.log")"; exit 1; }
+"$bin" eval --model "$m" --ids "$work/ids.txt" --ctx 48 --k 47 --bsel 1 --indexer "$work/ix" --device cuda --precision bf16 \
+    --json "$work/e.json" 2>"$work/eval.log" || { echo "FAIL: eval: $(tail -2 "$work/eval.log")"; exit 1; }
+python3 - "$work/e.json" <<'PY'
+import json, sys
+rows = {r["mode"]: r for r in json.load(open(sys.argv[1]))}
+bad = 0
+for mode in ("oracle", "indexer"):
+    r = rows[mode]
+    ok = abs(r["dnll"]) <= 1e-3 and r["logit_kl"] <= 1e-4
+    print(f"eval bf16, {mode} k 47 of 48 per query: dNLL {r['dnll']:+.2e}, logit KL {r['logit_kl']:.2e} against dense")
+    if not ok:
+        print(f"FAIL: the {mode} row with statistics does not attend as the bf16 pass does")
+        bad += 1
+sys.exit(bad)
+PY
+fails=$((fails + $?))
 echo "$fails failure(s)"
 [ "$fails" = 0 ]
