@@ -34,7 +34,10 @@
 #                      `train` with the same STEPS resumes from the newest checkpoint (another STEPS starts a
 #                      new run in /root/q25/run-ctxCTX-stepsSTEPS). Each call then exports the
 #                      newest checkpoint to /root/q25/idx (the indexer the other stages use; INDEXER=DIR
-#                      elsewhere). TRAIN_MIX=F trains with --retrieval-mix F (run folder …-mixF)
+#                      elsewhere). TRAIN_MIX=F trains with --retrieval-mix F (run folder …-mixF); MODEL
+#                      and TRAIN_CTX train another folder at another length (e.g. the YaRN folder at
+#                      65536): the stages that use that indexer then take INDEXER=DIR, INDEXER_BASE=FOLDER
+#                      (the folder it was trained on) and INDEXER_TAG=T (their result names get _iT)
 #   ruler LEN [K] [BSEL]  spindle eval --tasks-file tasks_LEN (YaRN folder above 32K): with K "dense"
 #                      the dense rows only; else one call per k of K (default GRID_K), each with the
 #                      oracle and (once trained) the indexer at every b_sel of BSEL (default GRID_BSEL;
@@ -122,11 +125,13 @@ tokens() {
     *) [[ $1 =~ ^[1-9][0-9]*$ ]] || { echo "device-qwen25coder: not a length: $1" >&2; exit 2; }; echo "$1" ;;
     esac
 }
-# indexer_args FOLDER: the indexer (trained on $M) for the model folder FOLDER; on the YaRN folder with
-# --indexer-base $M (the same weights with another RoPE scaling: eval checks that and accepts the indexer).
+# indexer_args FOLDER: the indexer (trained on INDEXER_BASE, default $M) for the model folder FOLDER; on
+# another folder with --indexer-base (the same weights with another RoPE scaling: eval checks that and
+# accepts the indexer).
 indexer_args() {
     [ -f "$IDX/model.safetensors" ] || return 0
-    if [ "$1" != "$M" ]; then echo --indexer "$IDX" --indexer-base "$M"; else echo --indexer "$IDX"; fi
+    local base=${INDEXER_BASE:-$M}
+    if [ "$1" != "$base" ]; then echo --indexer "$IDX" --indexer-base "$base"; else echo --indexer "$IDX"; fi
 }
 # REFINE_X=F: the indexer rows at b_sel > 1 as two-stage supports with F·k candidates a block (eval --refine).
 refine_args() { if [ -n "${REFINE_X:-}" ] && [ -f "$IDX/model.safetensors" ]; then echo --refine $(($1 * REFINE_X)); fi; }
@@ -227,7 +232,7 @@ stage_ruler() {  # LEN [K] [BSEL]
     f=$(tasks_file "$L") || exit 1
     ix=$(indexer_args "$MM")
     [ -n "$ix" ] || say "no indexer in $IDX (stage train): oracle rows only"
-    local tag=${RULER_PER_TASK:+_n$RULER_PER_TASK}
+    local tag=${RULER_PER_TASK:+_n$RULER_PER_TASK}${INDEXER_TAG:+_i$INDEXER_TAG}
     if [ "$ks" = dense ]; then
         call "ruler_ctx${L}${tag}_dense" "$SPINDLE" eval --model "$MM" --tasks-file "$f" $(dev_flags) \
             --json "$RES/ruler_ctx${L}${tag}_dense.json" --predictions "$RES/ruler_ctx${L}${tag}_dense-preds.jsonl" ||
@@ -262,8 +267,8 @@ stage_nll() {  # LEN [K] [BSEL]
     [ "$n" -ge 1 ] || n=1
     ix=$(indexer_args "$MM")
     [ -n "$ix" ] || say "no indexer in $IDX (stage train): oracle rows only"
-    local tag=""
-    [ -n "$ix" ] && [ -n "${REFINE_X:-}" ] && tag=_r${REFINE_X}x
+    local tag=${INDEXER_TAG:+_i$INDEXER_TAG}
+    [ -n "$ix" ] && [ -n "${REFINE_X:-}" ] && tag+=_r${REFINE_X}x
     for k in ${ks//,/ }; do
         [ "$k" -lt "$L" ] || { say "k $k >= ctx $L: no sparse row (spindle eval refuses it)"; continue; }
         call "nll_ctx${L}_n${n}${tag}_k${k}_b${bs//,/-}" "$SPINDLE" eval --model "$MM" --ids "$ids" --ctx "$L" \
@@ -485,7 +490,7 @@ PYEOF
     cp "$IDX/config.json" "$OUT/indexer-config.json"
     [ -n "${COPY_INDEXER:-}" ] && cp "$IDX/model.safetensors" "$OUT/indexer.safetensors"
     # A new indexer: the rows that used the old one (their command lines name --indexer) are redone.
-    for c in "$RES"/ruler_*.cmd "$RES"/nll_*.cmd; do [ -f "$c" ] && grep -q -- --indexer "$c" && rm -f "$c"; done
+    for c in "$RES"/ruler_*.cmd "$RES"/nll_*.cmd; do [ -f "$c" ] && grep -q -- "--indexer $IDX " "$c" && rm -f "$c"; done
     cat "$OUT/export.log"
     [ $rc = 0 ] || [ $rc = 124 ] || exit 1
     ;;
