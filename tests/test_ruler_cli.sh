@@ -113,5 +113,19 @@ check "--refine without --indexer is refused (exit 2)" "[ $? = 2 ] && grep -q 'g
 printf '{"task": "x"}\n' >"$work/bad.jsonl"
 "$spindle" eval --model "$model" --tasks-file "$work/bad.jsonl" --json "$work/r5.json" 2>"$work/e5"
 check "a bad tasks file: exit 1, file and line named, no output" "[ $? = 1 ] && grep -q 'bad.jsonl: line 1' $work/e5 && [ ! -e $work/r5.json ]"
+# ruler-tasks.py's base template: the prompt ids start with the tokenizer's BOS exactly where
+# tokenizer_config.json sets add_bos_token (Gemma 3), none for this model (SmolLM2: false).
+mkdir -p "$work/bos" && printf '{"add_bos_token": true}' >"$work/bos/tokenizer_config.json"
+python3 - "$(dirname "${BASH_SOURCE[0]}")/../scripts/ruler-tasks.py" "$model" "$work/bos" >"$work/bos.txt" 2>&1 <<'PY'
+import importlib.util, sys, types
+spec = importlib.util.spec_from_file_location("ruler_tasks", sys.argv[1])
+rt = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(rt)
+tok = types.SimpleNamespace(bos_token_id=2)
+got = rt.base_prefix(sys.argv[2], tok), rt.base_prefix(sys.argv[3], tok)
+print(got)
+sys.exit(0 if got == ([], [2]) else 1)
+PY
+check "ruler-tasks.py: BOS first under the base template only where add_bos_token is set" "[ $? = 0 ]"
 echo "$passes passed, $fails failed"
 [ $fails = 0 ]
