@@ -29,7 +29,7 @@
 #include "progress.h"
 
 #define CMD "bench"
-#define SYNTHETIC_NAMES "qwen3-8b, qwen3-1.7b, smollm2-135m, qwen3.5-9b, qwen3.5-0.8b"
+#define SYNTHETIC_NAMES "qwen3-8b, qwen3-1.7b, qwen2.5-1.5b, smollm2-135m, qwen3.5-9b, qwen3.5-0.8b"
 
 // The flags, one list for both builds (a CPU build still answers --help).
 #define BENCH_FLAGS \
@@ -81,8 +81,9 @@ static const char *const TTFT_RUNS[] = {"dense", "indexer", "indexer_block", "or
                                         "indexer_refine", "oracle_block"};
 enum { N_TTFT_RUNS = 7, N_TTFT_DEFAULT = 4 };  // indexer_union, indexer_refine and oracle_block only when named
 // The synthetic models by name (synthetic_config).
-static const char *const SYNTHETIC[] = {"qwen3-8b", "qwen3-1.7b", "smollm2-135m", "qwen3.5-9b", "qwen3.5-0.8b"};
-enum { N_SYNTHETIC = 5 };
+static const char *const SYNTHETIC[] = {"qwen3-8b", "qwen3-1.7b", "qwen2.5-1.5b", "smollm2-135m",
+                                          "qwen3.5-9b", "qwen3.5-0.8b"};
+enum { N_SYNTHETIC = 6 };
 
 typedef struct {
     const char *model_dir, *synth;

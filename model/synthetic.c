@@ -21,6 +21,12 @@ int synthetic_config(const char *name, ModelConfig *c) {
         c->family = FAMILY_QWEN3, c->hidden = 2048, c->n_layers = 28, c->n_heads = 16, c->n_kv_heads = 8;
         c->head_dim = 128, c->intermediate = 6144, c->vocab = 151936, c->rms_eps = 1e-6, c->qk_norm = 1;
         c->rope.theta = 1e6, c->tie_embeddings = 1;
+    } else if (!strcmp(name, "qwen2.5-1.5b")) {
+        // Qwen2.5(-Coder)-1.5B's shape (docs/qwen25coder.md): Hq 12 / Hkv 2, so a KV group holds 6 query
+        // heads. Its q/k/v biases are left out (no synthetic model has biases).
+        c->family = FAMILY_QWEN2, c->hidden = 1536, c->n_layers = 28, c->n_heads = 12, c->n_kv_heads = 2;
+        c->head_dim = 128, c->intermediate = 8960, c->vocab = 151936, c->rms_eps = 1e-6;
+        c->rope.theta = 1e6, c->tie_embeddings = 0;
     } else if (!strcmp(name, "smollm2-135m")) {
         c->family = FAMILY_LLAMA, c->hidden = 576, c->n_layers = 30, c->n_heads = 9, c->n_kv_heads = 3;
         c->head_dim = 64, c->intermediate = 1536, c->vocab = 49152, c->rms_eps = 1e-5;
@@ -45,7 +51,10 @@ int synthetic_config(const char *name, ModelConfig *c) {
     } else
         return -1;
     snprintf(c->model_type, sizeof c->model_type, "%s",
-             c->family == FAMILY_QWEN3 ? "qwen3" : c->family == FAMILY_QWEN3_5 ? "qwen3_5_text" : "llama");
+             c->family == FAMILY_QWEN3     ? "qwen3"
+             : c->family == FAMILY_QWEN2   ? "qwen2"
+             : c->family == FAMILY_QWEN3_5 ? "qwen3_5_text"
+                                           : "llama");
     c->max_pos = 1 << 20;
     c->attn_scale = 1.0 / sqrt((double)c->head_dim);
     c->act = ACT_SILU, c->embed_scale = 1.0f;  // a plain dense decoder, as config_load leaves one

@@ -15,7 +15,7 @@
 #include "status.h"
 
 // The names synthetic_config knows, for messages.
-#define SYNTHETIC_ALL_NAMES "qwen3-8b, qwen3-1.7b, smollm2-135m, qwen3.5-9b, qwen3.5-0.8b, tiny"
+#define SYNTHETIC_ALL_NAMES "qwen3-8b, qwen3-1.7b, qwen2.5-1.5b, smollm2-135m, qwen3.5-9b, qwen3.5-0.8b, tiny"
 
 // The architecture of model `name` into c (release with config_free). Returns
 // 0, or -1 (c untouched but zeroed) for an unknown name.
