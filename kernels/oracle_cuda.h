@@ -116,7 +116,8 @@ void oracle_select_bf16_cuda(int32_t *sel, int32_t *n_sel, const void *q, const 
 // (aligned pointers assumed), 0 when it falls back (for benchmarks).
 int oracle_select_tc_takes(int Hq, int Hkv, int dh, int topk, int bsel);
 // The warps per 16 query rows over which oracle_select_bf16_cuda splits the heads it stages, for this shape and
-// SPINDLE_ORACLE_WARP_HEADS (docs/performance.md, "Oracle selection"): 1 unless that asks for more.
+// SPINDLE_ORACLE_WARP_HEADS (docs/performance.md, "Oracle selection"): by default 3 where 6 heads are staged,
+// else 1.
 int oracle_select_tc_warp_heads(int Hq, int Hkv, int dh, int bsel);
 
 // oracle_attention_cpu on the GPU: lse (dense attention's), oracle_select_cuda,

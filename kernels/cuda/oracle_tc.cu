@@ -274,11 +274,13 @@ static size_t ot_max_smem(void) {
 }
 
 // Warps per 16 rows over which the HS staged heads are split: the largest divisor of HS up to
-// SPINDLE_ORACLE_WARP_HEADS (default 1) with (M/16)·HW ≤ 16 warps (M: 64 per query, bsel per block) whose
-// partial sums fit the shared memory with the rest. One setting serves every shape: 6 for Qwen2.5's
-// group of 6 gives 3 per query (12 warps) and 6 in blocks of 16 (6 warps a thread block of 16 rows).
+// SPINDLE_ORACLE_WARP_HEADS with (M/16)·HW ≤ 16 warps (M: 64 per query, bsel per block) whose partial sums
+// fit the shared memory with the rest. One setting serves every shape: 6 for Qwen2.5's group of 6 gives 3
+// per query (12 warps) and 6 in blocks of 16 (6 warps a thread block of 16 rows). The default is 3 where
+// 6 heads are staged (Qwen2.5-1.5B on an H100: the oracle's TTFT at 32K 1.57x faster in blocks of 64, 8%
+// per query; docs/performance.md) and 1 elsewhere (4 heads a group: the split was slower).
 static int ot_warp_heads(int HS, int M, int D, int block) {
-    const long want = env_long("SPINDLE_ORACLE_WARP_HEADS", 1, 1, 1L << 20);
+    const long want = env_long("SPINDLE_ORACLE_WARP_HEADS", HS == 6 ? 3 : 1, 1, 1L << 20);
     const size_t max_smem = want > 1 ? ot_max_smem() : 0;
     for (int hw = want < HS ? (int)want : HS; hw > 1; hw--)
         if (HS % hw == 0 && (M / 16) * hw * 32 <= OT_MAX_THREADS && ot_smem(M, HS, D, hw, block) <= max_smem)

@@ -128,7 +128,17 @@ int main(int argc, char **argv) {
     setenv("SPINDLE_ORACLE_WARP_HEADS", "4", 1);
     expect("warps/heads asked 4: 16:2 per query takes 2", oracle_select_tc_warp_heads(16, 2, 128, 1) != 2, 0.0);
     unsetenv("SPINDLE_ORACLE_WARP_HEADS");
-    expect("warps/heads unset: 1", oracle_select_tc_warp_heads(12, 2, 128, 1) != 1, 0.0);
+    expect("warps/heads unset: 3 where 6 heads are staged, else 1",
+           (oracle_select_tc_warp_heads(12, 2, 128, 1) != 3) + (oracle_select_tc_warp_heads(6, 1, 128, 16) != 3) +
+               (oracle_select_tc_warp_heads(16, 2, 128, 1) != 1) + (oracle_select_tc_warp_heads(4, 1, 256, 16) != 1),
+           0.0);
+    setenv("SPINDLE_ORACLE_HEADS", "3", 1);
+    expect("warps/heads unset, 3 of 6 heads staged: 1", oracle_select_tc_warp_heads(12, 2, 128, 1) != 1, 0.0);
+    unsetenv("SPINDLE_ORACLE_HEADS");
+    setenv("SPINDLE_ORACLE_WARP_HEADS", "1", 1);  // a group of 6 without the split (the default splits it)
+    check(90, 6, 1, 64, 20, 32);
+    check(130, 12, 2, 128, 40, 1);
+    unsetenv("SPINDLE_ORACLE_WARP_HEADS");
     if (!quick) {
         check(130, 12, 2, 128, 40, 1);   // Qwen2.5's 12:2
         check(600, 2, 1, 64, 64, 64);    // two key ranges (grid y: 512 keys each)

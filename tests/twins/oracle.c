@@ -697,6 +697,10 @@ void twins_oracle(int quick) {
         setenv("SPINDLE_ORACLE_HEADS", "2", 1);
         check_oracle(&Q, 40, 1, 1);
         unsetenv("SPINDLE_ORACLE_HEADS");
+        // 12:2 without the split, which it takes by default (6 heads staged).
+        setenv("SPINDLE_ORACLE_WARP_HEADS", "1", 1);
+        check_oracle(&Q, 40, 1, 1);
+        check_oracle(&Q, 40, 64, 1);
         unsetenv("SPINDLE_ORACLE_WARP_HEADS");
         layer_free(&S);
         layer_free(&Q);
