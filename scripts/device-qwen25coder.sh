@@ -55,7 +55,8 @@
 #                      queries (bench's indexer_union, the path eval --exec-block runs) in place of the
 #                      per-query gathers; random indexer weights (the timing does not depend on training)
 #                      (REFINE_X=F: one call per (k, block b_sel) instead, each adding the two-stage run,
-#                      indexer_refine with F·k candidates)
+#                      indexer_refine with F·k candidates; TTFT_MODES=oracle or indexer: only that mode's
+#                      runs besides dense, the call's name tagged _mMODES)
 #   frontier LEN [K] [BSEL]  nll, ttft and ruler at one length, in that order, in one call
 #   grid LENS [K] [BSEL]  the quality rows of several lengths side by side, then their TTFT: for each
 #                      length of LENS the dense RULER call and, per k, its RULER and NLL calls, each a
@@ -316,7 +317,15 @@ stage_ttft() {  # LENS [K] [BSEL]
             fi
             bl=$(IFS=,; echo "${blocks[*]}")
             [ $per_query = 1 ] && [ "$bl" != 1 ] && bl="1,$bl"
-            local nm="ttft_ctx${group//,/-}${xt}_k${ks//,/-}_b${bl//,/-}"
+            local mt=""
+            if [ -n "${TTFT_MODES:-}" ]; then  # only these modes' runs (dense is always timed: the divisor)
+                local r kept=dense
+                for r in ${runs//,/ }; do
+                    [[ ,$TTFT_MODES, == *,${r%%_*},* ]] && [ "$r" != dense ] && kept+=",$r"
+                done
+                runs=$kept mt=_m${TTFT_MODES//,/-}
+            fi
+            local nm="ttft_ctx${group//,/-}${xt}${mt}_k${ks//,/-}_b${bl//,/-}"
             call "$nm" "$SPINDLE" bench --model "$MM" --no-kernels --ctx "$group" --k "$ks" --bsel "$bl" \
                 --ttft "$runs" "${ux[@]}" --max-oracle-ttft-ctx "${ORACLE_TTFT_MAX:-32768}" --device cuda \
                 --json "$RES/$nm.json" || rc=1
