@@ -52,6 +52,8 @@
                       "--max-oracle-ttft-ctx)", NULL}, \
         {"--max-reps", 1, "at most this many timed repeats per kernel (default 20)", NULL}, \
         {"--ttft-reps", 1, "timed repeats per TTFT (default 3; 1 past 64K)", NULL}, \
+        {"--ttft-profile", 0, "after each TTFT run's timed passes, one more timed op by op (a sync after each op): " \
+                              "the supports' selection, the attention over them, GEMMs and the rest", NULL}, \
         {"--max-fp32-ctx", 1, "longest ctx for our fp32 dense kernel (default 32768)", NULL}, \
         {"--max-oracle-ctx", 1, "longest ctx for the oracle-selection kernel (default 32768)", NULL}, \
         {"--max-train-ctx", 1, "longest ctx for the training-step kernel (default 32768)", NULL}, \
@@ -98,6 +100,7 @@ typedef struct {
     int train_online, bf16_teacher;  // --train-online and its teacher precision
     double query_frac, train_tokens;
     int decode;  // --decode: cached steps after the dense prefill (0: no decoding runs)
+    int ttft_profile;  // --ttft-profile: each TTFT run once more, op by op
 } BenchArgs;
 
 // Checks every flag value (the same on CPU and CUDA builds). Returns -1 after
@@ -120,6 +123,7 @@ static int bench_args(const Flag *flags, int nf, BenchArgs *a) {
     if ((v0 = args_get(flags, nf, "--union-block")) && cli_positive(CMD, "--union-block", v0, &a->union_block))
         return -1;
     if ((v0 = args_get(flags, nf, "--refine")) && cli_positive(CMD, "--refine", v0, &a->refine)) return -1;
+    a->ttft_profile = args_get(flags, nf, "--ttft-profile") != NULL;
     a->decode = 0;
     if ((v0 = args_get(flags, nf, "--decode")) && cli_positive(CMD, "--decode", v0, &a->decode)) return -1;
     if (a->decode && (args_get(flags, nf, "--no-ttft") || args_get(flags, nf, "--train-online"))) {
@@ -622,7 +626,7 @@ static int ttft_runs_at(int want[N_TTFT_RUNS], const int asked[N_TTFT_RUNS], int
 // want[r]: run TTFT_RUNS[r] (the others are not recorded at all).
 static void bench_ttft(Bench *b, FwdCuda *f, const ModelConfig *c, const IndexerSet *ix, int T, int k, int bsel,
                        int max_oracle_ttft, int ttft_reps, int warmup_ctx, const int want[N_TTFT_RUNS],
-                       int ix_scores, int union_block, int refine) {
+                       int ix_scores, int union_block, int refine, int profile) {
     int32_t *ids = xmalloc(sizeof(int32_t) * (size_t)T);
     uint64_t z = 12345;
     for (int t = 0; t < T; t++) z = z * 6364136223846793005ull + 1442695040888963407ull, ids[t] = (int32_t)((z >> 33) % (uint64_t)c->vocab);
@@ -685,19 +689,30 @@ static void bench_ttft(Bench *b, FwdCuda *f, const ModelConfig *c, const Indexer
             annotate(b, "union_block", union_block);
             annotate(b, "union_keys_per_block", per_block);
         }
-        if (r == 0 && config_full_layers(c->layer_kinds, c->n_layers, NULL) < c->n_layers) {
-            // A hybrid: one more dense pass, timed op by op (a sync after each), for the share of the
-            // prefill the full-attention layers' attention takes (what sparsity there can win at most).
+        const int hybrid = config_full_layers(c->layer_kinds, c->n_layers, NULL) < c->n_layers;
+        if (profile || (r == 0 && hybrid)) {
+            // One more pass, timed op by op (a sync after each): with --ttft-profile where the run's time
+            // goes (the supports' selection against the attention over them); for a hybrid's dense run
+            // always, the share the full-attention layers' attention takes (what sparsity there can win
+            // at most). Slower than the timed passes by the syncs.
             ForwardProfile pr = {0};
             Ttft tp = t;
             tp.o.prof = &pr;
             k_ttft(&tp);
             const double tot = pr.gemm + pr.attention + pr.linear + pr.other;
-            snprintf(note, sizeof note, "dense, op by op: softmax-attention attend %.1f%%, Gated DeltaNet mixers %.1f%%, "
-                     "GEMMs %.1f%%, rest %.1f%% (of %.1f ms)", 100 * pr.attention / tot, 100 * pr.linear / tot,
-                     100 * pr.gemm / tot, 100 * pr.other / tot, 1e3 * tot);
+            if (r == 0 && hybrid)
+                snprintf(note, sizeof note, "dense, op by op: softmax-attention attend %.1f%%, Gated DeltaNet mixers "
+                         "%.1f%%, GEMMs %.1f%%, rest %.1f%% (of %.1f ms)", 100 * pr.attention / tot,
+                         100 * pr.linear / tot, 100 * pr.gemm / tot, 100 * pr.other / tot, 1e3 * tot);
+            else
+                snprintf(note, sizeof note, "%s op by op: selection %.1f ms, attention over the supports %.1f ms, "
+                         "GEMMs %.1f ms, Gated DeltaNet mixers %.1f ms, rest %.1f ms", runs[r].name + 5,
+                         1e3 * pr.select, 1e3 * (pr.attention - pr.select), 1e3 * pr.gemm, 1e3 * pr.linear,
+                         1e3 * pr.other);
+            char name[64];
+            snprintf(name, sizeof name, "%s_profile", runs[r].name);
             double one = 1e3 * tot;
-            record(b, "ttft_dense_profile", T, 1e3 * tot, &one, 1, 0, 0, 0, note);
+            record(b, name, T, 1e3 * tot, &one, 1, 0, runs[r].k, runs[r].bsel, note);
         }
     }
     free(ids);
@@ -953,7 +968,7 @@ int cmd_bench(int argc, char **argv) {
                     if (ttft_runs_at(want, want_ttft, ki, bi, a.n_bsel > 1 && a.bsels[bi] == 1))
                         bench_ttft(&b, f, c, &ix, ctxs[i], a.ks[ki], a.bsels[bi], max_oracle_ttft,
                                    ctxs[i] > 65536 ? 1 : ttft_reps, a.warmup_ctx, want, a.ix_scores, a.union_block,
-                                   a.refine);
+                                   a.refine, a.ttft_profile);
                 }
             if (a.decode) bench_decode(&b, f, c, ctxs[i], a.decode + 1);
         }

@@ -7,9 +7,12 @@
 
 // Seconds spent per part of the last forward (for `--profile` and docs).
 // attention: the attend op of full / sliding layers; linear: the whole mixer of
-// the Gated DeltaNet layers (their projections included).
+// the Gated DeltaNet layers (their projections included). select: the part of
+// attention that chose the sparse supports — the indexer's selection, or the
+// oracle's (with the dense pass for its statistics) — timed by the CUDA twin
+// only (the CPU oracle selects inside its attention; there it stays 0).
 typedef struct {
-    double gemm, attention, linear, other, lm_head;
+    double gemm, attention, linear, other, lm_head, select;
 } ForwardProfile;
 
 // Sparse attention at every full-attention layer (NULL: dense everywhere).

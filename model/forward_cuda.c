@@ -23,6 +23,7 @@
 #include "forward_cuda.h"
 
 #include <limits.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -455,6 +456,7 @@ typedef struct {
     float **ip;                        // indexer parameters per layer on the device
     float *h_xn, *h_q, *h_k, *h_lse;   // host copies for the tap
     IndexerScores scores;
+    ForwardProfile *prof;              // the caller's profile (NULL: not profiling)
 } CudaPass;
 
 typedef struct {
@@ -482,6 +484,7 @@ static void *cuda_begin(void *twin, const int32_t *ids, int T, const ForwardOpts
         abort();
     }
     p->pos0 = o->kv ? o->kv->len : 0;
+    p->prof = o->prof;
     p->hidden_host = tw->hidden_host;
     p->last_logits_host = tw->last_logits_host;
     p->scores = indexer_scores_mode(f->prec, o);
@@ -674,7 +677,15 @@ static void bf16_pass_operands(CudaPass *p, float *lse) {
 // with the fp32 flash kernel (at 32K about 6× the time of the whole bf16
 // selection). Attention over the supports as the indexer's path runs it: bf16
 // tensor-core tiles block-shared without statistics, else the fp32 kernel.
-static void oracle_attend_bf16(CudaPass *p, const AttendPlan *a, float *rec, float *sup) {
+// Profiling: the seconds since t0 (the attend op's start) once the queued work is done, counted as the
+// supports' selection.
+static void select_lap(CudaPass *p, double t0) {
+    if (!p->prof) return;
+    cuda_sync();
+    p->prof->select += omp_get_wtime() - t0;
+}
+
+static void oracle_attend_bf16(CudaPass *p, const AttendPlan *a, float *rec, float *sup, double t0) {
     const FwdCuda *f = p->f;
     const ModelConfig *c = &f->m->cfg;
     const int T = p->T, Hq = c->n_heads, Hkv = c->n_kv_heads, dh = c->head_dim;
@@ -685,6 +696,7 @@ static void oracle_attend_bf16(CudaPass *p, const AttendPlan *a, float *rec, flo
     int32_t *n_sel = cuda_malloc(sizeof(int32_t) * (size_t)rows);
     bf16_pass_operands(p, lse);  // q, k widened for the fp32 kernel, when it runs
     oracle_select_bf16_cuda(sel, n_sel, p->qb, p->kb, lse, T, Hq, Hkv, dh, scale, a->topk, a->bsel);
+    select_lap(p, t0);
     attend_supports(p, a, sel, n_sel, lse, rec, sup);
     if (lse != p->lse) cuda_free(lse);
     cuda_free(sel);
@@ -699,6 +711,7 @@ static void cuda_attend(void *tw, int l, const AttendPlan *a) {
     const float scale = (float)c->attn_scale;
     float *rec = a->stats ? p->d_rec : NULL, *sup = a->stats ? p->d_sup : NULL;
     p->att_bf16 = 0;
+    const double t0 = p->prof ? omp_get_wtime() : 0;  // the layer loop's lap left the device idle
     if (a->mode == ATTEND_INDEXER) {
         if (a->stats && p->bf16_attn) bf16_pass_operands(p, p->lse);  // P's lse: the pass's own attention
         else if (a->stats) attention_forward_cuda(p->att, p->lse, p->q, p->k, p->v, T, Hq, Hkv, dh, scale, 0);
@@ -707,6 +720,7 @@ static void cuda_attend(void *tw, int l, const AttendPlan *a) {
             // (as unions of blocks of exec_block queries, else of b_sel: at most refine keys a block).
             indexer_select_refined_cuda(p->sel, p->n_sel, a->ix_cfg, p->ip[l], p->xn_all, T, a->topk, a->bsel,
                                         a->refine, p->scores);
+            select_lap(p, t0);
             const AttendPlan per_query = {.mode = ATTEND_INDEXER, .topk = a->topk, .bsel = 1,
                                           .exec_block = a->exec_block > 1 ? a->exec_block : a->bsel,
                                           .stats = a->stats};
@@ -714,9 +728,10 @@ static void cuda_attend(void *tw, int l, const AttendPlan *a) {
             return;
         }
         indexer_select_cuda(p->sel, p->n_sel, a->ix_cfg, p->ip[l], p->xn_all, T, a->topk, a->bsel, p->scores);
+        select_lap(p, t0);
         attend_supports(p, a, p->sel, p->n_sel, p->lse, rec, sup);
     } else if (a->mode == ATTEND_ORACLE && p->bf16_attn && a->topk < T) {
-        oracle_attend_bf16(p, a, rec, sup);
+        oracle_attend_bf16(p, a, rec, sup, t0);
     } else if (a->mode == ATTEND_ORACLE) {
         if (p->bf16_attn) bf16_pass_operands(p, NULL);  // k ≥ T: every key, P from the pass's q, k
         oracle_attention_cuda(p->att, rec, sup, p->q, p->k, p->v, T, Hq, Hkv, dh, scale, a->topk, a->bsel);

@@ -78,7 +78,8 @@
 # rerunning a stage skips the calls whose JSON is already in /root/q25/res with the same command line.
 # Environment: GRID_K (default 256,512,1024,2048,4096), GRID_BSEL (default 1,16,64), PREC (bf16: the
 # prefill's precision of eval and the indexer's; fp32 for the reference), BUDGET_S, RULER_PER_TASK,
-# NLL_POSITIONS, ORACLE_TTFT_MAX, REFINE_X (the indexer rows at b_sel > 1 as two-stage supports with
+# NLL_POSITIONS, ORACLE_TTFT_MAX, TTFT_PROFILE=1 (ttft: each run once more, op by op, the selection apart:
+# bench --ttft-profile), REFINE_X (the indexer rows at b_sel > 1 as two-stage supports with
 # REFINE_X·k candidates per block: eval --refine; the call names carry _rFx), EXEC_BLOCK=B (the RULER
 # calls' per-query rows as unions of B queries on tensor cores: eval --exec-block, GPU bf16; the names
 # carry _xB), and for a CPU smoke test DEVICE=cpu SPINDLE=build/spindle
@@ -325,9 +326,10 @@ stage_ttft() {  # LENS [K] [BSEL]
                 done
                 runs=$kept mt=_m${TTFT_MODES//,/-}
             fi
-            local nm="ttft_ctx${group//,/-}${xt}${mt}_k${ks//,/-}_b${bl//,/-}"
+            local nm="ttft_ctx${group//,/-}${xt}${mt}_k${ks//,/-}_b${bl//,/-}" pf=()
+            [ -n "${TTFT_PROFILE:-}" ] && pf=(--ttft-profile)  # each run once more, op by op
             call "$nm" "$SPINDLE" bench --model "$MM" --no-kernels --ctx "$group" --k "$ks" --bsel "$bl" \
-                --ttft "$runs" "${ux[@]}" --max-oracle-ttft-ctx "${ORACLE_TTFT_MAX:-32768}" --device cuda \
+                --ttft "$runs" "${ux[@]}" "${pf[@]}" --max-oracle-ttft-ctx "${ORACLE_TTFT_MAX:-32768}" --device cuda \
                 --json "$RES/$nm.json" || rc=1
             grep -h "^ttft" "$RES/$nm.log" 2>/dev/null
             continue
