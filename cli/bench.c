@@ -48,8 +48,9 @@
         {"--no-kernels", 0, "TTFT only", NULL}, \
         {"--ttft", 1, "which TTFT runs, comma-separated: dense, indexer, indexer_block, oracle (default: these four), " \
                       "indexer_union (per-query supports run as block unions on tensor cores), indexer_refine " \
-                      "(two-stage supports, run the same way), oracle_block (the oracle block-shared; up to " \
-                      "--max-oracle-ttft-ctx)", NULL}, \
+                      "(two-stage supports, run the same way), oracle_block (the oracle block-shared) and " \
+                      "oracle_union (the oracle per query, run as block unions: what eval --exec-block runs; " \
+                      "the oracle runs up to --max-oracle-ttft-ctx)", NULL}, \
         {"--max-reps", 1, "at most this many timed repeats per kernel (default 20)", NULL}, \
         {"--ttft-reps", 1, "timed repeats per TTFT (default 3; 1 past 64K)", NULL}, \
         {"--ttft-profile", 0, "after each TTFT run's timed passes, one more timed op by op (a sync after each op): " \
@@ -69,7 +70,8 @@
         {"--teacher-precision", 1, "with --train-online: fp32 (default) or bf16, as spindle train", NULL}, \
         {"--train-tokens", 1, "with --train-online: tokens of the training run whose GPU-hours are reported " \
                               "(default 2.1e9, DeepSeek-V3.2's indexer warm-up)", NULL}, \
-        {"--union-block", 1, "queries per block of the indexer_union and indexer_refine TTFT runs (default 16)", NULL}, \
+        {"--union-block", 1, "queries per block of the indexer_union, oracle_union and indexer_refine TTFT runs " \
+                             "(default 16)", NULL}, \
         {"--refine", 1, "candidates per block of --bsel queries in the indexer_refine TTFT run (default 4 x --k)", NULL}, \
         {"--decode", 1, "also greedy decoding after a dense prefill at each ctx (what eval --tasks-file runs per task): " \
                         "the prefill of a prompt length not run before, the same again, and N dense cached steps " \
@@ -80,8 +82,8 @@ static const char *const BENCH_REQUIRED[] = {"--ctx", "--json", NULL};
 
 // The TTFT runs, in order; --ttft picks a subset by these names.
 static const char *const TTFT_RUNS[] = {"dense", "indexer", "indexer_block", "oracle", "indexer_union",
-                                        "indexer_refine", "oracle_block"};
-enum { N_TTFT_RUNS = 7, N_TTFT_DEFAULT = 4 };  // indexer_union, indexer_refine and oracle_block only when named
+                                        "indexer_refine", "oracle_block", "oracle_union"};
+enum { N_TTFT_RUNS = 8, N_TTFT_DEFAULT = 4 };  // the runs after the first four only when named
 // The synthetic models by name (synthetic_config).
 static const char *const SYNTHETIC[] = {"qwen3-8b", "qwen3-1.7b", "qwen2.5-1.5b", "smollm2-135m",
                                           "qwen3.5-9b", "qwen3.5-0.8b"};
@@ -608,12 +610,12 @@ static void annotate(Bench *b, const char *key, double v);
 
 // The TTFT runs of (ks[ki], bsels[bi]) when --k and --bsel are lists: dense
 // once (at the first pair), the per-query runs (indexer, oracle,
-// indexer_union) once per k (at the first b_sel), the block-shared runs
+// indexer_union, oracle_union) once per k (at the first b_sel), the block-shared runs
 // (indexer_block, indexer_refine) at every pair except a b_sel of 1 among
 // several (skip_block: that is the per-query runs' configuration). Returns how
 // many of want[] are set.
 static int ttft_runs_at(int want[N_TTFT_RUNS], const int asked[N_TTFT_RUNS], int ki, int bi, int skip_block) {
-    static const int per_query[N_TTFT_RUNS] = {0, 1, 0, 1, 1, 0, 0}, block[N_TTFT_RUNS] = {0, 0, 1, 0, 0, 1, 1};
+    static const int per_query[N_TTFT_RUNS] = {0, 1, 0, 1, 1, 0, 0, 1}, block[N_TTFT_RUNS] = {0, 0, 1, 0, 0, 1, 1, 0};
     int n = 0;
     for (int r = 0; r < N_TTFT_RUNS; r++) {
         const int at = r == 0 ? ki == 0 && bi == 0 : per_query[r] ? bi == 0 : block[r] ? !skip_block : 1;
@@ -645,7 +647,7 @@ static void bench_ttft(Bench *b, FwdCuda *f, const ModelConfig *c, const Indexer
          "indexer per query, every full-attention layer"},
         {"ttft_indexer_block", {.sparse = &block, .indexer = ix, .indexer_scores = ix_scores}, k, bsel, 1,
          "indexer block-shared (tensor-core sparse attention), every full-attention layer"},
-        {"ttft_oracle", {.sparse = &per_query}, k, 1, T <= max_oracle_ttft, "attention-mass oracle per query, every full-attention layer"},
+        {"ttft_oracle", {.sparse = &per_query}, k, 1, T <= max_oracle_ttft, "attention-mass oracle per query (per-query gathers, fp32), every full-attention layer"},
         {"ttft_indexer_union", {.sparse = &unioned, .indexer = ix, .indexer_scores = ix_scores, .stats = &us}, k, 1, 1,
          "indexer per query, run as block unions on tensor cores, every full-attention layer"},
         {"ttft_indexer_refine", {.sparse = &refined, .indexer = ix, .indexer_scores = ix_scores, .stats = &us}, k,
@@ -653,6 +655,8 @@ static void bench_ttft(Bench *b, FwdCuda *f, const ModelConfig *c, const Indexer
          "every full-attention layer"},
         {"ttft_oracle_block", {.sparse = &block}, k, bsel, T <= max_oracle_ttft,
          "attention-mass oracle block-shared (tensor-core sparse attention), every full-attention layer"},
+        {"ttft_oracle_union", {.sparse = &unioned, .stats = &us}, k, 1, T <= max_oracle_ttft,
+         "attention-mass oracle per query, run as block unions on tensor cores, every full-attention layer"},
     };
     for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
         if (!want[r]) continue;
@@ -713,6 +717,11 @@ static void bench_ttft(Bench *b, FwdCuda *f, const ModelConfig *c, const Indexer
             snprintf(name, sizeof name, "%s_profile", runs[r].name);
             double one = 1e3 * tot;
             record(b, name, T, 1e3 * tot, &one, 1, 0, runs[r].k, runs[r].bsel, note);
+            annotate(b, "select_ms", 1e3 * pr.select);
+            annotate(b, "attend_ms", 1e3 * (pr.attention - pr.select));
+            annotate(b, "gemm_ms", 1e3 * pr.gemm);
+            annotate(b, "linear_ms", 1e3 * pr.linear);
+            annotate(b, "other_ms", 1e3 * pr.other);
         }
     }
     free(ids);

@@ -51,9 +51,9 @@
 #                      the plain folder, above on the YaRN one) with the whole K and BSEL as lists (the model
 #                      loads once): dense once, indexer per query and oracle (LEN ≤ ORACLE_TTFT_MAX,
 #                      default 32768) once per k, indexer and oracle (≤ ORACLE_TTFT_MAX) block-shared at
-#                      every (k, b_sel > 1), and with EXEC_BLOCK=B the per-query indexer as unions of B
-#                      queries (bench's indexer_union, the path eval --exec-block runs) in place of the
-#                      per-query gathers; random indexer weights (the timing does not depend on training)
+#                      every (k, b_sel > 1), and with EXEC_BLOCK=B the per-query indexer and oracle as
+#                      unions of B queries (bench's indexer_union and oracle_union, the path eval
+#                      --exec-block runs) in place of the per-query gathers; random indexer weights (the timing does not depend on training)
 #                      (REFINE_X=F: one call per (k, block b_sel) instead, each adding the two-stage run,
 #                      indexer_refine with F·k candidates; TTFT_MODES=oracle or indexer: only that mode's
 #                      runs besides dense, the call's name tagged _mMODES)
@@ -305,14 +305,14 @@ stage_ttft() {  # LENS [K] [BSEL]
         if [ -z "${REFINE_X:-}" ]; then
             # One bench call for the whole group (the model loads once): dense once, the per-query runs once per
             # k, the block-shared run at every (k, b_sel > 1) (bench's --k / --bsel lists).
-            # The oracle block-shared too (up to ORACLE_TTFT_MAX); with EXEC_BLOCK the per-query indexer
-            # the way the RULER calls ran it (indexer_union: unions of EXEC_BLOCK queries) instead of
-            # through per-query gathers.
+            # The oracle block-shared too (up to ORACLE_TTFT_MAX); with EXEC_BLOCK the per-query indexer and
+            # oracle the way the RULER calls ran them (indexer_union, oracle_union: unions of EXEC_BLOCK
+            # queries) instead of through per-query gathers.
             runs=dense
             [ "${blocks[*]}" != 1 ] && runs+=",indexer_block,oracle_block"
             local bl ux=() xt=""
             if [ $per_query = 1 ] && [ -n "${EXEC_BLOCK:-}" ]; then
-                runs+=",oracle,indexer_union" ux=(--union-block "$EXEC_BLOCK") xt=_x$EXEC_BLOCK
+                runs+=",oracle_union,indexer_union" ux=(--union-block "$EXEC_BLOCK") xt=_x$EXEC_BLOCK
             elif [ $per_query = 1 ]; then
                 runs+=",indexer,oracle"
             fi

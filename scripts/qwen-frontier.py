@@ -7,7 +7,8 @@ Reads every JSON in the folders given (the device stages' outputs, any mix of ca
   ruler_*.json  `spindle eval --tasks-file` rows: RULER accuracy per task and the average (± 95%);
   ttft_*.json   `spindle bench --model M --no-kernels` results: ttft_dense, ttft_indexer (b_sel 1; where
                 ttft_indexer_union timed the same supports as unions of blocks, that time instead),
-                ttft_indexer_block (b_sel > 1), ttft_oracle (per query), ttft_oracle_block (b_sel > 1).
+                ttft_indexer_block (b_sel > 1), ttft_oracle (per query; where ttft_oracle_union timed it
+                as unions of blocks, that time instead), ttft_oracle_block (b_sel > 1).
 and joins them per (length, mode, k, b_sel) into
   --md FILE     one Markdown table (+ the per-task RULER table, the sentences the issue's "Done when" asks
                 for, computed from the numbers, and every command with its time);
@@ -154,17 +155,18 @@ class Frontier:
             self.gpus.append(gpu)
         names = {"ttft_dense": "dense", "ttft_indexer": "indexer", "ttft_indexer_block": "indexer",
                  "ttft_oracle": "oracle", "ttft_oracle_block": "oracle", "ttft_indexer_refine": "two-stage",
-                 "ttft_indexer_union": "indexer"}
+                 "ttft_indexer_union": "indexer", "ttft_oracle_union": "oracle"}
         for r in doc.get("results", []):
             name = r.get("name")
             mode = names.get(name)
             if mode is None or "k" not in r:  # a run bench skipped (it names no configuration)
                 continue
-            kk = key(mode, r.get("k", 0), 1 if name == "ttft_oracle" else r.get("bsel", 0))
-            # The per-query indexer as unions of blocks (bench's indexer_union) is the path eval --exec-block
-            # runs its RULER rows on: the same supports and attention, so it is that row's TTFT where timed.
+            kk = key(mode, r.get("k", 0), 1 if name in ("ttft_oracle", "ttft_oracle_union") else r.get("bsel", 0))
+            # Per-query supports as unions of blocks (bench's indexer_union, oracle_union) are the path eval
+            # --exec-block runs its RULER rows on: the same supports and attention, so that row's TTFT where timed.
+            union = name in ("ttft_indexer_union", "ttft_oracle_union")
             entry = {"ms": r.get("ms_median"), "error": r.get("error"), "notes": r.get("notes"), "cmd": cid,
-                     "reps": r.get("reps"), "union": name == "ttft_indexer_union", "gpu": gpu}
+                     "reps": r.get("reps"), "union": union, "union_run": name if union else None, "gpu": gpu}
             if entry["ms"] is None and not entry["error"]:
                 entry["error"] = "no time"
             if mode == "dense" and entry["ms"] is not None:
@@ -254,7 +256,7 @@ class Frontier:
                 if t and t["ms"] is not None:
                     row["ttft_ms"], row["ttft_cmd"], row["ttft_gpu"] = t["ms"], t["cmd"], t.get("gpu")
                     if t.get("union"):
-                        row["ttft_path"] = "unions of blocks (bench indexer_union)"
+                        row["ttft_path"] = f"unions of blocks (bench {t['union_run'][5:]})"
                     dense_ms = self.dense_ttft(L, t)
                     if dense_ms:
                         row["speedup"] = dense_ms / t["ms"]
