@@ -166,7 +166,8 @@ class Frontier:
             # --exec-block runs its RULER rows on: the same supports and attention, so that row's TTFT where timed.
             union = name in ("ttft_indexer_union", "ttft_oracle_union")
             entry = {"ms": r.get("ms_median"), "error": r.get("error"), "notes": r.get("notes"), "cmd": cid,
-                     "reps": r.get("reps"), "union": union, "union_run": name if union else None, "gpu": gpu}
+                     "reps": r.get("reps"), "union": union, "union_run": name if union else None, "gpu": gpu,
+                     "gathers": name in ("ttft_indexer", "ttft_oracle")}
             if entry["ms"] is None and not entry["error"]:
                 entry["error"] = "no time"
             if mode == "dense" and entry["ms"] is not None:
@@ -257,6 +258,8 @@ class Frontier:
                     row["ttft_ms"], row["ttft_cmd"], row["ttft_gpu"] = t["ms"], t["cmd"], t.get("gpu")
                     if t.get("union"):
                         row["ttft_path"] = f"unions of blocks (bench {t['union_run'][5:]})"
+                    elif t.get("gathers"):  # eval without --exec-block: the NLL rows, RULER calls without _x
+                        row["ttft_path"] = f"per-query gathers (bench {'oracle' if c[0] == 'oracle' else 'indexer'})"
                     dense_ms = self.dense_ttft(L, t)
                     if dense_ms:
                         row["speedup"] = dense_ms / t["ms"]
@@ -454,7 +457,10 @@ def markdown(rows, fr, args):
              "they are there: a row scored on fewer instances than dense is compared on those; its ± is 1.96 · "
              "sd / √n of the per-task differences, the tasks as the sample); a RULER average \"± –\" has one "
              "instance a task, so no within-task spread to estimate its interval from. C-numbers name the "
-             "commands below.")
+             "commands below. A per-query TTFT marked (unions) ran its supports as unions of blocks of queries "
+             "on tensor cores, the path of the RULER calls with --exec-block (their names carry _x); (gathers) "
+             "marks one timed with per-query gathers (bench's `indexer` / `oracle` runs), the path of the NLL "
+             "calls and of RULER calls without --exec-block.")
     o.append("")
     o.append("| ctx | mode | k | b_sel | NLL | ΔNLL | logit KL | top-1 | mass recall | sparsity | RULER | ΔRULER | "
              "TTFT (ms) | speedup | from |")
@@ -473,7 +479,7 @@ def markdown(rows, fr, args):
             dr += f" (paired, {r['druler_pairs']} instances; dense on them {r['ruler_dense_same']:.1f})"
         t = f(r.get("ttft_ms"), 1) if r.get("ttft_ms") is not None else (r.get("ttft_note") or "–")
         if r.get("ttft_path"):
-            t += " (unions)"
+            t += " (unions)" if r["ttft_path"].startswith("unions") else " (gathers)"
         if r.get("ttft_ms") is not None and len(fr.gpus) > 1:
             t += f" ({gpu_name(r.get('ttft_gpu'))})"
         sp = f"{r['speedup']:.2f}×" if r.get("speedup") else "–"
