@@ -647,7 +647,8 @@ static void bench_ttft(Bench *b, FwdCuda *f, const ModelConfig *c, const Indexer
          "indexer per query, every full-attention layer"},
         {"ttft_indexer_block", {.sparse = &block, .indexer = ix, .indexer_scores = ix_scores}, k, bsel, 1,
          "indexer block-shared (tensor-core sparse attention), every full-attention layer"},
-        {"ttft_oracle", {.sparse = &per_query}, k, 1, T <= max_oracle_ttft, "attention-mass oracle per query (per-query gathers, fp32), every full-attention layer"},
+        {"ttft_oracle", {.sparse = &per_query}, k, 1, T <= max_oracle_ttft,
+         "attention-mass oracle per query (per-query gathers, fp32), every full-attention layer"},
         {"ttft_indexer_union", {.sparse = &unioned, .indexer = ix, .indexer_scores = ix_scores, .stats = &us}, k, 1, 1,
          "indexer per query, run as block unions on tensor cores, every full-attention layer"},
         {"ttft_indexer_refine", {.sparse = &refined, .indexer = ix, .indexer_scores = ix_scores, .stats = &us}, k,
@@ -658,6 +659,7 @@ static void bench_ttft(Bench *b, FwdCuda *f, const ModelConfig *c, const Indexer
         {"ttft_oracle_union", {.sparse = &unioned, .stats = &us}, k, 1, T <= max_oracle_ttft,
          "attention-mass oracle per query, run as block unions on tensor cores, every full-attention layer"},
     };
+    const int hybrid = config_full_layers(c->layer_kinds, c->n_layers, NULL) < c->n_layers;
     for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
         if (!want[r]) continue;
         if (!runs[r].on) {
@@ -693,7 +695,6 @@ static void bench_ttft(Bench *b, FwdCuda *f, const ModelConfig *c, const Indexer
             annotate(b, "union_block", union_block);
             annotate(b, "union_keys_per_block", per_block);
         }
-        const int hybrid = config_full_layers(c->layer_kinds, c->n_layers, NULL) < c->n_layers;
         if (profile || (r == 0 && hybrid)) {
             // One more pass, timed op by op (a sync after each): with --ttft-profile where the run's time
             // goes (the supports' selection against the attention over them); for a hybrid's dense run

@@ -53,7 +53,8 @@
 #                      default 32768) once per k, indexer and oracle (≤ ORACLE_TTFT_MAX) block-shared at
 #                      every (k, b_sel > 1), and with EXEC_BLOCK=B the per-query indexer and oracle as
 #                      unions of B queries (bench's indexer_union and oracle_union, the path eval
-#                      --exec-block runs) in place of the per-query gathers; random indexer weights (the timing does not depend on training)
+#                      --exec-block runs) in place of the per-query gathers; random indexer weights (the
+#                      timing does not depend on training)
 #                      (REFINE_X=F: one call per (k, block b_sel) instead, each adding the two-stage run,
 #                      indexer_refine with F·k candidates; TTFT_MODES=oracle or indexer: only that mode's
 #                      runs besides dense, the call's name tagged _mMODES)

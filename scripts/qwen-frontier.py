@@ -164,10 +164,10 @@ class Frontier:
             kk = key(mode, r.get("k", 0), 1 if name in ("ttft_oracle", "ttft_oracle_union") else r.get("bsel", 0))
             # Per-query supports as unions of blocks (bench's indexer_union, oracle_union) are the path eval
             # --exec-block runs its RULER rows on: the same supports and attention, so that row's TTFT where timed.
-            union = name in ("ttft_indexer_union", "ttft_oracle_union")
+            path = ("unions" if name in ("ttft_indexer_union", "ttft_oracle_union") else
+                    "gathers" if name in ("ttft_indexer", "ttft_oracle") else None)
             entry = {"ms": r.get("ms_median"), "error": r.get("error"), "notes": r.get("notes"), "cmd": cid,
-                     "reps": r.get("reps"), "union": union, "union_run": name if union else None, "gpu": gpu,
-                     "gathers": name in ("ttft_indexer", "ttft_oracle")}
+                     "reps": r.get("reps"), "run": name, "path": path, "gpu": gpu}
             if entry["ms"] is None and not entry["error"]:
                 entry["error"] = "no time"
             if mode == "dense" and entry["ms"] is not None:
@@ -176,7 +176,7 @@ class Frontier:
             self.model_at(r["ctx"], model)
             cur = self.ttft.setdefault(r["ctx"], {}).get(kk)
             if (cur is None or (cur["ms"] is None and entry["ms"] is not None) or
-                    (entry["union"] and not cur.get("union") and entry["ms"] is not None)):
+                    (path == "unions" and cur["path"] != "unions" and entry["ms"] is not None)):
                 self.ttft[r["ctx"]][kk] = entry
 
     def add_instances(self, path):
@@ -256,10 +256,10 @@ class Frontier:
                     row["ruler_one_each"] = self.one_each(L, c)
                 if t and t["ms"] is not None:
                     row["ttft_ms"], row["ttft_cmd"], row["ttft_gpu"] = t["ms"], t["cmd"], t.get("gpu")
-                    if t.get("union"):
-                        row["ttft_path"] = f"unions of blocks (bench {t['union_run'][5:]})"
-                    elif t.get("gathers"):  # eval without --exec-block: the NLL rows, RULER calls without _x
-                        row["ttft_path"] = f"per-query gathers (bench {'oracle' if c[0] == 'oracle' else 'indexer'})"
+                    # gathers: the path of eval without --exec-block (the NLL rows, RULER calls without _x)
+                    if t["path"]:
+                        how = "unions of blocks" if t["path"] == "unions" else "per-query gathers"
+                        row["ttft_path"] = f"{how} (bench {t['run'][5:]})"
                     dense_ms = self.dense_ttft(L, t)
                     if dense_ms:
                         row["speedup"] = dense_ms / t["ms"]
