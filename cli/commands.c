@@ -845,6 +845,7 @@ int cmd_eval(int argc, char **argv) {
         {"--refine", 1, "two-stage supports for the indexer rows at b_sel > 1: each block takes N candidate keys by its aggregate, then each query its own top-k of them (N >= every k)", NULL},
         {"--k-layers", 1, "per-layer budgets: JSON {\"weights\": [w, ...]}, one w > 0 per full-attention layer (normalised to mean 1); a row of k keeps round(k*w) keys per support at each layer (CPU only; scripts/calibrate-k-layers.py makes one)", NULL},
         {"--tasks-file", 1, "RULER tasks (scripts/ruler-tasks.py) instead of text: greedy answers scored by string match; its own flags: spindle eval --tasks-file F --help", NULL},
+        {"--bos", 0, "each window is the model's BOS token (tokenizer_config.json bos_token) then ctx - 1 tokens of the text, the way the model met text in training (Gemma 3 sets add_bos_token); default: windows of ctx tokens of the text", NULL},
     };
     const int nf = N_FLAGS(flags);
     char *cmdline = command_line(argc, argv);  // before parsing rewrites --flag=value entries
@@ -1002,7 +1003,23 @@ int cmd_eval(int argc, char **argv) {
     }
     char tok_path[4096];
     snprintf(tok_path, sizeof tok_path, "%s/tokenizer.json", flags[0].value);
-    if ((text->value || n_tasks) && tok_load_model(&tok, tok_path, m.cfg.vocab, &st)) goto done;
+    const int bos = args_get(flags, nf, "--bos") != NULL;
+    if ((text->value || n_tasks || bos) && tok_load_model(&tok, tok_path, m.cfg.vocab, &st)) goto done;
+    int32_t bos_id = -1;
+    int add_bos = 0;
+    if (bos) {
+        if (tok_model_bos(tok, flags[0].value, &bos_id, &add_bos, &st)) goto done;
+        if (bos_id < 0) {
+            status_fail(&st, "--bos: %s/tokenizer_config.json names no bos_token", flags[0].value);
+            goto done;
+        }
+    } else {  // only the note: a tokenizer_config.json eval cannot read stays unread without --bos
+        Status ignored;
+        if (tok_model_bos(NULL, flags[0].value, &bos_id, &add_bos, &ignored)) add_bos = 0;
+    }
+    if (!bos && add_bos)
+        fprintf(stderr, "spindle eval: note: %s/tokenizer_config.json sets add_bos_token (the model met text after "
+                        "its BOS token); these windows start without it: --bos starts each with it\n", flags[0].value);
     if (ids_path ? ids_read(ids_path, m.cfg.vocab, &ids, &n, &st)
                  : corpus_load_tokens(tok, (const char *const *)text->values, text->n_values, &ids, &n, &st))
         goto done;
@@ -1044,6 +1061,7 @@ int cmd_eval(int argc, char **argv) {
     o.recents = recents, o.n_recent = n_rec, o.sinks = sinks, o.n_sinks = n_sink;
     o.union_bsel = union_bsel;
     o.refine = refine;
+    o.bos_windows = bos, o.bos_id = bos_id;
     if (eval_run(&m, ids, n, &o, &res, &n_res, &st)) goto done;
     char date[32];
     const time_t now = time(NULL);
@@ -1054,7 +1072,8 @@ int cmd_eval(int argc, char **argv) {
     const EvalProvenance prov = {flags[0].value, fp, L, full_layers, n_full, ix_dir, ix_layers, n_ix,
                                  ids_path ? "ids" : "text", (const char *const *)files, sum_ptrs, n_files,
                                  ks, bsels, n_k, n_b, ctx, use_cuda ? "cuda" : "cpu", prec_name, cmdline,
-                                 spindle_version(), date, recents, sinks, n_rec, n_sink, k_layers, full_w};
+                                 spindle_version(), date, recents, sinks, n_rec, n_sink, k_layers, full_w,
+                                 bos ? bos_id : -1};
     const int wrc = eval_write(res, n_res, &prov, json, csv, md, &st);
     free(sum_ptrs);
     if (wrc) goto done;

@@ -202,9 +202,11 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
     int full[CONFIG_MAX_LAYERS];
     config_full_layers(m->cfg.layer_kinds, m->cfg.n_layers, full);
     const int n_lstat = o->gpu || L > EVAL_MAX_LAYER_STATS ? 0 : L;  // per-layer fields: the CPU twin's stats
-    int n_seq = (int)(n_ids / (size_t)T);
+    // A BOS-led window takes ctx − 1 tokens of the stream after its BOS.
+    const int lead = o->bos_windows ? 1 : 0, stride = T - lead;
+    int n_seq = (int)(n_ids / (size_t)stride);
     if (n_seq < 1)
-        return status_fail(st, "the text has %zu tokens, fewer than --ctx %d", n_ids, T);
+        return status_fail(st, "the text has %zu tokens, fewer than the %d a window of --ctx %d takes", n_ids, stride, T);
     if (o->max_seq > 0 && n_seq > o->max_seq) n_seq = o->max_seq;
     const int n_cfg = n_configs(o);
     EvalResult *res = xcalloc((size_t)n_cfg, sizeof *res);
@@ -247,8 +249,14 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
     Progress pr;
     if (o->progress) progress_start(&pr, "eval", "forward", (int64_t)n_seq * n_cfg);
     int64_t tokens = 0;
+    int32_t *win = lead ? xmalloc(sizeof(int32_t) * T) : NULL;
     for (int s = 0; s < n_seq; s++) {
-        const int32_t *x = ids + (size_t)s * T;
+        const int32_t *x = ids + (size_t)s * stride;
+        if (lead) {
+            win[0] = o->bos_id;
+            memcpy(win + 1, x, sizeof(int32_t) * (size_t)stride);
+            x = win;
+        }
         backbone_hidden(&bb, x, T, hd, NULL);
         tokens += T;
         for (int c = 0; c < n_cfg; c++) {
@@ -309,6 +317,7 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
             }
         }
     }
+    free(win);
     // Realization gaps: a b_sel > 1 row against its mode's b_sel 1 row of the same k, paired per position.
     double *gap = xmalloc(sizeof(double) * (size_t)cap);
     for (int c = 1; c < n_cfg; c++) {

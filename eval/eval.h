@@ -105,6 +105,11 @@ typedef struct {
     // > 0 runs the indexer rows at b_sel > 1 as per-query supports drawn from
     // this many candidates per block (Sparsity.refine). 0: block-shared.
     int refine;
+    // Windows that start with the tokenizer's BOS (eval --bos): each window is
+    // bos_id followed by the next ctx − 1 tokens of the stream (models such as
+    // Gemma 3 are trained on text that starts with it). 0: plain ctx-token windows.
+    int bos_windows;
+    int32_t bos_id;
 } EvalOpts;
 
 // The keys per support at a layer of weight w in a row of k: round(k·w), at least 1.
@@ -141,6 +146,7 @@ typedef struct {
     int n_recent, n_sinks;
     const char *k_layers;           // the per-layer budget file (--k-layers), or NULL
     const double *k_layer_weights;  // its weights, one per full-attention layer, normalised to mean 1
+    int window_bos;                 // ≥ 0: every window starts with this token id (eval --bos); -1: plain windows
 } EvalProvenance;
 
 // The layers that ran sparse in a row of this mode (dense: none, oracle: every

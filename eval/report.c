@@ -104,6 +104,7 @@ static cJSON *provenance_json(const EvalProvenance *p) {
     cJSON_AddStringToObject(o, "device", p->device);
     cJSON_AddStringToObject(o, "precision", p->precision);
     cJSON_AddStringToObject(o, "input_kind", p->input_kind);
+    if (p->window_bos >= 0) cJSON_AddNumberToObject(o, "window_bos", p->window_bos);  // eval --bos
     cJSON *in = cJSON_AddArrayToObject(o, "inputs");
     for (int i = 0; i < p->n_inputs; i++) {
         cJSON *f = cJSON_CreateObject();
@@ -231,6 +232,8 @@ static void md_provenance(Buf *b, const EvalProvenance *p) {
     for (int i = 0; i < p->n_sinks; i++) buf_printf(b, "%s%d", i ? "," : ", sinks ", p->sinks[i]);
     buf_printf(b, ", device %s, precision %s\n- %s input(s):\n", p->device, p->precision, p->input_kind);
     for (int i = 0; i < p->n_inputs; i++) buf_printf(b, "  - `%s` sha256 %s\n", p->inputs[i], p->input_sha256[i]);
+    if (p->window_bos >= 0)
+        buf_printf(b, "- each window: BOS (id %d), then ctx - 1 tokens of the input (--bos)\n", p->window_bos);
 }
 
 // "all 30 (0-29)", "3 of 30 (3,7,12)", "none".

@@ -1110,6 +1110,40 @@ int tok_is_special(const Tokenizer *t, int32_t id) {
     return false;
 }
 
+int tok_model_bos(const Tokenizer *t, const char *model_dir, int32_t *id, int *add, Status *st) {
+    *id = -1, *add = 0;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/tokenizer_config.json", model_dir);
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;  // no tokenizer_config.json: no BOS known
+    fclose(f);
+    char *data = NULL;
+    size_t len = 0;
+    if (read_file(path, &data, &len, st)) return -1;
+    cJSON *root = cJSON_ParseWithLength(data, len);
+    free(data);
+    if (!cJSON_IsObject(root)) {
+        cJSON_Delete(root);
+        return status_fail(st, "%s: not a JSON object", path);
+    }
+    int rc = 0;
+    const cJSON *bos = cJSON_GetObjectItemCaseSensitive(root, "bos_token");
+    // "bos_token": "<bos>", or an AddedToken object {"content": "<bos>", ...} (older files), or null.
+    if (cJSON_IsObject(bos)) bos = cJSON_GetObjectItemCaseSensitive(bos, "content");
+    if (cJSON_IsString(bos) && !t) {
+        *add = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "add_bos_token"));
+    } else if (cJSON_IsString(bos)) {
+        *id = tok_find(t, bos->valuestring);
+        if (*id < 0) rc = status_fail(st, "%s: bos_token \"%s\" is not a token of the model's tokenizer.json", path,
+                                      bos->valuestring);
+    } else if (bos && !cJSON_IsNull(bos)) {
+        rc = status_fail(st, "%s: bos_token is neither a string, an object with \"content\" nor null", path);
+    }
+    if (t) *add = !rc && *id >= 0 && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "add_bos_token"));
+    cJSON_Delete(root);
+    return rc;
+}
+
 // ---------------------------------------------------------------------------
 // Encoding: per-call scratch
 // ---------------------------------------------------------------------------

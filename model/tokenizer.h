@@ -68,3 +68,11 @@ int32_t tok_find(const Tokenizer *tok, const char *token);
 
 // 1 when id is an added token marked "special" (e.g. <|endoftext|>), else 0.
 int tok_is_special(const Tokenizer *tok, int32_t id);
+
+// The BOS token named by model_dir/tokenizer_config.json ("bos_token"): *id its
+// id in tok, or -1 when the file or the entry is absent (or null); *add 1 when
+// the file also sets add_bos_token (HF starts encoded text with it: Gemma).
+// tok NULL: only *add is filled (the id is left -1).
+// A bos_token tok does not know, or a file that is not a JSON object, is an
+// error naming the file.
+int tok_model_bos(const Tokenizer *tok, const char *model_dir, int32_t *id, int *add, Status *st);

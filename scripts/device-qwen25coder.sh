@@ -46,7 +46,8 @@
 #   ruler FILE         as before: one spindle eval --tasks-file FILE at RULER_K × RULER_BSEL
 #   nll LEN [K] [BSEL] spindle eval on held-out text (.dev/c1/text/heldout.txt) at ctx LEN: NLL, ΔNLL,
 #                      logit KL, top-1 agreement, mass recall of dense, oracle and indexer, one call per k,
-#                      n-seq = max(1, NLL_POSITIONS / LEN) (NLL_POSITIONS default 65536)
+#                      n-seq = max(1, NLL_POSITIONS / LEN) (NLL_POSITIONS default 65536); windows start
+#                      with BOS (eval --bos) where the model's tokenizer_config.json sets add_bos_token (Gemma 3)
 #   ttft LENS [K] [BSEL]  spindle bench --no-kernels on the same model, one call per group of LENS (≤ 32K on
 #                      the plain folder, above on the YaRN one) with the whole K and BSEL as lists (the model
 #                      loads once): dense once, indexer per query and oracle (LEN ≤ ORACLE_TTFT_MAX,
@@ -272,10 +273,13 @@ stage_nll() {  # LEN [K] [BSEL]
     [ -n "$ix" ] || say "no indexer in $IDX (stage train): oracle rows only"
     local tag=${INDEXER_TAG:+_i$INDEXER_TAG}
     [ -n "$ix" ] && [ -n "${REFINE_X:-}" ] && tag+=_r${REFINE_X}x
+    # A model whose tokenizer starts text with BOS (Gemma 3: add_bos_token) reads windows that start with it.
+    local bos=""
+    grep -Eq '"add_bos_token"[[:space:]]*:[[:space:]]*true' "$MM/tokenizer_config.json" 2>/dev/null && bos=--bos
     for k in ${ks//,/ }; do
         [ "$k" -lt "$L" ] || { say "k $k >= ctx $L: no sparse row (spindle eval refuses it)"; continue; }
         call "nll_ctx${L}_n${n}${tag}_k${k}_b${bs//,/-}" "$SPINDLE" eval --model "$MM" --ids "$ids" --ctx "$L" \
-            --n-seq "$n" --k "$k" --bsel "$bs" $ix $(refine_args "$k") $(dev_flags) \
+            --n-seq "$n" --k "$k" --bsel "$bs" $bos $ix $(refine_args "$k") $(dev_flags) \
             --json "$RES/nll_ctx${L}_n${n}${tag}_k${k}_b${bs//,/-}.json" || rc=1
     done
     return $rc
