@@ -1,0 +1,1 @@
+/root/src/build-device/spindle eval --model models/gemma3-270m --tasks-file /root/g3q/tasks/tasks_4k_n3.jsonl --device cuda --precision bf16 --json /root/g3q/res/ruler_ctx4096_n3_dense.json --predictions /root/g3q/res/ruler_ctx4096_n3_dense-preds.jsonl

@@ -1,0 +1,1 @@
+/root/src/build-device/spindle bench --model models/gemma3-270m --no-kernels --ctx 4096,8192,16384,32768 --k 256,512,1024,2048,4096 --bsel 1,16,64 --ttft dense,indexer_block,oracle_block,oracle_union,indexer_union --union-block 16 --max-oracle-ttft-ctx 32768 --device cuda --json /root/g3q/res/ttft_ctx4096-8192-16384-32768_x16_k256-512-1024-2048-4096_b1-16-64.json
