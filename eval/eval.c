@@ -205,8 +205,10 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
     // A BOS-led window takes ctx − 1 tokens of the stream after its BOS.
     const int lead = o->bos_windows ? 1 : 0, stride = T - lead;
     int n_seq = (int)(n_ids / (size_t)stride);
+    if (n_seq < 1 && !lead) return status_fail(st, "the text has %zu tokens, fewer than --ctx %d", n_ids, T);
     if (n_seq < 1)
-        return status_fail(st, "the text has %zu tokens, fewer than the %d a window of --ctx %d takes", n_ids, stride, T);
+        return status_fail(st, "the text has %zu tokens, fewer than the %d a window of --ctx %d takes after its BOS",
+                           n_ids, stride, T);
     if (o->max_seq > 0 && n_seq > o->max_seq) n_seq = o->max_seq;
     const int n_cfg = n_configs(o);
     EvalResult *res = xcalloc((size_t)n_cfg, sizeof *res);
