@@ -66,5 +66,18 @@ for pid in glob.glob(os.path.join(sys.argv[1], 'g1024_*.pid')):
 peak = max(sum(1 for a, b in spans if a <= t < b) for t, _ in spans)
 sys.exit(0 if len(spans) == 5 and peak == 1 else print(len(spans), peak) or 1)
 PY"
+# The NLL stage starts each window with the BOS where the model's tokenizer sets add_bos_token (Gemma 3),
+# and not otherwise (this model: false).
+mkdir -p "$work/bosm" && for f in config.json model.safetensors tokenizer.json; do
+    ln -sf "$(cd "$model" && pwd)/$f" "$work/bosm/$f"; done
+python3 -c "import json,sys; c=json.load(open(sys.argv[1])); c['add_bos_token']=True; json.dump(c, open(sys.argv[2], 'w'))" \
+    "$model/tokenizer_config.json" "$work/bosm/tokenizer_config.json"
+nll() {  # MODEL OUT
+    env DEVICE=cpu SPINDLE="$spindle" MODEL="$1" TASKS="$work/tasks" HELDOUT_TEXT="$work/heldout.txt" \
+        STATE="$work/state-$(basename "$2")" OUT="$2" NLL_POSITIONS=1024 BUDGET_S=300 bash "$root/scripts/device-qwen25coder.sh" nll 1024 32 1
+}
+(cd "$root" && nll "$work/bosm" "$work/out6" && nll "$model" "$work/out7") >"$work/log6" 2>&1
+check "nll: --bos for a model whose tokenizer sets add_bos_token, not for one that does not" \
+    "[ \$? = 0 ] && grep -q -- ' --bos ' $work/out6/nll_ctx1024_n1_k32_b1.cmd && ! grep -q -- '--bos' $work/out7/nll_ctx1024_n1_k32_b1.cmd && python3 -c \"import json,sys; sys.exit(json.load(open(sys.argv[1]))[0]['provenance']['window_bos'] < 0)\" $work/out6/nll_ctx1024_n1_k32_b1.json"
 echo "test_device_grid: $passes passed, $fails failed"
 [ $fails = 0 ]
