@@ -91,5 +91,21 @@ print("runs:", rows)
 sys.exit(0 if rows == want else 1)
 PY
 check "bench lists: one dense run, per query once per k, block-shared at every (k, b_sel > 1)" "[ $? = 0 ]"
+# A k not below a length's ctx keeps every key: at that length the sparse runs are skipped with the reason,
+# at a longer one they are timed.
+"$bin" bench --model "$g" --ctx 16,64 --k 16 --bsel 1,16 --no-kernels --ttft dense,indexer,indexer_block \
+    --ttft-reps 1 --device cuda --json "$work/bench-kctx.json" >"$work/bench-kctx.log" 2>&1
+check "bench --ctx 16,64 --k 16 runs" "[ $? = 0 ]"
+python3 - "$work/bench-kctx.json" <<'PY'
+import json, sys
+res = json.load(open(sys.argv[1]))["results"]
+skip = sorted(r["name"] for r in res if r["ctx"] == 16 and r.get("ms_median") is None and "every key" in r.get("error", ""))
+timed = sorted(r["name"] for r in res if r["ctx"] == 64 and r.get("ms_median"))
+dense16 = [r for r in res if r["ctx"] == 16 and r["name"] == "ttft_dense" and r.get("ms_median")]
+print("skipped at 16:", skip, "timed at 64:", timed)
+sys.exit(0 if skip == ["ttft_indexer", "ttft_indexer_block"] and dense16 and
+         timed == ["ttft_dense", "ttft_indexer", "ttft_indexer_block"] else 1)
+PY
+check "bench: the sparse runs skipped where k >= ctx (named why), timed where k < ctx" "[ $? = 0 ]"
 echo "$fails failure(s)"
 [ $fails = 0 ]
