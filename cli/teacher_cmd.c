@@ -27,13 +27,15 @@ int cmd_teacher(int argc, char **argv) {
         {"--device", 1, "cpu (default) or cuda: where the backbone runs (the shards are the same)", NULL},
         {"--precision", 1, "with --device cuda: fp32 (default: the teacher of the CPU twin), mixed or bf16", NULL},
         {"--x-dtype", 1, "storage of x: bf16 (default, half the disk) or fp32 (also f32; lse is always fp32)", NULL},
+        {"--bos", 0, "each sequence is the model's BOS token (tokenizer_config.json bos_token) then ctx - 1 tokens of the stream (Gemma 3: add_bos_token)", NULL},
     };
     const int nf = N_FLAGS(flags);
     int rc = cli_parse(argc, argv, flags, nf, CMD, (const char *const[]){"--model", "--ctx", "--out", NULL});
     if (rc) return rc;
     const Flag *text = &flags[1];
     TeacherOpts o = {.model_dir = flags[0].value, .ids_path = flags[2].value, .out = flags[4].value,
-                     .seqs_per_shard = 8, .resume = flags[8].value != NULL, .x_dtype = SHARD_X_BF16};
+                     .seqs_per_shard = 8, .resume = flags[8].value != NULL, .x_dtype = SHARD_X_BF16,
+                     .bos = flags[13].value != NULL};
     if (!text->value == !o.ids_path) {
         fprintf(stderr, "spindle " CMD ": give exactly one of --text or --ids\n");
         return 2;

@@ -210,6 +210,8 @@ static int check_against_run(TrainConfig *tc, const TrainConfig *run, const Flag
     if (!run->shards_dir && !run->online.random && (text->value || ids) &&
         !same_stream(&run->online, text, ids, a, b, sizeof a))
         return refuse(tc->run_dir, ids ? "--ids" : "--text", a, b);
+    if (args_get(flags, nf, "--bos") && !run->online.bos)
+        return refuse(tc->run_dir, "--bos", "not set (its windows start without the BOS)", "given");
     if (synth && (!run->synthetic || strcmp(synth, run->synthetic)))
         return refuse(tc->run_dir, "--synthetic", run->synthetic ? run->synthetic : "not set (the run has --model)", synth);
     const Flag *htext = flag_named(flags, nf, "--heldout-text");
@@ -306,6 +308,9 @@ int cmd_train(int argc, char **argv) {
         {"--random-ids", 0, "online training: seeded random token ids instead of --text/--ids (window c from "
                             "(--seed, c): an endless stream)", NULL},
         {"--ctx", 1, "online training: tokens per sequence (the windows spindle teacher --ctx cuts)", NULL},
+        {"--bos", 0, "online training on --text/--ids: each window (and the held-out one) is the model's BOS token "
+                     "(tokenizer_config.json bos_token) then ctx - 1 tokens of the text, as spindle teacher --bos "
+                     "cuts them (Gemma 3: add_bos_token)", NULL},
         {"--out", 1, "run folder: config.json, checkpoints/, log.jsonl, metrics.csv", NULL},
         {"--heldout", 1, "held-out shards folder for recall@k every --eval-every steps", NULL},
         {"--heldout-text", 2, "held-out text file(s)/folder(s) instead: recall@k on its first window of the "
@@ -411,6 +416,13 @@ int cmd_train(int argc, char **argv) {
                          : "a synthetic model has no tokenizer: give --ids or --random-ids instead of --text");
         return 2;
     }
+    const int bos = args_get(flags, nf, "--bos") != NULL;
+    if (bos && (shards || random_ids || synth)) {
+        fprintf(stderr, "spindle " CMD ": --bos goes with online training on a model's --text/--ids (%s)\n",
+                shards ? "shards hold their windows as spindle teacher cut them: teacher --bos"
+                : synth ? "a synthetic model has no tokenizer" : "--random-ids draws every id");
+        return 2;
+    }
     if (synth && (htext->value || args_get(flags, nf, "--heldout"))) {
         fprintf(stderr, "spindle " CMD ": --synthetic %s: held-out recall from --heldout-ids only (no tokenizer, no "
                         "shards of a synthetic model)\n", synth);
@@ -435,6 +447,7 @@ int cmd_train(int argc, char **argv) {
         tc.shards_dir = shards;
         tc.heldout_dir = args_get(flags, nf, "--heldout");
         tc.online.random = random_ids;
+        tc.online.bos = tc.heldout_stream.bos = bos;
         if (online) {
             if (text->value && text->n_values > TRAIN_MAX_TEXT) {
                 fprintf(stderr, "spindle " CMD ": --text: %d paths, at most %d (give folders)\n", text->n_values,

@@ -78,18 +78,33 @@ void teacher_tap_free(TeacherTap *t) {
 }
 
 int teacher_stream_load(TeacherStream *s, const ModelConfig *c, const char *model_dir, const char *const *text,
-                        int n_text, const char *ids_path, int ctx, int max_seq, Status *st) {
+                        int n_text, const char *ids_path, int ctx, int max_seq, int bos, Status *st) {
     SPINDLE_CHECK(!text != !ids_path && ctx > 0 && max_seq >= 0);
     memset(s, 0, sizeof *s);
     s->ctx = ctx;
+    s->bos_id = -1;
     Tokenizer *tok = NULL;
     int rc = -1;
+    char tok_path[4096];
+    snprintf(tok_path, sizeof tok_path, "%s/tokenizer.json", model_dir);
+    if (bos) {
+        int add;
+        if (ctx < 2) {
+            status_fail(st, "a window that starts with the BOS needs --ctx of at least 2 (got %d)", ctx);
+            goto done;
+        }
+        if (tok_load_model(&tok, tok_path, c->vocab, st) || tok_model_bos(tok, model_dir, &s->bos_id, &add, st))
+            goto done;
+        if (s->bos_id < 0) {
+            status_fail(st, "--bos: %s/tokenizer_config.json names no bos_token", model_dir);
+            goto done;
+        }
+    }
     if (ids_path) {
         if (ids_read(ids_path, c->vocab, &s->ids, &s->n_ids, st)) goto done;
     } else {
-        char tok_path[4096];
-        snprintf(tok_path, sizeof tok_path, "%s/tokenizer.json", model_dir);
-        if (tok_load_model(&tok, tok_path, c->vocab, st) || corpus_load_tokens(tok, text, n_text, &s->ids, &s->n_ids, st))
+        if ((!tok && tok_load_model(&tok, tok_path, c->vocab, st)) ||
+            corpus_load_tokens(tok, text, n_text, &s->ids, &s->n_ids, st))
             goto done;
         for (size_t i = 0; i < s->n_ids; i++)  // the embedding has vocab rows
             if (s->ids[i] < 0 || s->ids[i] >= c->vocab) {
@@ -98,10 +113,22 @@ int teacher_stream_load(TeacherStream *s, const ModelConfig *c, const char *mode
                 goto done;
             }
     }
+    const size_t n_stream = s->n_ids;  // the stream's tokens (the message below)
+    if (bos) {  // the windows one after the other: BOS, then the next ctx − 1 tokens of the stream
+        size_t n_win = s->n_ids / (size_t)(ctx - 1);
+        if (max_seq > 0 && n_win > (size_t)max_seq) n_win = (size_t)max_seq;
+        int32_t *w = xmalloc(sizeof(int32_t) * (n_win ? n_win * (size_t)ctx : 1));
+        for (size_t i = 0; i < n_win; i++) {
+            w[i * (size_t)ctx] = s->bos_id;
+            memcpy(w + i * (size_t)ctx + 1, s->ids + i * (size_t)(ctx - 1), sizeof(int32_t) * (size_t)(ctx - 1));
+        }
+        free(s->ids);
+        s->ids = w, s->n_ids = n_win * (size_t)ctx;
+    }
     s->n_win = corpus_windows(s->ids, s->n_ids, ctx, (size_t)max_seq, NULL);
     if (s->n_win == 0) {
-        status_fail(st, "%s: %zu tokens, fewer than one window of --ctx %d", ids_path ? ids_path : text[0], s->n_ids,
-                    ctx);
+        status_fail(st, "%s: %zu tokens, fewer than one window of --ctx %d%s", ids_path ? ids_path : text[0], n_stream,
+                    ctx, bos ? " after its BOS" : "");
         goto done;
     }
     s->starts = xmalloc(sizeof *s->starts * s->n_win);
@@ -288,7 +315,7 @@ int teacher_run(const TeacherOpts *o, Status *st) {
     if (model_fingerprint(model_dir, &m.st, h->fingerprint, st)) goto done;
 
     // The token stream and its windows.
-    if (teacher_stream_load(&ts, c, model_dir, o->text, o->n_text, ids_path, ctx, max_seq, st)) goto done;
+    if (teacher_stream_load(&ts, c, model_dir, o->text, o->n_text, ids_path, ctx, max_seq, o->bos, st)) goto done;
     const size_t n_win = ts.n_win;
     const int32_t *const *starts = ts.starts;
     memcpy(h->source, ts.source, sizeof h->source);

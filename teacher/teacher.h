@@ -33,6 +33,7 @@ typedef struct {
     int n_layers;
     int seqs_per_shard;        // ≥ 1
     int max_seq;               // stop after this many sequences; 0: every full window
+    int bos;                   // each window: the model's BOS, then ctx − 1 tokens (teacher_stream_load)
     int resume;                // continue the shards in out
     int use_cuda, precision;   // where the backbone runs (model/backbone.h)
     ShardXDtype x_dtype;       // storage of x (lse is always fp32)
@@ -51,16 +52,21 @@ typedef struct {
     const int32_t **starts;  // [n_win] window i = starts[i][0..ctx)
     size_t n_win;
     int ctx;
+    int32_t bos_id;          // ≥ 0: every window starts with this token (then ctx − 1 of the stream); −1: none
     char source[sizeof(((ShardHeader *)0)->source)];  // "ids:ABS" or "text:ABS[;ABS...]" (real paths)
 } TeacherStream;
 
 // Reads the ids file (text NULL) or tokenizes the text files/folders with
 // model_dir/tokenizer.json, checks every id against c->vocab and cuts the
-// stream into windows of ctx tokens (at most max_seq; 0: all). Returns 0, or
+// stream into windows of ctx tokens (at most max_seq; 0: all). bos: each
+// window is instead the model's BOS token (model_dir/tokenizer_config.json
+// bos_token, tok_model_bos) followed by the next ctx − 1 tokens of the stream,
+// and ids holds those windows one after the other (so window i is still
+// ids[i·ctx ..)); a model without a bos_token is an error. Returns 0, or
 // -1 with st naming the file (also when not one window fits). Free with
 // teacher_stream_free (also after a failure).
 int teacher_stream_load(TeacherStream *s, const ModelConfig *c, const char *model_dir, const char *const *text,
-                        int n_text, const char *ids_path, int ctx, int max_seq, Status *st);
+                        int n_text, const char *ids_path, int ctx, int max_seq, int bos, Status *st);
 void teacher_stream_free(TeacherStream *s);
 
 // The per-layer tap of the teacher's forward: after teacher_tap_forward,

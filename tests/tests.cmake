@@ -242,10 +242,11 @@ add_test(NAME ruler COMMAND test_ruler ${TEST_TMP})
 add_test(NAME ruler_cli COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_ruler_cli.sh $<TARGET_FILE:spindle>
          ${CMAKE_SOURCE_DIR}/models/smollm2 ${TEST_TMP}/ruler_cli)
 set_tests_properties(ruler_cli PROPERTIES SKIP_RETURN_CODE 77)
-# spindle eval --bos: BOS-led windows equal to the plain rows of those windows written out; refusals.
-add_test(NAME eval_bos COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_eval_bos.sh $<TARGET_FILE:spindle>
-         ${CMAKE_SOURCE_DIR}/models/smollm2 ${TEST_TMP}/eval_bos)
-set_tests_properties(eval_bos PROPERTIES SKIP_RETURN_CODE 77)
+# --bos in eval, teacher and train: BOS-led windows equal to those windows written out and read plain;
+# refusals.
+add_test(NAME bos_windows COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_bos_windows.sh $<TARGET_FILE:spindle>
+         ${CMAKE_SOURCE_DIR}/models/smollm2 ${TEST_TMP}/bos_windows)
+set_tests_properties(bos_windows PROPERTIES SKIP_RETURN_CODE 77)
 add_test(NAME device_grid COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_device_grid.sh $<TARGET_FILE:spindle>
          ${CMAKE_SOURCE_DIR}/models/smollm2 ${TEST_TMP}/device_grid)
 set_tests_properties(device_grid PROPERTIES SKIP_RETURN_CODE 77)

@@ -239,6 +239,8 @@ static cJSON *stream_json(cJSON *o, const char *key, const TrainStream *ts, cons
     }
     cJSON_AddNumberToObject(on, "tokens", (double)loaded->n_ids);
     cJSON_AddNumberToObject(on, "windows", (double)loaded->n_win);
+    // --bos: each window is this token, then ctx − 1 tokens of the stream ("tokens" counts the windows' ids).
+    if (loaded->bos_id >= 0) cJSON_AddNumberToObject(on, "bos_token_id", loaded->bos_id);
     return on;
 }
 
@@ -248,7 +250,7 @@ static int stream_from_json(TrainStream *ts, const cJSON *on, const char *file, 
     const cJSON *paths = cJSON_GetObjectItemCaseSensitive(on, "paths"), *p;
     const int ids = cJSON_IsString(src) && !strcmp(src->valuestring, "ids");
     const int n = cJSON_IsArray(paths) ? cJSON_GetArraySize(paths) : 0;
-    ts->n_text = 0, ts->ids_path = NULL, ts->random = 0, ts->random_seed = 0;
+    ts->n_text = 0, ts->ids_path = NULL, ts->random = 0, ts->random_seed = 0, ts->bos = 0;
     if (cJSON_IsString(src) && !strcmp(src->valuestring, "random")) {
         const cJSON *seed = cJSON_GetObjectItemCaseSensitive(on, "seed");
         if (!cJSON_IsNumber(seed) || seed->valuedouble < 0 || seed->valuedouble > 9007199254740992.0 ||
@@ -268,6 +270,10 @@ static int stream_from_json(TrainStream *ts, const cJSON *on, const char *file, 
         ts->n_text++;
     }
     if (ids) ts->ids_path = ts->text[0], ts->n_text = 0;
+    const cJSON *bos = cJSON_GetObjectItemCaseSensitive(on, "bos_token_id");
+    if (bos && (!cJSON_IsNumber(bos) || bos->valuedouble < 0 || bos->valuedouble != floor(bos->valuedouble)))
+        return status_fail(st, "%s: %s \"bos_token_id\" is not a token id", file, key);
+    ts->bos = bos != NULL;
     return 0;
 }
 
@@ -812,7 +818,7 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
         }
         if (tc->online.random) win.buf = xmalloc(sizeof(int32_t) * (size_t)tc->ctx);
         else if (teacher_stream_load(&stream, &m.cfg, tc->model_dir, tc->online.ids_path ? NULL : tc->online.text, tc->online.n_text,
-                                tc->online.ids_path, tc->ctx, 0, st))
+                                tc->online.ids_path, tc->ctx, 0, tc->online.bos, st))
             goto done;
     } else if (shardset_open(&train, tc->shards_dir, fp, &m.cfg, st))
         goto done;
@@ -842,7 +848,7 @@ int train_run(const TrainConfig *tc, int resume, Status *st) {
     if (held_online) {
         const TrainStream *hs = &tc->heldout_stream;
         if (teacher_stream_load(&hstream, &m.cfg, tc->model_dir, hs->ids_path ? NULL : hs->text, hs->n_text,
-                                hs->ids_path, T, 1, st))
+                                hs->ids_path, T, 1, hs->bos, st))
             goto done;
     }
     for (int i = 0; i < tc->n_layers; i++) {

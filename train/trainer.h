@@ -29,6 +29,7 @@ typedef struct {
     const char *ids_path;
     int random;
     uint64_t random_seed;
+    int bos;  // each window the model's BOS then ctx − 1 tokens of the stream (train --bos; teacher_stream_load)
     char store[TRAIN_MAX_TEXT][4096];  // the paths read from a run's config.json
 } TrainStream;
 

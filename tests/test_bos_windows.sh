@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# spindle eval --bos: each window is the model's BOS (tokenizer_config.json bos_token) then ctx - 1
-# tokens of the stream, so its rows equal a plain eval of the ids file built that way; the note when
-# add_bos_token is set and --bos is not; refusals (no bos_token, one the tokenizer lacks) name the file.
-# usage: test_eval_bos.sh SPINDLE MODEL WORK. Exits 77 when the model is absent.
+# --bos: each window is the model's BOS (tokenizer_config.json bos_token) then ctx - 1 tokens of the
+# stream. eval --bos rows equal a plain eval of the ids file built that way; train --bos (online) and
+# training on teacher --bos shards end with the same weights as plain runs on that file; the note when
+# add_bos_token is set and --bos is not; refusals (no bos_token, one the tokenizer lacks, --bos where no
+# tokenizer or text is read, a resume that adds it) name the file or the flag.
+# usage: test_bos_windows.sh SPINDLE MODEL WORK. Exits 77 when the model is absent.
 set -u
 spindle=$1 model=$2 work=$3
 [ -d "$model" ] || { echo "skipped: $model is absent"; exit 77; }
@@ -63,5 +65,43 @@ check "--bos with a tokenizer_config.json that is not an object: exit 1 naming i
     "[ $? = 1 ] && grep -q 'notjson/tokenizer_config.json: not a JSON object' $work/z.err"
 run "$work/notjson" "$work/t.ids" "$work/z2.json" 2>"$work/z2.err"
 check "without --bos that file is not read: the run goes on" "[ $? = 0 ] && [ -s $work/z2.json ]"
+
+# train and teacher. The same three windows as above: --bos on the stream against the windows written out.
+tr=(--model "$model" --ctx 32 --steps 6 --layers 0,1 --d-index 16 --d-rope 8 --recall-k 8 --eval-every 3
+    --ckpt-every 3 --min-pos 4 --query-frac 0.5 --lr 1e-2 --warmup 2 --threads 2)
+python3 - "$work/t.ids" >"$work/t93.ids" <<'PY'
+import re, sys
+ids = re.split(r"[,\s]+", open(sys.argv[1]).read().strip())
+print(" ".join(ids[:93]))  # exactly the 3 windows' worth: 3 x 31
+PY
+"$spindle" train "${tr[@]}" --ids "$work/t93.ids" --bos --heldout-ids "$work/t93.ids" --out "$work/rb" 2>"$work/rb.log"
+check "train --bos (online) runs" "[ $? = 0 ] && grep -q '\"bos_token_id\"' $work/rb/config.json"
+"$spindle" train "${tr[@]}" --ids "$work/w.ids" --heldout-ids "$work/w.ids" --out "$work/rw" 2>"$work/rw.log"
+check "train on the windows written out runs" "[ $? = 0 ] && ! grep -q 'bos_token_id' $work/rw/config.json"
+for r in rb rw; do "$spindle" export --run "$work/$r" --out "$work/x_$r" 2>/dev/null; done
+check "train --bos ends with the weights of training on the windows written out (bytes)" \
+    "cmp -s $work/x_rb/model.safetensors $work/x_rw/model.safetensors && cmp -s <(cut -d, -f1-5,7 $work/rb/metrics.csv) <(cut -d, -f1-5,7 $work/rw/metrics.csv)"
+"$spindle" teacher --model "$model" --ids "$work/t93.ids" --ctx 32 --layers 0,1 --bos --x-dtype fp32 --out "$work/sb" 2>/dev/null
+s1=$?
+"$spindle" teacher --model "$model" --ids "$work/w.ids" --ctx 32 --layers 0,1 --x-dtype fp32 --out "$work/sw" 2>/dev/null
+check "teacher --bos and teacher on the windows written out run" "[ $s1 = 0 ] && [ $? = 0 ]"
+st=(--model "$model" --steps 6 --d-index 16 --d-rope 8 --recall-k 8 --eval-every 3 --ckpt-every 3 --min-pos 4
+    --query-frac 0.5 --lr 1e-2 --warmup 2 --threads 2)
+"$spindle" train "${st[@]}" --shards "$work/sb" --out "$work/rsb" 2>/dev/null
+"$spindle" train "${st[@]}" --shards "$work/sw" --out "$work/rsw" 2>/dev/null
+for r in rsb rsw; do "$spindle" export --run "$work/$r" --out "$work/x_$r" 2>/dev/null; done
+check "training on teacher --bos shards == on shards of the windows written out (bytes)" \
+    "[ -s $work/x_rsb/model.safetensors ] && cmp -s $work/x_rsb/model.safetensors $work/x_rsw/model.safetensors"
+"$spindle" train --out "$work/rw" --resume --steps 8 --bos 2>"$work/e1"
+check "a resume that adds --bos is refused (exit 2)" "[ $? = 2 ] && grep -q -- '--bos' $work/e1"
+"$spindle" train --out "$work/rb" --resume --steps 8 2>"$work/e2"
+check "train --bos resumes from config.json alone (bos_token_id read back)" "[ $? = 0 ] && [ -s $work/rb/checkpoints/ckpt-00000008.bin ]"
+"$spindle" train "${tr[@]}" --random-ids --bos --out "$work/rr" 2>"$work/e3"
+check "train --bos with --random-ids: exit 2, no run folder" "[ $? = 2 ] && grep -q -- '--bos goes with' $work/e3 && [ ! -e $work/rr ]"
+"$spindle" train "${st[@]}" --shards "$work/sw" --bos --out "$work/rs" 2>"$work/e4"
+check "train --bos with --shards: exit 2 naming teacher --bos" "[ $? = 2 ] && grep -q -- 'teacher --bos' $work/e4"
+"$spindle" teacher --model "$work/nobos" --ids "$work/t93.ids" --ctx 32 --bos --out "$work/sx" 2>"$work/e5"
+check "teacher --bos without a bos_token: exit 1 naming the file, no shards" \
+    "[ $? = 1 ] && grep -q 'nobos/tokenizer_config.json names no bos_token' $work/e5 && ! ls $work/sx/*.h5 >/dev/null 2>&1"
 echo "$passes passed, $fails failed"
 [ $fails = 0 ]
