@@ -32,7 +32,8 @@
 #                      recall on .dev/c1/text/heldout.txt every EVAL_EVERY steps, a checkpoint every
 #                      CKPT_EVERY) for STEPS steps (default 300), stopped at the stage budget; the next
 #                      `train` with the same STEPS resumes from the newest checkpoint (another STEPS starts a
-#                      new run in /root/q25/run-ctxCTX-stepsSTEPS). Each call then exports the
+#                      new run in /root/q25/run-ctxCTX-stepsSTEPS; windows start with the BOS, train --bos, and
+#                      the folder's name ends in -bos where the tokenizer sets add_bos_token). Each call then exports the
 #                      newest checkpoint to /root/q25/idx (the indexer the other stages use; INDEXER=DIR
 #                      elsewhere). TRAIN_MIX=F trains with --retrieval-mix F (run folder …-mixF); MODEL
 #                      and TRAIN_CTX train another folder at another length (e.g. the YaRN folder at
@@ -261,6 +262,12 @@ stage_ruler() {  # LEN [K] [BSEL]
     return $rc
 }
 
+# --bos where the model's tokenizer starts text with its BOS (Gemma 3: add_bos_token): its windows of
+# held-out and training text then start with it, as its RULER prompts do.
+bos_flag() {
+    if grep -Eq '"add_bos_token"[[:space:]]*:[[:space:]]*true' "$1/tokenizer_config.json" 2>/dev/null; then echo --bos; fi
+}
+
 stage_nll() {  # LEN [K] [BSEL]
     local L MM ids k ks=${2:-$GRID_K} bs=${3:-$GRID_BSEL} ix n rc=0
     L=$(tokens "$1") || exit 2
@@ -273,9 +280,8 @@ stage_nll() {  # LEN [K] [BSEL]
     [ -n "$ix" ] || say "no indexer in $IDX (stage train): oracle rows only"
     local tag=${INDEXER_TAG:+_i$INDEXER_TAG}
     [ -n "$ix" ] && [ -n "${REFINE_X:-}" ] && tag+=_r${REFINE_X}x
-    # A model whose tokenizer starts text with BOS (Gemma 3: add_bos_token) reads windows that start with it.
-    local bos=""
-    grep -Eq '"add_bos_token"[[:space:]]*:[[:space:]]*true' "$MM/tokenizer_config.json" 2>/dev/null && bos=--bos
+    local bos
+    bos=$(bos_flag "$MM")
     for k in ${ks//,/ }; do
         [ "$k" -lt "$L" ] || { say "k $k >= ctx $L: no sparse row (spindle eval refuses it)"; continue; }
         call "nll_ctx${L}_n${n}${tag}_k${k}_b${bs//,/-}" "$SPINDLE" eval --model "$MM" --ids "$ids" --ctx "$L" \
@@ -469,7 +475,8 @@ train)
     stash_tasks
     # One run folder per (ctx, STEPS): the same STEPS resumes, another starts afresh (a resumed run keeps
     # the cosine horizon of its first call).
-    RUN=$STATE/run-ctx$TRAIN_CTX-steps$steps${TRAIN_MIX:+-mix$TRAIN_MIX}
+    bos=$(bos_flag "$M")
+    RUN=$STATE/run-ctx$TRAIN_CTX-steps$steps${TRAIN_MIX:+-mix$TRAIN_MIX}${bos:+-bos}
     train_ids=$(ids_of "$TRAIN_TEXT") && heldout_ids=$(ids_of "$HELDOUT_TEXT") || exit 1
     # The export needs time after the budget: keep EXPORT_S (default 40 s) for it.
     budget=$(($(left) - ${EXPORT_S:-40}))
@@ -477,6 +484,7 @@ train)
     cmd=("$SPINDLE" train --model "$M" --ids "$train_ids" --ctx "$TRAIN_CTX" --heldout-ids "$heldout_ids"
          --steps "$steps" --eval-every "${EVAL_EVERY:-50}" --ckpt-every "${CKPT_EVERY:-20}" --out "$RUN" --resume)
     [ -n "${TRAIN_MIX:-}" ] && cmd+=(--retrieval-mix "$TRAIN_MIX")
+    [ -n "$bos" ] && cmd+=("$bos")
     if [ "$DEVICE" = cuda ]; then cmd+=(--device cuda --teacher-precision "${TEACHER_PRECISION:-bf16}"); fi
     say "train (at most $budget s): ${cmd[*]}"
     rc=0

@@ -79,5 +79,11 @@ nll() {  # MODEL OUT
 (cd "$root" && nll "$work/bosm" "$work/out6" && nll "$model" "$work/out7") >"$work/log6" 2>&1
 check "nll: --bos for a model whose tokenizer sets add_bos_token, not for one that does not" \
     "[ \$? = 0 ] && grep -q -- ' --bos ' $work/out6/nll_ctx1024_n1_k32_b1.cmd && ! grep -q -- '--bos' $work/out7/nll_ctx1024_n1_k32_b1.cmd && python3 -c \"import json,sys; sys.exit(json.load(open(sys.argv[1]))[0]['provenance']['window_bos'] < 0)\" $work/out6/nll_ctx1024_n1_k32_b1.json"
+# The train stage likewise: its windows start with the BOS there (train --bos, a run folder of its own).
+(cd "$root" && env DEVICE=cpu SPINDLE="$spindle" MODEL="$work/bosm" TASKS="$work/tasks" TRAIN_TEXT="$work/heldout.txt" \
+    HELDOUT_TEXT="$work/heldout.txt" STATE="$work/state-train" OUT="$work/out8" TRAIN_CTX=64 EVAL_EVERY=2 \
+    BUDGET_S=300 EXPORT_S=20 bash "$root/scripts/device-qwen25coder.sh" train 2) >"$work/log8" 2>&1
+check "train: --bos for that model, in a run folder named -bos" \
+    "[ \$? = 0 ] && grep -q '\"bos_token_id\"' $work/state-train/run-ctx64-steps2-bos/config.json && grep -q -- 'train .* --bos' $work/log8"
 echo "test_device_grid: $passes passed, $fails failed"
 [ $fails = 0 ]
