@@ -1015,11 +1015,11 @@ int cmd_eval(int argc, char **argv) {
         }
     } else {  // only the note: a tokenizer_config.json eval cannot read stays unread without --bos
         Status ignored;
-        if (tok_model_bos(NULL, flags[0].value, &bos_id, &add_bos, &ignored)) add_bos = 0;
+        if (!tok_model_bos(NULL, flags[0].value, &bos_id, &add_bos, &ignored) && add_bos)
+            fprintf(stderr, "spindle eval: note: %s/tokenizer_config.json sets add_bos_token (the model met text "
+                            "after its BOS token); these windows start without it: --bos starts each with it\n",
+                    flags[0].value);
     }
-    if (!bos && add_bos)
-        fprintf(stderr, "spindle eval: note: %s/tokenizer_config.json sets add_bos_token (the model met text after "
-                        "its BOS token); these windows start without it: --bos starts each with it\n", flags[0].value);
     if (ids_path ? ids_read(ids_path, m.cfg.vocab, &ids, &n, &st)
                  : corpus_load_tokens(tok, (const char *const *)text->values, text->n_values, &ids, &n, &st))
         goto done;

@@ -213,3 +213,15 @@ size_t corpus_windows(const int32_t *ids, size_t n, int ctx, size_t max_seq, con
         for (size_t i = 0; i < count; i++) starts[i] = ids + i * (size_t)ctx;
     return count;
 }
+
+size_t corpus_bos_windows(const int32_t *ids, size_t n, int ctx, int32_t bos, size_t max_seq, int32_t *out) {
+    if (ctx < 2) return 0;
+    const size_t body = (size_t)ctx - 1;
+    size_t count = n / body;
+    if (max_seq > 0 && count > max_seq) count = max_seq;
+    for (size_t i = 0; out && i < count; i++) {
+        out[i * (size_t)ctx] = bos;
+        memcpy(out + i * (size_t)ctx + 1, ids + i * body, sizeof(int32_t) * body);
+    }
+    return count;
+}

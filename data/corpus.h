@@ -39,3 +39,10 @@ int corpus_load_tokens(const Tokenizer *tok, const char *const *paths, int n_pat
 // it receives the returned number of window pointers (give it max_seq entries,
 // or call first with NULL to learn the count).
 size_t corpus_windows(const int32_t *ids, size_t n, int ctx, size_t max_seq, const int32_t **starts);
+
+// Windows that start with a BOS token (eval, teacher and train --bos): window i
+// is bos followed by ids[i*(ctx−1) .. (i+1)*(ctx−1)). Returns their count,
+// floor(n / (ctx − 1)), capped at max_seq when max_seq > 0; 0 when ctx < 2.
+// When out is not NULL it receives the windows one after the other (count·ctx
+// ids; call first with NULL to learn the count).
+size_t corpus_bos_windows(const int32_t *ids, size_t n, int ctx, int32_t bos, size_t max_seq, int32_t *out);

@@ -2,6 +2,7 @@
 // sparse configuration; backbone_score compares the two position by position
 // (logits in row chunks, on the GPU when the passes run there: never a
 // [T, vocab] buffer per configuration).
+#include "corpus.h"
 #include "eval.h"
 #include "export.h"
 #include "progress.h"
@@ -202,14 +203,21 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
     int full[CONFIG_MAX_LAYERS];
     config_full_layers(m->cfg.layer_kinds, m->cfg.n_layers, full);
     const int n_lstat = o->gpu || L > EVAL_MAX_LAYER_STATS ? 0 : L;  // per-layer fields: the CPU twin's stats
-    // A BOS-led window takes ctx − 1 tokens of the stream after its BOS.
-    const int lead = o->bos_windows ? 1 : 0, stride = T - lead;
-    int n_seq = (int)(n_ids / (size_t)stride);
-    if (n_seq < 1 && !lead) return status_fail(st, "the text has %zu tokens, fewer than --ctx %d", n_ids, T);
+    // The windows: ctx tokens of the stream each, or (--bos) the BOS and ctx − 1 tokens each, laid out
+    // one after the other (corpus_bos_windows) so that window s is lm[s·T ..) either way.
+    const size_t max_seq = o->max_seq > 0 ? (size_t)o->max_seq : 0;
+    int n_seq = (int)(o->bos_windows ? corpus_bos_windows(ids, n_ids, T, o->bos_id, max_seq, NULL)
+                                     : corpus_windows(ids, n_ids, T, max_seq, NULL));
+    if (n_seq < 1 && !o->bos_windows) return status_fail(st, "the text has %zu tokens, fewer than --ctx %d", n_ids, T);
     if (n_seq < 1)
         return status_fail(st, "the text has %zu tokens, fewer than the %d a window of --ctx %d takes after its BOS",
-                           n_ids, stride, T);
-    if (o->max_seq > 0 && n_seq > o->max_seq) n_seq = o->max_seq;
+                           n_ids, T - 1, T);
+    int32_t *bos_lm = NULL;
+    if (o->bos_windows) {
+        bos_lm = xmalloc(sizeof(int32_t) * (size_t)n_seq * T);
+        corpus_bos_windows(ids, n_ids, T, o->bos_id, max_seq, bos_lm);
+    }
+    const int32_t *lm = bos_lm ? bos_lm : ids;
     const int n_cfg = n_configs(o);
     EvalResult *res = xcalloc((size_t)n_cfg, sizeof *res);
     Samples *smp = xcalloc((size_t)n_cfg, sizeof *smp);
@@ -251,14 +259,8 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
     Progress pr;
     if (o->progress) progress_start(&pr, "eval", "forward", (int64_t)n_seq * n_cfg);
     int64_t tokens = 0;
-    int32_t *win = lead ? xmalloc(sizeof(int32_t) * T) : NULL;
     for (int s = 0; s < n_seq; s++) {
-        const int32_t *x = ids + (size_t)s * stride;
-        if (lead) {
-            win[0] = o->bos_id;
-            memcpy(win + 1, x, sizeof(int32_t) * (size_t)stride);
-            x = win;
-        }
+        const int32_t *x = lm + (size_t)s * T;
         backbone_hidden(&bb, x, T, hd, NULL);
         tokens += T;
         for (int c = 0; c < n_cfg; c++) {
@@ -319,7 +321,7 @@ int eval_run(const Model *m, const int32_t *ids, size_t n_ids, const EvalOpts *o
             }
         }
     }
-    free(win);
+    free(bos_lm);
     // Realization gaps: a b_sel > 1 row against its mode's b_sel 1 row of the same k, paired per position.
     double *gap = xmalloc(sizeof(double) * (size_t)cap);
     for (int c = 1; c < n_cfg; c++) {

@@ -33,6 +33,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 #include <utf8proc.h>
@@ -1114,9 +1115,7 @@ int tok_model_bos(const Tokenizer *t, const char *model_dir, int32_t *id, int *a
     *id = -1, *add = 0;
     char path[4096];
     snprintf(path, sizeof path, "%s/tokenizer_config.json", model_dir);
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;  // no tokenizer_config.json: no BOS known
-    fclose(f);
+    if (access(path, F_OK) != 0) return 0;  // no tokenizer_config.json: no BOS known
     char *data = NULL;
     size_t len = 0;
     if (read_file(path, &data, &len, st)) return -1;
@@ -1130,16 +1129,13 @@ int tok_model_bos(const Tokenizer *t, const char *model_dir, int32_t *id, int *a
     const cJSON *bos = cJSON_GetObjectItemCaseSensitive(root, "bos_token");
     // "bos_token": "<bos>", or an AddedToken object {"content": "<bos>", ...} (older files), or null.
     if (cJSON_IsObject(bos)) bos = cJSON_GetObjectItemCaseSensitive(bos, "content");
-    if (cJSON_IsString(bos) && !t) {
-        *add = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "add_bos_token"));
-    } else if (cJSON_IsString(bos)) {
-        *id = tok_find(t, bos->valuestring);
-        if (*id < 0) rc = status_fail(st, "%s: bos_token \"%s\" is not a token of the model's tokenizer.json", path,
-                                      bos->valuestring);
-    } else if (bos && !cJSON_IsNull(bos)) {
+    const int named = cJSON_IsString(bos);
+    if (!named && bos && !cJSON_IsNull(bos))
         rc = status_fail(st, "%s: bos_token is neither a string, an object with \"content\" nor null", path);
-    }
-    if (t) *add = !rc && *id >= 0 && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "add_bos_token"));
+    else if (named && t && (*id = tok_find(t, bos->valuestring)) < 0)
+        rc = status_fail(st, "%s: bos_token \"%s\" is not a token of the model's tokenizer.json", path,
+                         bos->valuestring);
+    *add = !rc && named && cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(root, "add_bos_token"));
     cJSON_Delete(root);
     return rc;
 }

@@ -115,13 +115,9 @@ int teacher_stream_load(TeacherStream *s, const ModelConfig *c, const char *mode
     }
     const size_t n_stream = s->n_ids;  // the stream's tokens (the message below)
     if (bos) {  // the windows one after the other: BOS, then the next ctx − 1 tokens of the stream
-        size_t n_win = s->n_ids / (size_t)(ctx - 1);
-        if (max_seq > 0 && n_win > (size_t)max_seq) n_win = (size_t)max_seq;
+        const size_t n_win = corpus_bos_windows(s->ids, s->n_ids, ctx, s->bos_id, (size_t)max_seq, NULL);
         int32_t *w = xmalloc(sizeof(int32_t) * (n_win ? n_win * (size_t)ctx : 1));
-        for (size_t i = 0; i < n_win; i++) {
-            w[i * (size_t)ctx] = s->bos_id;
-            memcpy(w + i * (size_t)ctx + 1, s->ids + i * (size_t)(ctx - 1), sizeof(int32_t) * (size_t)(ctx - 1));
-        }
+        corpus_bos_windows(s->ids, s->n_ids, ctx, s->bos_id, (size_t)max_seq, w);
         free(s->ids);
         s->ids = w, s->n_ids = n_win * (size_t)ctx;
     }
