@@ -376,6 +376,11 @@ static void k_oracle_bf16(void *p) {
     oracle_select_bf16_cuda(L->sel, L->n_sel, L->qb, L->kb, L->lse, L->T, L->c->n_heads, L->c->n_kv_heads,
                             L->c->head_dim, L->scale, L->k, 1);
 }
+static void k_oracle_bf16_block(void *p) {
+    Layer *L = p;
+    oracle_select_bf16_cuda(L->sel_b, L->n_sel_b, L->qb, L->kb, L->lse, L->T, L->c->n_heads, L->c->n_kv_heads,
+                            L->c->head_dim, L->scale, L->k, L->bsel);
+}
 static void k_gemms(void *p) {
     Layer *L = p;
     const ModelConfig *c = L->c;
@@ -550,9 +555,58 @@ static void bench_layer(Bench *b, const ModelConfig *c, int T, int k, int bsel, 
             if (hw > 1) snprintf(note + n, sizeof note - (size_t)n, "; the staged heads over %d warps per 16 rows", hw);
             record(b, "oracle_select_bf16", T, ms, all, reps, att_flops / 2, k, 1, note);
         }
+        // Block-shared: the keys-major kernel (the default), then the query-major one in the same run.
+        const char *rows_env = getenv("SPINDLE_ORACLE_BLOCK_ROWS");
+        char *rows_saved = rows_env ? strdup(rows_env) : NULL;
+        const int64_t n_blk = (int64_t)((T + bsel - 1) / bsel) * k;
+        int32_t *keys_sel = NULL;
+        for (int rows = 0; rows < 2; rows++) {
+            const char *name = rows ? "oracle_select_bf16_block_rows" : "oracle_select_bf16_block";
+            setenv("SPINDLE_ORACLE_BLOCK_ROWS", rows ? "1" : "0", 1);
+            if (bsel <= 1 || !oracle_select_tc_takes(Hq, Hkv, dh, k, bsel)) {
+                record_skip(b, name, T, bsel <= 1 ? "b_sel 1" : "the tensor-core oracle does not take this shape");
+                continue;
+            }
+            ms = measure(b, k_oracle_bf16_block, &L, all, &reps);
+            const int hk = oracle_select_tc_head_groups(Hq, Hkv, dh, bsel);
+            int32_t *got = xmalloc(sizeof(int32_t) * (size_t)n_blk);
+            cuda_to_host(got, L.sel_b, sizeof(int32_t) * (size_t)n_blk);
+            char note[300];
+            if (rows && !keys_sel) {
+                snprintf(note, sizeof note, "block-shared, query-major: column sums through shared memory "
+                         "(SPINDLE_ORACLE_BLOCK_ROWS=1), lse given, + top-k");
+                free(got);
+            } else if (rows) {
+                // The two kernels sum in different orders: the same supports up to near-ties at the k-th value.
+                int64_t same = 0;
+                for (int64_t i = 0; i < n_blk; i += k) {
+                    for (int x = 0, y = 0; x < k && y < k && got[i + x] >= 0 && keys_sel[i + y] >= 0;) {
+                        if (got[i + x] == keys_sel[i + y]) same++, x++, y++;
+                        else if (got[i + x] < keys_sel[i + y]) x++;
+                        else y++;
+                    }
+                }
+                int64_t n_valid = 0;
+                for (int64_t i = 0; i < n_blk; i++) n_valid += got[i] >= 0;
+                snprintf(note, sizeof note, "block-shared, query-major: column sums through shared memory "
+                         "(SPINDLE_ORACLE_BLOCK_ROWS=1), lse given, + top-k; supports %.6f the same as keys-major's",
+                         n_valid ? (double)same / n_valid : 1.0);
+                free(got);
+            } else {
+                snprintf(note, sizeof note, "block-shared, keys-major: key sums in registers, %d head group%s of "
+                         "4 warps, lse given, + top-k", hk, hk == 1 ? "" : "s");
+                keys_sel = got;
+            }
+            record(b, name, T, ms, all, reps, att_flops / 2, k, bsel, note);
+        }
+        free(keys_sel);
+        if (rows_saved) setenv("SPINDLE_ORACLE_BLOCK_ROWS", rows_saved, 1), free(rows_saved);
+        else unsetenv("SPINDLE_ORACLE_BLOCK_ROWS");
     } else {
         record_skip(b, "oracle_select", T, "longer than --max-oracle-ctx");
         record_skip(b, "oracle_select_bf16", T, "longer than --max-oracle-ctx");
+        record_skip(b, "oracle_select_bf16_block", T, "longer than --max-oracle-ctx");
+        record_skip(b, "oracle_select_bf16_block_rows", T, "longer than --max-oracle-ctx");
     }
     if (T <= max_train) {
         k_sdpa_lse(&L);

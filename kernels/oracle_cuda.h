@@ -119,6 +119,9 @@ int oracle_select_tc_takes(int Hq, int Hkv, int dh, int topk, int bsel);
 // SPINDLE_ORACLE_WARP_HEADS (docs/performance.md, "Oracle selection"): by default 3 where 6 heads are staged,
 // else 1.
 int oracle_select_tc_warp_heads(int Hq, int Hkv, int dh, int bsel);
+// The head groups of the keys-major block-shared kernel for this shape (4 warps each; SPINDLE_ORACLE_HEAD_GROUPS
+// caps them), or 0 where it does not run: per query, or with SPINDLE_ORACLE_BLOCK_ROWS=1 (the query-major one).
+int oracle_select_tc_head_groups(int Hq, int Hkv, int dh, int bsel);
 
 // oracle_attention_cpu on the GPU: lse (dense attention's), oracle_select_cuda,
 // support_attention_cuda. With topk ≥ T it equals dense attention.

@@ -243,6 +243,150 @@ __global__ void __launch_bounds__(NT)
     }
 }
 
+// Block-shared, keys-major (the default for bsel > 1; SPINDLE_ORACLE_BLOCK_ROWS=1 runs the query-major
+// kernel above instead). Per tile, warp w takes the 16 keys 16·(w mod 4) … of the 64 and the head group
+// w div 4 (HK groups of G/HK staged heads): S is formed transposed, keys × the block's queries (k the A
+// operand, the staged q rows the B operand, up to 64 queries at a time), so that a key's sum over the
+// block's queries is a row sum of the warp's C fragments — in registers across the n-tiles and heads,
+// then over the quad's 4 lanes. No column sums through shared memory and no second barrier per tile.
+// With HK > 1 each head group leaves its 64 key sums in a slot of shared memory for the tile's parity;
+// after the next tile's barrier the warps of group 0 add the HK slots in group order and store the row
+// of A (the last tile after the stage's loop), so the sums and their order do not depend on timing.
+// Tiles wholly before the block's first query skip the causal mask. One barrier per tile: the next
+// tile's copy is issued after it, into the buffer every warp has finished with.
+template <int D, int NQ, bool MASK>
+static __device__ __forceinline__ void ok_key_sums(float *sum_a, float *sum_b, const __nv_bfloat16 *krow,
+                                                   const __nv_bfloat16 *Qh, const float *lse_h, int tq0, int ka,
+                                                   int kb, float scale_log2) {
+    const int c = threadIdx.x % 4;
+    float s[NQ][4];
+    mma_qk_tile<D, NQ>(s, krow, Qh, D + TILE_PAD);
+#pragma unroll
+    for (int j = 0; j < NQ; j++) {
+        const int r = 8 * j + 2 * c, tq = tq0 + r;  // queries r, r + 1 of the chunk
+        const float2 L = *(const float2 *)(lse_h + r);
+        const float a0 = exp2f(s[j][0] * scale_log2 - L.x), a1 = exp2f(s[j][1] * scale_log2 - L.y);
+        const float b0 = exp2f(s[j][2] * scale_log2 - L.x), b1 = exp2f(s[j][3] * scale_log2 - L.y);
+        if (MASK) {
+            *sum_a += (ka <= tq ? a0 : 0.0f) + (ka <= tq + 1 ? a1 : 0.0f);
+            *sum_b += (kb <= tq ? b0 : 0.0f) + (kb <= tq + 1 ? b1 : 0.0f);
+        } else {
+            *sum_a += a0 + a1;
+            *sum_b += b0 + b1;
+        }
+    }
+}
+
+template <int D, bool MASK>
+static __device__ __forceinline__ void ok_chunk(float *sum_a, float *sum_b, const __nv_bfloat16 *krow,
+                                                const __nv_bfloat16 *Qh, const float *lse_h, int n, int tq0, int ka,
+                                                int kb, float scale_log2) {
+    if (n == 64) ok_key_sums<D, 8, MASK>(sum_a, sum_b, krow, Qh, lse_h, tq0, ka, kb, scale_log2);
+    else if (n == 48) ok_key_sums<D, 6, MASK>(sum_a, sum_b, krow, Qh, lse_h, tq0, ka, kb, scale_log2);
+    else if (n == 32) ok_key_sums<D, 4, MASK>(sum_a, sum_b, krow, Qh, lse_h, tq0, ka, kb, scale_log2);
+    else ok_key_sums<D, 2, MASK>(sum_a, sum_b, krow, Qh, lse_h, tq0, ka, kb, scale_log2);
+}
+
+// The stage's sums of one tile (key c0 …) from the HK slots, in group order, into A (stored on stage 0,
+// added after): warps of head group 0, lane g of each quad taking keys 16·(w mod 4) + g and + 8.
+static __device__ __forceinline__ void ok_flush(float *arow, const float *slot, int HK, int c0, int t1, int first,
+                                                float inv_h) {
+    const int lane = threadIdx.x % 32, kg = threadIdx.x / 32 % (OT_BK / 16);
+    if (lane % 4) return;
+#pragma unroll
+    for (int e = 0; e < 2; e++) {
+        const int key = 16 * kg + lane / 4 + 8 * e;
+        if (c0 + key >= t1) continue;
+        float v = 0.0f;
+        for (int o = 0; o < HK; o++) v += slot[o * OT_BK + key];
+        arow[c0 + key] = first ? v * inv_h : arow[c0 + key] + v * inv_h;
+    }
+}
+
+// Grid (query blocks, 512-key ranges); thread block x is query block row0 + x, A row x at A + x·ld.
+// 4·HK warps.
+template <int D>
+__global__ void __launch_bounds__(OT_MAX_THREADS)
+    oracle_block_keys_kernel(float *A, int64_t ld, const __nv_bfloat16 *q, const __nv_bfloat16 *k, const float *lse,
+                             int T, int Hq, int Hkv, float scale_log2, int bsel, int row0, int HS, int HK) {
+    constexpr int LDH = D + TILE_PAD, CH = D / 8, KG = OT_BK / 16;
+    DYNAMIC_SMEM_AS(unsigned char, ok_smem_raw);
+    const int G = HS, stages = Hq / Hkv / HS, M = bsel, GH = G / HK;
+    __nv_bfloat16 *Qs = (__nv_bfloat16 *)ok_smem_raw;  // [G][M][LDH]
+    __nv_bfloat16 *Kb = Qs + (size_t)G * M * LDH;       // two key tiles
+    float *lse2 = (float *)(Kb + 2 * OT_BK * LDH);      // [G][M], log2 units; +∞ past the rows
+    float *slots = lse2 + G * M;                        // [2][HK][OT_BK]: a tile's key sums per head group
+
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+    const int kg = warp % KG, hg = warp / KG;
+    const int t0 = (row0 + blockIdx.x) * bsel, t1 = min(t0 + bsel, T);  // rows t0 … t1 − 1
+    const int nt = t1 - t0, n_tiles = (t1 + OT_BK - 1) / OT_BK;
+    const int kt0 = OT_SPLIT * blockIdx.y, kt1 = min(n_tiles, kt0 + OT_SPLIT);
+    if (kt0 >= kt1) return;
+    const int64_t nq = (int64_t)Hq * D, nkv = (int64_t)Hkv * D;
+    const float inv_h = 1.0f / Hq, log2e = 1.4426950408889634f;
+    float *arow = A + (int64_t)blockIdx.x * ld;
+    const int koff = (16 * kg + (lane % 8) + 8 * ((lane / 8) % 2)) * LDH + 8 * (lane / 16);
+
+    for (int st = 0; st < Hkv * stages; st++) {
+        const int kh = st / stages, h0 = st * G;
+        for (int e = threadIdx.x; e < G * M * CH; e += blockDim.x) {
+            const int hh = e / (M * CH), r = (e / CH) % M, ch = e % CH;
+            uint4 val = make_uint4(0u, 0u, 0u, 0u);
+            if (r < nt) val = *(const uint4 *)(q + (int64_t)(t0 + r) * nq + (int64_t)(h0 + hh) * D + 8 * ch);
+            *(uint4 *)(Qs + ((size_t)hh * M + r) * LDH + 8 * ch) = val;
+        }
+        for (int e = threadIdx.x; e < G * M; e += blockDim.x) {
+            const int hh = e / M, r = e % M;
+            lse2[e] = r < nt ? lse[(int64_t)(h0 + hh) * T + t0 + r] * log2e : INFINITY;
+        }
+        cp_async_rows<D, OT_BK, false>(Kb + (kt0 & 1) * OT_BK * LDH, k + (int64_t)kt0 * OT_BK * nkv + (int64_t)kh * D,
+                                       nkv, NULL, t1 - kt0 * OT_BK);
+        __pipeline_commit();
+        for (int it = kt0; it < kt1; it++) {
+            const int c0 = it * OT_BK;
+            __pipeline_wait_prior(0);  // this tile's copies (this thread's) …
+            __syncthreads();           // … and everyone's; every warp is done with tile it − 1 (its buffer, slot)
+            if (it + 1 < kt1) {
+                cp_async_rows<D, OT_BK, false>(Kb + ((it + 1) & 1) * OT_BK * LDH, k + (c0 + OT_BK) * nkv + (int64_t)kh * D,
+                                               nkv, NULL, t1 - c0 - OT_BK);
+                __pipeline_commit();
+            }
+            if (HK > 1 && hg == 0 && it > kt0)
+                ok_flush(arow, slots + ((it - 1) & 1) * HK * OT_BK, HK, c0 - OT_BK, t1, st == 0, inv_h);
+            const __nv_bfloat16 *krow = Kb + (it & 1) * OT_BK * LDH + koff;
+            const int k0 = c0 + 16 * kg, ka = k0 + g, kb = k0 + g + 8;
+            float sum_a = 0.0f, sum_b = 0.0f;
+            if (k0 < t1) {  // warp-uniform: some query of the block sees these keys
+                const bool mask = k0 + 15 > t0;  // some key after the block's first query
+                for (int hh = hg * GH; hh < (hg + 1) * GH; hh++) {
+                    for (int qc = 0; qc < M && qc < nt; qc += 64) {
+                        const int n = min(64, M - qc), tq0 = t0 + qc;
+                        if (tq0 + n - 1 < k0) continue;  // every query of the chunk precedes the keys
+                        const __nv_bfloat16 *Qh = Qs + ((size_t)hh * M + qc) * LDH;
+                        const float *lh = lse2 + hh * M + qc;
+                        if (mask) ok_chunk<D, true>(&sum_a, &sum_b, krow, Qh, lh, n, tq0, ka, kb, scale_log2);
+                        else ok_chunk<D, false>(&sum_a, &sum_b, krow, Qh, lh, n, tq0, ka, kb, scale_log2);
+                    }
+                }
+            }
+            sum_a = quad_sum(sum_a), sum_b = quad_sum(sum_b);
+            if (c == 0) {
+                if (HK == 1) {
+                    if (ka < t1) arow[ka] = st == 0 ? sum_a * inv_h : arow[ka] + sum_a * inv_h;
+                    if (kb < t1) arow[kb] = st == 0 ? sum_b * inv_h : arow[kb] + sum_b * inv_h;
+                } else {
+                    float *slot = slots + ((it & 1) * HK + hg) * OT_BK + 16 * kg + g;
+                    slot[0] = sum_a, slot[8] = sum_b;
+                }
+            }
+        }
+        __syncthreads();  // the last tile's slots are in; Qs, lse2 are refilled for the next stage
+        if (HK > 1 && hg == 0) ok_flush(arow, slots + ((kt1 - 1) & 1) * HK * OT_BK, HK, (kt1 - 1) * OT_BK, t1, st == 0, inv_h);
+        __syncthreads();
+    }
+}
+
 template <int D>
 static void ot_launch(float *R, int64_t ld, const void *q, const void *k, const float *lse, int T, int Hq, int Hkv,
                       float scale, int block, int bsel, int row0, int n_ctas, int tend, size_t smem, int HS, int HW) {
@@ -288,16 +432,69 @@ static int ot_warp_heads(int HS, int M, int D, int block) {
     return 1;
 }
 
+// The block-shared kernel: keys-major (oracle_block_keys_kernel) unless SPINDLE_ORACLE_BLOCK_ROWS=1 asks for
+// the query-major one (oracle_scores_tc_kernel1 with block = 1), kept for the bench to compare.
+static int ot_block_rows(void) { return env_long("SPINDLE_ORACLE_BLOCK_ROWS", 0, 0, 1) != 0; }
+
+// Bytes of shared memory of the keys-major kernel: the staged q rows, two key tiles, the rows' lse and the
+// head groups' key sums for two tiles.
+static size_t ok_smem(int M, int G, int D, int HK) {
+    return sizeof(__nv_bfloat16) * ((size_t)G * M + 2 * OT_BK) * (D + TILE_PAD) + sizeof(float) * (size_t)G * M +
+           sizeof(float) * 2 * (size_t)HK * OT_BK;
+}
+
+// Head groups HK of the keys-major kernel (4·HK warps a thread block, ≤ 16): SPINDLE_ORACLE_HEAD_GROUPS, or
+// the largest divisor of the staged heads up to it that fits; by default the fewest groups that give an SM
+// 16 resident warps (thread blocks by shared memory; 128 registers a thread leave room for 16 warps), else
+// the most: Qwen3-8B's 4 heads in blocks of 64 take 2 (two thread blocks of 8 warps an SM), Qwen2.5's 6
+// take 3 (one of 12), Gemma 3's 4 at d_h 256 take 4 (one of 16), blocks of 16 take 1.
+static int ok_head_groups(int HS, int M, int D) {
+    const long want = env_long("SPINDLE_ORACLE_HEAD_GROUPS", 0, 0, 1L << 20);
+    const size_t max_smem = ot_max_smem();
+    int dev = 0, per_sm = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
+    int best = 1;
+    for (int hk = 1; hk <= 4 && hk <= HS; hk++) {
+        if (HS % hk || ok_smem(M, HS, D, hk) > max_smem) continue;
+        if (want > 0) {
+            if (hk <= want) best = hk;
+            continue;
+        }
+        best = hk;
+        const int ctas = per_sm / (int)(ok_smem(M, HS, D, hk) + 1024), per_warps = 16 / (4 * hk);
+        if ((ctas < per_warps ? ctas : per_warps) * 4 * hk >= 16) break;
+    }
+    return best;
+}
+
 extern "C" int oracle_select_tc_takes(int Hq, int Hkv, int dh, int topk, int bsel) {
     if ((dh != 64 && dh != 128 && dh != 256) || Hkv <= 0 || Hq <= 0 || Hq % Hkv != 0 || topk < 1) return 0;
     if (bsel != 1 && (bsel < 16 || bsel > OT_MAX_ROWS || bsel % 16 != 0)) return 0;
     const int M = bsel > 1 ? bsel : OT_QROWS, G = ot_heads(Hq / Hkv);
+    if (bsel > 1 && !ot_block_rows()) return ok_smem(M, G, dh, ok_head_groups(G, M, dh)) <= ot_max_smem();
     return ot_smem(M, G, dh, ot_warp_heads(G, M, dh, bsel > 1), bsel > 1) <= ot_max_smem();
 }
 
 extern "C" int oracle_select_tc_warp_heads(int Hq, int Hkv, int dh, int bsel) {
     const int M = bsel > 1 ? bsel : OT_QROWS;
     return ot_warp_heads(ot_heads(Hq / Hkv), M, dh, bsel > 1);
+}
+
+extern "C" int oracle_select_tc_head_groups(int Hq, int Hkv, int dh, int bsel) {
+    if (bsel <= 1 || ot_block_rows()) return 0;
+    return ok_head_groups(ot_heads(Hq / Hkv), bsel, dh);
+}
+
+template <int D>
+static void ok_launch(float *A, int64_t ld, const void *q, const void *k, const float *lse, int T, int Hq, int Hkv,
+                      float scale, int bsel, int row0, int n_ctas, size_t smem, int HS, int HK) {
+    const int key_end = (int)((int64_t)(row0 + n_ctas) * bsel < T ? (int64_t)(row0 + n_ctas) * bsel : T);
+    const int n_split = ((key_end + OT_BK - 1) / OT_BK + OT_SPLIT - 1) / OT_SPLIT;
+    CUDA_CHECK(cudaFuncSetAttribute(oracle_block_keys_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    launch_checked(oracle_block_keys_kernel<D>, dim3(n_ctas, n_split), dim3(32 * (OT_BK / 16) * HK), smem, A, ld,
+                   (const __nv_bfloat16 *)q, (const __nv_bfloat16 *)k, lse, T, Hq, Hkv, scale * 1.4426950408889634f,
+                   bsel, row0, HS, HK);
 }
 
 // The shapes the kernel does not take: the fp32 oracle on widened q, k.
@@ -321,8 +518,9 @@ extern "C" void oracle_select_bf16_cuda(int32_t *sel, int32_t *n_sel, const void
         return;
     }
     const int block = bsel > 1, M = block ? bsel : OT_QROWS, HS = ot_heads(Hq / Hkv);
-    const int HW = ot_warp_heads(HS, M, dh, block);
-    const size_t smem = ot_smem(M, HS, dh, HW, block);
+    const int keys = block && !ot_block_rows();  // the keys-major block kernel
+    const int HW = keys ? 1 : ot_warp_heads(HS, M, dh, block), HK = keys ? ok_head_groups(HS, M, dh) : 0;
+    const size_t smem = keys ? ok_smem(M, HS, dh, HK) : ot_smem(M, HS, dh, HW, block);
 
     // Row r has length min((r+1)·bsel, T); rows no longer than topk take every key.
     const int rows = (T + bsel - 1) / bsel;
@@ -335,10 +533,12 @@ extern "C" void oracle_select_bf16_cuda(int32_t *sel, int32_t *n_sel, const void
     if (chunk > rows - first) chunk = rows - first;
     float *buf = (float *)cuda_malloc(sizeof(float) * (size_t)chunk * T);
     const auto launch = dh == 64 ? ot_launch<64> : dh == 128 ? ot_launch<128> : ot_launch<256>;
+    const auto launch_keys = dh == 64 ? ok_launch<64> : dh == 128 ? ok_launch<128> : ok_launch<256>;
     for (int r0 = first; r0 < rows; r0 += (int)chunk) {
         const int n = rows - r0 < chunk ? rows - r0 : (int)chunk;
         const int n_ctas = block ? n : (n + OT_QROWS - 1) / OT_QROWS;
-        launch(buf, T, q, k, lse, T, Hq, Hkv, scale, block, bsel, r0, n_ctas, r0 + n, smem, HS, HW);
+        if (keys) launch_keys(buf, T, q, k, lse, T, Hq, Hkv, scale, bsel, r0, n_ctas, smem, HS, HK);
+        else launch(buf, T, q, k, lse, T, Hq, Hkv, scale, block, bsel, r0, n_ctas, r0 + n, smem, HS, HW);
         topk_rows_cuda(sel + (int64_t)r0 * topk, n_sel + r0, buf, n, T, (r0 + 1) * bsel, bsel, T, topk);
     }
     cuda_free(buf);  // freed in stream order, after the work queued on it

@@ -60,7 +60,8 @@ inline long long max(long long a, long long b) { return a > b ? a : b; }
 
 typedef int cudaError_t;
 enum { cudaSuccess = 0 };
-enum { cudaDevAttrMultiProcessorCount = 16, cudaDevAttrMaxSharedMemoryPerBlockOptin = 97, cudaFuncAttributeMaxDynamicSharedMemorySize = 8,
+enum { cudaDevAttrMultiProcessorCount = 16, cudaDevAttrMaxSharedMemoryPerBlockOptin = 97,
+       cudaDevAttrMaxSharedMemoryPerMultiprocessor = 81, cudaFuncAttributeMaxDynamicSharedMemorySize = 8,
        cudaFuncAttributePreferredSharedMemoryCarveout = 9, cudaSharedmemCarveoutMaxShared = 100 };
 inline const char *cudaGetErrorName(cudaError_t) { return "emulation"; }
 inline const char *cudaGetErrorString(cudaError_t) { return "emulation"; }
@@ -75,7 +76,8 @@ inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyK
 inline cudaError_t cudaGetDevice(int *d) { *d = 0; return cudaSuccess; }
 inline int emu_smem_optin = 232448;  // an H100 / H200's 227 KiB
 inline cudaError_t cudaDeviceGetAttribute(int *v, int attr, int) {
-    *v = attr == cudaDevAttrMultiProcessorCount ? 132 : emu_smem_optin;  // an H200's SMs
+    // an H200's SMs and shared memory per SM; the opt-in limit a thread block may ask for
+    *v = attr == cudaDevAttrMultiProcessorCount ? 132 : attr == cudaDevAttrMaxSharedMemoryPerMultiprocessor ? 233472 : emu_smem_optin;
     return cudaSuccess;
 }
 inline int emu_smem_limit_seen;  // the largest dynamic shared memory asked for

@@ -86,8 +86,11 @@ static void check(int T, int Hq, int Hkv, int dh, int topk, int bsel) {
     }
     char what[160];
     const char *hs = getenv("SPINDLE_ORACLE_HEADS"), *hw = getenv("SPINDLE_ORACLE_WARP_HEADS");
-    snprintf(what, sizeof what, "oracle_tc T %d Hq %d Hkv %d dh %d k %d bsel %d%s%s%s%s: %d of %d rows differ (%d near-ties)%s",
-             T, Hq, Hkv, dh, topk, bsel, hs ? " heads/stage " : "", hs ? hs : "", hw ? " warps/heads " : "", hw ? hw : "",
+    const int hk = oracle_select_tc_head_groups(Hq, Hkv, dh, bsel);
+    char kern[40] = "";
+    if (bsel > 1) snprintf(kern, sizeof kern, hk ? " keys-major, %d head group%s" : " query-major", hk, hk == 1 ? "" : "s");
+    snprintf(what, sizeof what, "oracle_tc T %d Hq %d Hkv %d dh %d k %d bsel %d%s%s%s%s%s: %d of %d rows differ (%d near-ties)%s",
+             T, Hq, Hkv, dh, topk, bsel, kern, hs ? " heads/stage " : "", hs ? hs : "", hw ? " warps/heads " : "", hw ? hw : "",
              bad, rows, tied, takes ? "" : " (not taken!)");
     expect(what, takes ? (double)bad : 1.0, 0.0);
 }
@@ -139,6 +142,42 @@ int main(int argc, char **argv) {
     check(90, 6, 1, 64, 20, 32);
     check(130, 12, 2, 128, 40, 1);
     unsetenv("SPINDLE_ORACLE_WARP_HEADS");
+    // The block-shared keys-major kernel (the default in blocks): its head groups over the warps, each tile's
+    // sums through the slots (HK > 1) or stored by the warp itself (HK = 1), several tiles and key ranges,
+    // blocks of 48 and 128 (a partial and two query chunks), heads staged in two stages; then the
+    // query-major block kernel (SPINDLE_ORACLE_BLOCK_ROWS=1) with its warp split.
+    for (const char *hk : {"1", "2", "3", "4"}) {
+        setenv("SPINDLE_ORACLE_HEAD_GROUPS", hk, 1);
+        check(130, 12, 2, 128, 40, 64);
+        check(150, 4, 2, 64, 24, 16);
+    }
+    setenv("SPINDLE_ORACLE_HEAD_GROUPS", "2", 1);
+    check(600, 4, 1, 64, 64, 64);  // two key ranges (grid y)
+    unsetenv("SPINDLE_ORACLE_HEAD_GROUPS");
+    check(300, 4, 2, 64, 40, 48);
+    check(300, 2, 1, 64, 40, 128);
+    setenv("SPINDLE_ORACLE_HEADS", "3", 1);
+    check(130, 12, 2, 128, 40, 64);
+    unsetenv("SPINDLE_ORACLE_HEADS");
+    expect("head groups by default: Qwen3-8B's 32:8 in blocks of 64 2, Qwen2.5's 12:2 3, Gemma 3's 4:1 at d_h 256 4, "
+           "32:8 in blocks of 16 1, per query 0",
+           (oracle_select_tc_head_groups(32, 8, 128, 64) != 2) + (oracle_select_tc_head_groups(12, 2, 128, 64) != 3) +
+               (oracle_select_tc_head_groups(4, 1, 256, 64) != 4) + (oracle_select_tc_head_groups(32, 8, 128, 16) != 1) +
+               (oracle_select_tc_head_groups(32, 8, 128, 1) != 0),
+           0.0);
+    setenv("SPINDLE_ORACLE_HEAD_GROUPS", "4", 1);
+    expect("head groups asked 4: a group of 6 takes 3", oracle_select_tc_head_groups(12, 2, 128, 64) != 3, 0.0);
+    unsetenv("SPINDLE_ORACLE_HEAD_GROUPS");
+    setenv("SPINDLE_ORACLE_BLOCK_ROWS", "1", 1);
+    expect("SPINDLE_ORACLE_BLOCK_ROWS=1: no head groups", oracle_select_tc_head_groups(12, 2, 128, 64) != 0, 0.0);
+    check(100, 4, 2, 128, 24, 16);
+    check(300, 2, 1, 64, 40, 128);
+    setenv("SPINDLE_ORACLE_WARP_HEADS", "3", 1);
+    check(90, 6, 1, 64, 20, 32);
+    setenv("SPINDLE_ORACLE_WARP_HEADS", "6", 1);
+    check(70, 6, 1, 128, 16, 16);
+    unsetenv("SPINDLE_ORACLE_WARP_HEADS");
+    unsetenv("SPINDLE_ORACLE_BLOCK_ROWS");
     if (!quick) {
         check(130, 12, 2, 128, 40, 1);   // Qwen2.5's 12:2
         check(600, 2, 1, 64, 64, 64);    // two key ranges (grid y: 512 keys each)

@@ -281,7 +281,10 @@ static void check_oracle(const Layer *L, int topk, int bsel, int bf16) {
     const int64_t nq = (int64_t)Hq * dh, nkv = (int64_t)Hkv * dh;
     char shape[160];
     const char *hs = bf16 ? getenv("SPINDLE_ORACLE_HEADS") : NULL, *hw = bf16 ? getenv("SPINDLE_ORACLE_WARP_HEADS") : NULL;
-    snprintf(shape, sizeof shape, "T=%d Hq=%d Hkv=%d dh=%d k=%d bsel=%d%s%s%s%s", T, Hq, Hkv, dh, topk, bsel,
+    const int hk = bf16 ? oracle_select_tc_head_groups(Hq, Hkv, dh, bsel) : 0;
+    char kern[40] = "";
+    if (bf16 && bsel > 1) snprintf(kern, sizeof kern, hk ? " keys-major/%d" : " query-major", hk);
+    snprintf(shape, sizeof shape, "T=%d Hq=%d Hkv=%d dh=%d k=%d bsel=%d%s%s%s%s%s", T, Hq, Hkv, dh, topk, bsel, kern,
              hs ? " heads/stage " : "", hs ? hs : "", hw ? " warps/heads " : "", hw ? hw : "");
 
     // Host reference supports, and the rows whose k-th and (k+1)-th values are
@@ -702,6 +705,23 @@ void twins_oracle(int quick) {
         check_oracle(&Q, 40, 1, 1);
         check_oracle(&Q, 40, 64, 1);
         unsetenv("SPINDLE_ORACLE_WARP_HEADS");
+        // Blocks, keys-major (the default) over 1 to 4 head groups, blocks of 48 and 128 (a partial and two
+        // query chunks), then the query-major block kernel (SPINDLE_ORACLE_BLOCK_ROWS=1).
+        for (int hk = 1; hk <= 4; hk++) {
+            char v[4];
+            snprintf(v, sizeof v, "%d", hk);
+            setenv("SPINDLE_ORACLE_HEAD_GROUPS", v, 1);
+            check_oracle(&S, 16, 64, 1);
+            check_oracle(&Q, 40, 64, 1);
+        }
+        unsetenv("SPINDLE_ORACLE_HEAD_GROUPS");
+        check_oracle(&S, 16, 48, 1);
+        check_oracle(&Q, 40, 128, 1);
+        setenv("SPINDLE_ORACLE_BLOCK_ROWS", "1", 1);
+        check_oracle(&S, 16, 64, 1);
+        check_oracle(&Q, 40, 64, 1);
+        check_oracle(&Q, 40, 128, 1);
+        unsetenv("SPINDLE_ORACLE_BLOCK_ROWS");
         layer_free(&S);
         layer_free(&Q);
     }
