@@ -36,7 +36,10 @@
 //           on timing). Summing columns across lanes and warps through
 //           shared memory instead would cost two barriers per tile.
 // Tiles (pass 1) or items (pass 2) wholly after a warp's last query are
-// skipped by that warp (it still copies and waits with the others).
+// skipped by that warp (it still copies and waits with the others); tiles
+// (pass 1) or query chunks (pass 2) wholly at or after the keys skip the
+// causal mask. One barrier per tile: the next tile's copy is issued after it,
+// into the buffer every warp has finished with.
 #include <cuda_bf16.h>
 #include <cuda_pipeline_primitives.h>
 #include <math.h>
@@ -58,7 +61,8 @@ static inline int ib_blocks_per_cta(int bsel) { return IB_MAX_ROWS / bsel; }
 // S for the warp's 16 rows × the 64 keys of the tile, masked (−∞ after a
 // row's position), in log2 units: s[j] holds keys c0 + 8j + 2c, +1 of rows
 // ta (0, 1) and tb (2, 3).
-template <int D>
+// MASK = false: every key of the tile is at or before the warp's first row.
+template <int D, bool MASK>
 static __device__ __forceinline__ void ib_scores(float s[IB_BK / 8][4], const __nv_bfloat16 *qrow,
                                                  const __nv_bfloat16 *Ks, int c0, int ta, int tb, float c_log2) {
     constexpr int LDH = D + TILE_PAD, NS = IB_BK / 8;
@@ -69,8 +73,8 @@ static __device__ __forceinline__ void ib_scores(float s[IB_BK / 8][4], const __
         const int col = c0 + 8 * j + 2 * c;
 #pragma unroll
         for (int e = 0; e < 2; e++) {
-            s[j][e] = col + e <= ta ? s[j][e] * c_log2 : -INFINITY;
-            s[j][2 + e] = col + e <= tb ? s[j][2 + e] * c_log2 : -INFINITY;
+            s[j][e] = !MASK || col + e <= ta ? s[j][e] * c_log2 : -INFINITY;
+            s[j][2 + e] = !MASK || col + e <= tb ? s[j][2 + e] * c_log2 : -INFINITY;
         }
     }
 }
@@ -79,7 +83,8 @@ static __device__ __forceinline__ void ib_scores(float s[IB_BK / 8][4], const __
 // positions tq0 …, lse_sm in log2 units) of p for the two keys ka, kb of this
 // lane among the warp's 16 (krow: the lane's ldmatrix row of those keys in the
 // key tile), added into *sum_a, *sum_b (this lane's share of its quad).
-template <int D, int NQ>
+// MASK = false: every query of the chunk is at or after both keys (no causal mask to apply).
+template <int D, int NQ, bool MASK>
 static __device__ __forceinline__ void ib_key_sums(float *sum_a, float *sum_b, const __nv_bfloat16 *krow,
                                                    const __nv_bfloat16 *Qs, const float *lse_sm, int qr, int tq0,
                                                    int ka, int kb, float c_log2) {
@@ -91,11 +96,26 @@ static __device__ __forceinline__ void ib_key_sums(float *sum_a, float *sum_b, c
     for (int j = 0; j < NQ; j++) {
         const int r = 8 * j + 2 * c, tq = tq0 + r;  // queries r, r + 1 of the chunk
         const float2 L = *(const float2 *)(lse_sm + qr + r);
-        *sum_a += (ka <= tq ? exp2f(s[j][0] * c_log2 - L.x) : 0.0f) +
-                  (ka <= tq + 1 ? exp2f(s[j][1] * c_log2 - L.y) : 0.0f);
-        *sum_b += (kb <= tq ? exp2f(s[j][2] * c_log2 - L.x) : 0.0f) +
-                  (kb <= tq + 1 ? exp2f(s[j][3] * c_log2 - L.y) : 0.0f);
+        const float a0 = exp2f(s[j][0] * c_log2 - L.x), a1 = exp2f(s[j][1] * c_log2 - L.y);
+        const float b0 = exp2f(s[j][2] * c_log2 - L.x), b1 = exp2f(s[j][3] * c_log2 - L.y);
+        if (MASK) {
+            *sum_a += (ka <= tq ? a0 : 0.0f) + (ka <= tq + 1 ? a1 : 0.0f);
+            *sum_b += (kb <= tq ? b0 : 0.0f) + (kb <= tq + 1 ? b1 : 0.0f);
+        } else {
+            *sum_a += a0 + a1;
+            *sum_b += b0 + b1;
+        }
     }
+}
+
+template <int D, bool MASK>
+static __device__ __forceinline__ void ib_chunk(float *sum_a, float *sum_b, const __nv_bfloat16 *krow,
+                                                const __nv_bfloat16 *Qs, const float *lse_sm, int n, int qr, int tq0,
+                                                int ka, int kb, float c_log2) {
+    if (n == 64) ib_key_sums<D, 8, MASK>(sum_a, sum_b, krow, Qs, lse_sm, qr, tq0, ka, kb, c_log2);
+    else if (n == 48) ib_key_sums<D, 6, MASK>(sum_a, sum_b, krow, Qs, lse_sm, qr, tq0, ka, kb, c_log2);
+    else if (n == 32) ib_key_sums<D, 4, MASK>(sum_a, sum_b, krow, Qs, lse_sm, qr, tq0, ka, kb, c_log2);
+    else ib_key_sums<D, 2, MASK>(sum_a, sum_b, krow, Qs, lse_sm, qr, tq0, ka, kb, c_log2);
 }
 
 // Grid: ⌈nb / NB⌉ thread blocks over query blocks b0 … b0 + nb − 1, the last
@@ -140,17 +160,20 @@ __global__ void __launch_bounds__(IB_MAX_ROWS * 2)
         __pipeline_commit();
         for (int it = 0; it < n_tiles; it++) {
             const int c0 = it * IB_BK;
-            if (it + 1 < n_tiles)
+            __pipeline_wait_prior(0);  // this tile's copies (this thread's) …
+            __syncthreads();           // … and everyone's; Qs, lse_sm on the first tile; every warp is done with
+                                       // tile it − 1, whose buffer the next copy takes
+            if (it + 1 < n_tiles) {
                 cp_async_rows<D, IB_BK, false>(Kb + ((it + 1) & 1) * IB_BK * LDH, k + (int64_t)(c0 + IB_BK) * D, D, NULL,
                                         end - c0 - IB_BK);
-            __pipeline_commit();       // possibly empty: keeps the group count uniform
-            __pipeline_wait_prior(1);  // this tile's copies (this thread's) …
-            __syncthreads();           // … and everyone's; Qs, lse_sm on the first tile
+                __pipeline_commit();
+            }
             const __nv_bfloat16 *Ks = Kb + (it & 1) * IB_BK * LDH;
             if (pass == 0) {
                 if (c0 <= t_warp) {  // warp-uniform
                     float s[NS][4];
-                    ib_scores<D>(s, qrow, Ks, c0, ta, tb, c_log2);
+                    if (c0 + IB_BK - 1 > t0 + r0) ib_scores<D, true>(s, qrow, Ks, c0, ta, tb, c_log2);
+                    else ib_scores<D, false>(s, qrow, Ks, c0, ta, tb, c_log2);
                     float mx_a = -INFINITY, mx_b = -INFINITY;
 #pragma unroll
                     for (int j = 0; j < NS; j++) {
@@ -181,10 +204,9 @@ __global__ void __launch_bounds__(IB_MAX_ROWS * 2)
                     for (int qc = 0; qc < bsel; qc += 64) {  // 64 queries (the last chunk: 16, 32 or 48) at a time
                         const int qr = jb * bsel + qc, tq0 = qt0 + qc, n = min(64, bsel - qc);
                         if (tq0 + n - 1 < k0 || tq0 >= qend) continue;  // every query precedes the keys, or none left
-                        if (n == 64) ib_key_sums<D, 8>(&sum_a, &sum_b, krow, Qs, lse_sm, qr, tq0, ka, kb, c_log2);
-                        else if (n == 48) ib_key_sums<D, 6>(&sum_a, &sum_b, krow, Qs, lse_sm, qr, tq0, ka, kb, c_log2);
-                        else if (n == 32) ib_key_sums<D, 4>(&sum_a, &sum_b, krow, Qs, lse_sm, qr, tq0, ka, kb, c_log2);
-                        else ib_key_sums<D, 2>(&sum_a, &sum_b, krow, Qs, lse_sm, qr, tq0, ka, kb, c_log2);
+                        if (k0 + 15 > tq0)  // some key after the chunk's first query
+                            ib_chunk<D, true>(&sum_a, &sum_b, krow, Qs, lse_sm, n, qr, tq0, ka, kb, c_log2);
+                        else ib_chunk<D, false>(&sum_a, &sum_b, krow, Qs, lse_sm, n, qr, tq0, ka, kb, c_log2);
                     }
                     sum_a = quad_sum(sum_a), sum_b = quad_sum(sum_b);
                     if (c == 0) {
@@ -194,15 +216,14 @@ __global__ void __launch_bounds__(IB_MAX_ROWS * 2)
                     }
                 }
             }
-            __syncthreads();  // the tile's buffer is free for reuse
         }
-        __pipeline_wait_prior(0);
         if (pass == 0 && c == 0) {
             // lse in log2 units; rows past the last query (and rows without
             // keys, which cannot happen: key t is always there) keep +∞: p = 0.
             if (ta >= 0 && l_a > 0.0f) lse_sm[r0 + g] = m_a + log2f(l_a);
             if (tb >= 0 && l_b > 0.0f) lse_sm[r0 + g + 8] = m_b + log2f(l_b);
         }
+        __syncthreads();  // every warp is done with the last tile's buffer; lse_sm is complete for pass 2
     }
 }
 
