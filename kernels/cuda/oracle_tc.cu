@@ -56,6 +56,7 @@ enum {
     OT_QROWS = 64,     // query rows per thread block, per query
     OT_MAX_ROWS = 128, // bsel limit
     OT_SPLIT = 8,      // key tiles per thread block (grid y: 512-key ranges)
+    OK_SPLIT = 32,     // the same for the keys-major block kernel (2048-key ranges: its q rows staged less often)
 };
 static const int64_t OT_BUFFER_FLOATS = (int64_t)128 << 20;  // 512 MB of scores per chunk
 
@@ -303,7 +304,7 @@ static __device__ __forceinline__ void ok_flush(float *arow, const float *slot, 
     }
 }
 
-// Grid (query blocks, 512-key ranges); thread block x is query block row0 + x, A row x at A + x·ld.
+// Grid (query blocks, 2048-key ranges); thread block x is query block row0 + x, A row x at A + x·ld.
 // 4·HK warps.
 template <int D>
 __global__ void __launch_bounds__(OT_MAX_THREADS)
@@ -321,7 +322,7 @@ __global__ void __launch_bounds__(OT_MAX_THREADS)
     const int kg = warp % KG, hg = warp / KG;
     const int t0 = (row0 + blockIdx.x) * bsel, t1 = min(t0 + bsel, T);  // rows t0 … t1 − 1
     const int nt = t1 - t0, n_tiles = (t1 + OT_BK - 1) / OT_BK;
-    const int kt0 = OT_SPLIT * blockIdx.y, kt1 = min(n_tiles, kt0 + OT_SPLIT);
+    const int kt0 = OK_SPLIT * blockIdx.y, kt1 = min(n_tiles, kt0 + OK_SPLIT);
     if (kt0 >= kt1) return;
     const int64_t nq = (int64_t)Hq * D, nkv = (int64_t)Hkv * D;
     const float inv_h = 1.0f / Hq, log2e = 1.4426950408889634f;
@@ -330,19 +331,20 @@ __global__ void __launch_bounds__(OT_MAX_THREADS)
 
     for (int st = 0; st < Hkv * stages; st++) {
         const int kh = st / stages, h0 = st * G;
+        // The first key tile and the staged heads' q rows in flight together (zero rows past the block).
+        cp_async_rows<D, OT_BK, false>(Kb + (kt0 & 1) * OT_BK * LDH, k + (int64_t)kt0 * OT_BK * nkv + (int64_t)kh * D,
+                                       nkv, NULL, t1 - kt0 * OT_BK);
         for (int e = threadIdx.x; e < G * M * CH; e += blockDim.x) {
             const int hh = e / (M * CH), r = (e / CH) % M, ch = e % CH;
-            uint4 val = make_uint4(0u, 0u, 0u, 0u);
-            if (r < nt) val = *(const uint4 *)(q + (int64_t)(t0 + r) * nq + (int64_t)(h0 + hh) * D + 8 * ch);
-            *(uint4 *)(Qs + ((size_t)hh * M + r) * LDH + 8 * ch) = val;
+            __nv_bfloat16 *dst = Qs + ((size_t)hh * M + r) * LDH + 8 * ch;
+            if (r < nt) __pipeline_memcpy_async(dst, q + (int64_t)(t0 + r) * nq + (int64_t)(h0 + hh) * D + 8 * ch, 16);
+            else *(uint4 *)dst = make_uint4(0u, 0u, 0u, 0u);
         }
+        __pipeline_commit();
         for (int e = threadIdx.x; e < G * M; e += blockDim.x) {
             const int hh = e / M, r = e % M;
             lse2[e] = r < nt ? lse[(int64_t)(h0 + hh) * T + t0 + r] * log2e : INFINITY;
         }
-        cp_async_rows<D, OT_BK, false>(Kb + (kt0 & 1) * OT_BK * LDH, k + (int64_t)kt0 * OT_BK * nkv + (int64_t)kh * D,
-                                       nkv, NULL, t1 - kt0 * OT_BK);
-        __pipeline_commit();
         for (int it = kt0; it < kt1; it++) {
             const int c0 = it * OT_BK;
             __pipeline_wait_prior(0);  // this tile's copies (this thread's) …
@@ -490,7 +492,7 @@ template <int D>
 static void ok_launch(float *A, int64_t ld, const void *q, const void *k, const float *lse, int T, int Hq, int Hkv,
                       float scale, int bsel, int row0, int n_ctas, size_t smem, int HS, int HK) {
     const int key_end = (int)((int64_t)(row0 + n_ctas) * bsel < T ? (int64_t)(row0 + n_ctas) * bsel : T);
-    const int n_split = ((key_end + OT_BK - 1) / OT_BK + OT_SPLIT - 1) / OT_SPLIT;
+    const int n_split = ((key_end + OT_BK - 1) / OT_BK + OK_SPLIT - 1) / OK_SPLIT;
     CUDA_CHECK(cudaFuncSetAttribute(oracle_block_keys_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     launch_checked(oracle_block_keys_kernel<D>, dim3(n_ctas, n_split), dim3(32 * (OT_BK / 16) * HK), smem, A, ld,
                    (const __nv_bfloat16 *)q, (const __nv_bfloat16 *)k, lse, T, Hq, Hkv, scale * 1.4426950408889634f,

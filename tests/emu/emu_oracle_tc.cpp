@@ -152,8 +152,9 @@ int main(int argc, char **argv) {
         check(150, 4, 2, 64, 24, 16);
     }
     setenv("SPINDLE_ORACLE_HEAD_GROUPS", "2", 1);
-    check(600, 4, 1, 64, 64, 64);  // two key ranges (grid y)
+    check(600, 4, 1, 64, 64, 64);
     unsetenv("SPINDLE_ORACLE_HEAD_GROUPS");
+    check(2200, 2, 1, 64, 64, 64);  // two key ranges (grid y: 2048 keys each)
     check(300, 4, 2, 64, 40, 48);
     check(300, 2, 1, 64, 40, 128);
     setenv("SPINDLE_ORACLE_HEADS", "3", 1);
