@@ -1,0 +1,1 @@
+/root/src/build-device/spindle eval --model models/gemma3-270m --tasks-file /root/g3q/tasks/tasks_32k_n1.jsonl --device cuda --precision bf16 --json /root/g3q/res/ruler_ctx32768_n1_dense.json --predictions /root/g3q/res/ruler_ctx32768_n1_dense-preds.jsonl

@@ -1,0 +1,1 @@
+/root/src/build-device/spindle eval --model models/gemma3-270m --tasks-file /root/g3q/tasks/tasks_4k_n3.jsonl --k 2048 --bsel 16,64 --modes indexer --indexer /root/g3q/idx --exec-block 16 --device cuda --precision bf16 --json /root/g3q/res/ruler_ctx4096_n3_mindexer_x16_k2048_b16-64.json --predictions /root/g3q/res/ruler_ctx4096_n3_mindexer_x16_k2048_b16-64-preds.jsonl
