@@ -18,7 +18,11 @@
 // per-head products (293 ms, 20× cuDNN attention; docs/performance.md); on
 // bf16 mma.sync the same products take a few ms and the exponentials as long.
 //
-// One thread block per 64 query rows (per query) or per query block of bsel
+// Two kernels. In blocks (bsel > 1) the default is oracle_block_keys_kernel
+// (below): S transposed, keys × the block's queries, so that a key's sum over
+// queries and heads stays in registers. Per query, and in blocks with
+// SPINDLE_ORACLE_BLOCK_ROWS=1, oracle_scores_tc_kernel1, query-major:
+// one thread block per 64 query rows (per query) or per query block of bsel
 // rows (a multiple of 16, at most 128); one warp per 16 rows. Loop order: KV
 // head kh outer — the G query heads of kh have their q rows staged in shared
 // memory once per kh, with their lse — then key tiles of 64 rows of k (kv head
