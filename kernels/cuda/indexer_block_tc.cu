@@ -79,45 +79,6 @@ static __device__ __forceinline__ void ib_scores(float s[IB_BK / 8][4], const __
     }
 }
 
-// Pass 2's item: the sums over NQ·8 queries (rows qr … of the thread block,
-// positions tq0 …, lse_sm in log2 units) of p for the two keys ka, kb of this
-// lane among the warp's 16 (krow: the lane's ldmatrix row of those keys in the
-// key tile), added into *sum_a, *sum_b (this lane's share of its quad).
-// MASK = false: every query of the chunk is at or after both keys (no causal mask to apply).
-template <int D, int NQ, bool MASK>
-static __device__ __forceinline__ void ib_key_sums(float *sum_a, float *sum_b, const __nv_bfloat16 *krow,
-                                                   const __nv_bfloat16 *Qs, const float *lse_sm, int qr, int tq0,
-                                                   int ka, int kb, float c_log2) {
-    constexpr int LDH = D + TILE_PAD;
-    const int c = threadIdx.x % 4;
-    float s[NQ][4];
-    mma_qk_tile<D, NQ>(s, krow, Qs + qr * LDH, LDH);
-#pragma unroll
-    for (int j = 0; j < NQ; j++) {
-        const int r = 8 * j + 2 * c, tq = tq0 + r;  // queries r, r + 1 of the chunk
-        const float2 L = *(const float2 *)(lse_sm + qr + r);
-        const float a0 = exp2f(s[j][0] * c_log2 - L.x), a1 = exp2f(s[j][1] * c_log2 - L.y);
-        const float b0 = exp2f(s[j][2] * c_log2 - L.x), b1 = exp2f(s[j][3] * c_log2 - L.y);
-        if (MASK) {
-            *sum_a += (ka <= tq ? a0 : 0.0f) + (ka <= tq + 1 ? a1 : 0.0f);
-            *sum_b += (kb <= tq ? b0 : 0.0f) + (kb <= tq + 1 ? b1 : 0.0f);
-        } else {
-            *sum_a += a0 + a1;
-            *sum_b += b0 + b1;
-        }
-    }
-}
-
-template <int D, bool MASK>
-static __device__ __forceinline__ void ib_chunk(float *sum_a, float *sum_b, const __nv_bfloat16 *krow,
-                                                const __nv_bfloat16 *Qs, const float *lse_sm, int n, int qr, int tq0,
-                                                int ka, int kb, float c_log2) {
-    if (n == 64) ib_key_sums<D, 8, MASK>(sum_a, sum_b, krow, Qs, lse_sm, qr, tq0, ka, kb, c_log2);
-    else if (n == 48) ib_key_sums<D, 6, MASK>(sum_a, sum_b, krow, Qs, lse_sm, qr, tq0, ka, kb, c_log2);
-    else if (n == 32) ib_key_sums<D, 4, MASK>(sum_a, sum_b, krow, Qs, lse_sm, qr, tq0, ka, kb, c_log2);
-    else ib_key_sums<D, 2, MASK>(sum_a, sum_b, krow, Qs, lse_sm, qr, tq0, ka, kb, c_log2);
-}
-
 // Grid: ⌈nb / NB⌉ thread blocks over query blocks b0 … b0 + nb − 1, the last
 // group first; A row b − b0 at A + (b − b0)·ld. 32·NB·bsel/16 threads.
 template <int D>
@@ -204,9 +165,8 @@ __global__ void __launch_bounds__(IB_MAX_ROWS * 2)
                     for (int qc = 0; qc < bsel; qc += 64) {  // 64 queries (the last chunk: 16, 32 or 48) at a time
                         const int qr = jb * bsel + qc, tq0 = qt0 + qc, n = min(64, bsel - qc);
                         if (tq0 + n - 1 < k0 || tq0 >= qend) continue;  // every query precedes the keys, or none left
-                        if (k0 + 15 > tq0)  // some key after the chunk's first query
-                            ib_chunk<D, true>(&sum_a, &sum_b, krow, Qs, lse_sm, n, qr, tq0, ka, kb, c_log2);
-                        else ib_chunk<D, false>(&sum_a, &sum_b, krow, Qs, lse_sm, n, qr, tq0, ka, kb, c_log2);
+                        key_sums_chunk<D>(&sum_a, &sum_b, krow, Qs + qr * LDH, lse_sm + qr, n, tq0, ka, kb, c_log2,
+                                          k0 + 15 > tq0);  // mask: some key after the chunk's first query
                     }
                     sum_a = quad_sum(sum_a), sum_b = quad_sum(sum_b);
                     if (c == 0) {

@@ -131,3 +131,48 @@ static __device__ __forceinline__ void cp_async_rows(__nv_bfloat16 *dst, const _
         else *(uint4 *)d = make_uint4(0u, 0u, 0u, 0u);
     }
 }
+
+// Keys-major sums (the block-shared selections, indexer_block_tc.cu and oracle_tc.cu): S transposed for one
+// warp, its 16 keys (krow: this lane's ldmatrix row pointer into the key tile, as for an A fragment) × the
+// 8·NQ query rows of Qrows (row-major [queries][D + TILE_PAD] bf16), and per key the sum over those
+// queries of p = 2^(s·scale_log2 − L) with L = lse[query] (log2 units; +∞ for rows past the last query):
+// this lane's keys ka, kb (rows g and g + 8 of the 16) add their share into *sum_a, *sum_b (the quad's
+// four lanes then hold the four parts). MASK: p = 0 where the key is after the query (query positions
+// tq0 + r); without it every query of the chunk is at or after both keys.
+template <int D, int NQ, bool MASK>
+static __device__ __forceinline__ void key_sums_tile(float *sum_a, float *sum_b, const __nv_bfloat16 *krow,
+                                                     const __nv_bfloat16 *Qrows, const float *lse, int tq0, int ka,
+                                                     int kb, float scale_log2) {
+    const int c = threadIdx.x % 4;
+    float s[NQ][4];
+    mma_qk_tile<D, NQ>(s, krow, Qrows, D + TILE_PAD);
+#pragma unroll
+    for (int j = 0; j < NQ; j++) {
+        const int r = 8 * j + 2 * c, tq = tq0 + r;  // queries r, r + 1 of the chunk
+        const float2 L = *(const float2 *)(lse + r);
+        const float a0 = exp2f(s[j][0] * scale_log2 - L.x), a1 = exp2f(s[j][1] * scale_log2 - L.y);
+        const float b0 = exp2f(s[j][2] * scale_log2 - L.x), b1 = exp2f(s[j][3] * scale_log2 - L.y);
+        if (MASK) {
+            *sum_a += (ka <= tq ? a0 : 0.0f) + (ka <= tq + 1 ? a1 : 0.0f);
+            *sum_b += (kb <= tq ? b0 : 0.0f) + (kb <= tq + 1 ? b1 : 0.0f);
+        } else {
+            *sum_a += a0 + a1;
+            *sum_b += b0 + b1;
+        }
+    }
+}
+
+// key_sums_tile over a chunk of n ∈ {16, 32, 48, 64} queries, the mask chosen at run time.
+template <int D>
+static __device__ __forceinline__ void key_sums_chunk(float *sum_a, float *sum_b, const __nv_bfloat16 *krow,
+                                                      const __nv_bfloat16 *Qrows, const float *lse, int n, int tq0,
+                                                      int ka, int kb, float scale_log2, bool mask) {
+#define KEY_SUMS(NQ)                                                                                   \
+    (mask ? key_sums_tile<D, NQ, true>(sum_a, sum_b, krow, Qrows, lse, tq0, ka, kb, scale_log2)       \
+          : key_sums_tile<D, NQ, false>(sum_a, sum_b, krow, Qrows, lse, tq0, ka, kb, scale_log2))
+    if (n == 64) KEY_SUMS(8);
+    else if (n == 48) KEY_SUMS(6);
+    else if (n == 32) KEY_SUMS(4);
+    else KEY_SUMS(2);
+#undef KEY_SUMS
+}

@@ -259,39 +259,6 @@ __global__ void __launch_bounds__(NT)
 // of A (the last tile after the stage's loop), so the sums and their order do not depend on timing.
 // Tiles wholly before the block's first query skip the causal mask. One barrier per tile: the next
 // tile's copy is issued after it, into the buffer every warp has finished with.
-template <int D, int NQ, bool MASK>
-static __device__ __forceinline__ void ok_key_sums(float *sum_a, float *sum_b, const __nv_bfloat16 *krow,
-                                                   const __nv_bfloat16 *Qh, const float *lse_h, int tq0, int ka,
-                                                   int kb, float scale_log2) {
-    const int c = threadIdx.x % 4;
-    float s[NQ][4];
-    mma_qk_tile<D, NQ>(s, krow, Qh, D + TILE_PAD);
-#pragma unroll
-    for (int j = 0; j < NQ; j++) {
-        const int r = 8 * j + 2 * c, tq = tq0 + r;  // queries r, r + 1 of the chunk
-        const float2 L = *(const float2 *)(lse_h + r);
-        const float a0 = exp2f(s[j][0] * scale_log2 - L.x), a1 = exp2f(s[j][1] * scale_log2 - L.y);
-        const float b0 = exp2f(s[j][2] * scale_log2 - L.x), b1 = exp2f(s[j][3] * scale_log2 - L.y);
-        if (MASK) {
-            *sum_a += (ka <= tq ? a0 : 0.0f) + (ka <= tq + 1 ? a1 : 0.0f);
-            *sum_b += (kb <= tq ? b0 : 0.0f) + (kb <= tq + 1 ? b1 : 0.0f);
-        } else {
-            *sum_a += a0 + a1;
-            *sum_b += b0 + b1;
-        }
-    }
-}
-
-template <int D, bool MASK>
-static __device__ __forceinline__ void ok_chunk(float *sum_a, float *sum_b, const __nv_bfloat16 *krow,
-                                                const __nv_bfloat16 *Qh, const float *lse_h, int n, int tq0, int ka,
-                                                int kb, float scale_log2) {
-    if (n == 64) ok_key_sums<D, 8, MASK>(sum_a, sum_b, krow, Qh, lse_h, tq0, ka, kb, scale_log2);
-    else if (n == 48) ok_key_sums<D, 6, MASK>(sum_a, sum_b, krow, Qh, lse_h, tq0, ka, kb, scale_log2);
-    else if (n == 32) ok_key_sums<D, 4, MASK>(sum_a, sum_b, krow, Qh, lse_h, tq0, ka, kb, scale_log2);
-    else ok_key_sums<D, 2, MASK>(sum_a, sum_b, krow, Qh, lse_h, tq0, ka, kb, scale_log2);
-}
-
 // The stage's sums of one tile (key c0 …) from the HK slots, in group order, into A (stored on stage 0,
 // added after): warps of head group 0, lane g of each quad taking keys 16·(w mod 4) + g and + 8.
 static __device__ __forceinline__ void ok_flush(float *arow, const float *slot, int HK, int c0, int t1, int first,
@@ -371,8 +338,7 @@ __global__ void __launch_bounds__(OT_MAX_THREADS)
                         if (tq0 + n - 1 < k0) continue;  // every query of the chunk precedes the keys
                         const __nv_bfloat16 *Qh = Qs + ((size_t)hh * M + qc) * LDH;
                         const float *lh = lse2 + hh * M + qc;
-                        if (mask) ok_chunk<D, true>(&sum_a, &sum_b, krow, Qh, lh, n, tq0, ka, kb, scale_log2);
-                        else ok_chunk<D, false>(&sum_a, &sum_b, krow, Qh, lh, n, tq0, ka, kb, scale_log2);
+                        key_sums_chunk<D>(&sum_a, &sum_b, krow, Qh, lh, n, tq0, ka, kb, scale_log2, mask);
                     }
                 }
             }
