@@ -258,7 +258,9 @@ __global__ void __launch_bounds__(NT)
 // after the next tile's barrier the warps of group 0 add the HK slots in group order and store the row
 // of A (the last tile after the stage's loop), so the sums and their order do not depend on timing.
 // Tiles wholly before the block's first query skip the causal mask. One barrier per tile: the next
-// tile's copy is issued after it, into the buffer every warp has finished with.
+// tile's copy is issued after it, into the buffer every warp has finished with. The sums over a chunk of
+// queries are key_sums_chunk's (mma.cuh), as in the indexer's block selection.
+
 // The stage's sums of one tile (key c0 …) from the HK slots, in group order, into A (stored on stage 0,
 // added after): warps of head group 0, lane g of each quad taking keys 16·(w mod 4) + g and + 8.
 static __device__ __forceinline__ void ok_flush(float *arow, const float *slot, int HK, int c0, int t1, int first,
