@@ -286,6 +286,32 @@ static void record_skip(Bench *b, const char *name, int T, const char *why) {
 
 // ---- one layer's kernels -------------------------------------------------------------------
 
+// Keys two supports share: a and b ascending, each up to k keys, −1 after its last.
+static int support_common(const int32_t *a, const int32_t *b, int k) {
+    int n = 0;
+    for (int x = 0, y = 0; x < k && y < k && a[x] >= 0 && b[y] >= 0;) {
+        if (a[x] == b[y]) n++, x++, y++;
+        else if (a[x] < b[y]) x++;
+        else y++;
+    }
+    return n;
+}
+
+// A variant timed beside the default: the environment variable name set to value, its earlier value (NULL:
+// unset) returned for env_restore.
+static char *env_override(const char *name, const char *value) {
+    const char *prev = getenv(name);
+    char *saved = prev ? strdup(prev) : NULL;
+    setenv(name, value, 1);
+    return saved;
+}
+
+static void env_restore(const char *name, char *saved) {
+    if (saved) setenv(name, saved, 1);
+    else unsetenv(name);
+    free(saved);
+}
+
 typedef struct {
     const ModelConfig *c;
     int T, k, bsel;
@@ -483,26 +509,15 @@ static void bench_layer(Bench *b, const ModelConfig *c, int T, int k, int bsel, 
             const int64_t t = k + (int64_t)i * (T - k) / n_cmp;
             cuda_to_host(tf + (size_t)i * k, L.sel + t * k, sizeof(int32_t) * (size_t)k);
         }
-        const char *prev = getenv("SPINDLE_FUSED_SELECT");
-        char *saved = prev ? strdup(prev) : NULL;
-        setenv("SPINDLE_FUSED_SELECT", "1", 1);
+        char *saved = env_override("SPINDLE_FUSED_SELECT", "1");
         ms = measure(b, k_ix_select_fused, &L, all, &reps);
-        if (saved) setenv("SPINDLE_FUSED_SELECT", saved, 1);
-        else unsetenv("SPINDLE_FUSED_SELECT");
-        free(saved);
+        env_restore("SPINDLE_FUSED_SELECT", saved);
         double overlap = 0.0;
         char note3[400];
         for (int i = 0; i < n_cmp; i++) {
             const int64_t t = k + (int64_t)i * (T - k) / n_cmp;
             cuda_to_host(fu + (size_t)i * k, L.sel + t * k, sizeof(int32_t) * (size_t)k);
-            const int32_t *st = tf + (size_t)i * k, *sf = fu + (size_t)i * k;  // both ascending, k keys
-            int n = 0;
-            for (int x = 0, y = 0; x < k && y < k;) {
-                if (st[x] == sf[y]) n++, x++, y++;
-                else if (st[x] < sf[y]) x++;
-                else y++;
-            }
-            overlap += (double)n / k;
+            overlap += (double)support_common(tf + (size_t)i * k, fu + (size_t)i * k, k) / k;  // k keys each
         }
         if (n_cmp > 0)
             snprintf(note3, sizeof note3, "%s; bf16 scores fused with the selection (SPINDLE_FUSED_SELECT=1), no "
@@ -555,10 +570,12 @@ static void bench_layer(Bench *b, const ModelConfig *c, int T, int k, int bsel, 
             if (hw > 1) snprintf(note + n, sizeof note - (size_t)n, "; the staged heads over %d warps per 16 rows", hw);
             record(b, "oracle_select_bf16", T, ms, all, reps, att_flops / 2, k, 1, note);
         }
-        // Block-shared: the keys-major kernel (the default), then the query-major one in the same run.
-        const char *rows_env = getenv("SPINDLE_ORACLE_BLOCK_ROWS");
-        char *rows_saved = rows_env ? strdup(rows_env) : NULL;
-        const int64_t n_blk = (int64_t)((T + bsel - 1) / bsel) * k;
+        // Block-shared: the keys-major kernel (the default), then the query-major one in the same run, with
+        // the share of its selected keys the keys-major kernel selected too (they sum in different orders:
+        // the same supports up to near-ties at the k-th value).
+        char *rows_saved = env_override("SPINDLE_ORACLE_BLOCK_ROWS", "0");
+        const int n_rows_b = (T + bsel - 1) / bsel;
+        const int64_t n_blk = (int64_t)n_rows_b * k;
         int32_t *keys_sel = NULL;
         for (int rows = 0; rows < 2; rows++) {
             const char *name = rows ? "oracle_select_bf16_block_rows" : "oracle_select_bf16_block";
@@ -568,40 +585,31 @@ static void bench_layer(Bench *b, const ModelConfig *c, int T, int k, int bsel, 
                 continue;
             }
             ms = measure(b, k_oracle_bf16_block, &L, all, &reps);
-            const int hk = oracle_select_tc_head_groups(Hq, Hkv, dh, bsel);
             int32_t *got = xmalloc(sizeof(int32_t) * (size_t)n_blk);
             cuda_to_host(got, L.sel_b, sizeof(int32_t) * (size_t)n_blk);
             char note[300];
-            if (rows && !keys_sel) {
-                snprintf(note, sizeof note, "block-shared, query-major: column sums through shared memory "
-                         "(SPINDLE_ORACLE_BLOCK_ROWS=1), lse given, + top-k");
-                free(got);
-            } else if (rows) {
-                // The two kernels sum in different orders: the same supports up to near-ties at the k-th value.
-                int64_t same = 0;
-                for (int64_t i = 0; i < n_blk; i += k) {
-                    for (int x = 0, y = 0; x < k && y < k && got[i + x] >= 0 && keys_sel[i + y] >= 0;) {
-                        if (got[i + x] == keys_sel[i + y]) same++, x++, y++;
-                        else if (got[i + x] < keys_sel[i + y]) x++;
-                        else y++;
-                    }
-                }
-                int64_t n_valid = 0;
-                for (int64_t i = 0; i < n_blk; i++) n_valid += got[i] >= 0;
-                snprintf(note, sizeof note, "block-shared, query-major: column sums through shared memory "
-                         "(SPINDLE_ORACLE_BLOCK_ROWS=1), lse given, + top-k; supports %.6f the same as keys-major's",
-                         n_valid ? (double)same / n_valid : 1.0);
-                free(got);
-            } else {
+            if (!rows) {
+                const int hk = oracle_select_tc_head_groups(Hq, Hkv, dh, bsel);
                 snprintf(note, sizeof note, "block-shared, keys-major: key sums in registers, %d head group%s of "
                          "4 warps, lse given, + top-k", hk, hk == 1 ? "" : "s");
                 keys_sel = got;
+            } else {
+                int n = snprintf(note, sizeof note, "block-shared, query-major: column sums through shared memory "
+                                 "(SPINDLE_ORACLE_BLOCK_ROWS=1), lse given, + top-k");
+                if (keys_sel) {
+                    int64_t same = 0, n_valid = 0;
+                    for (int r = 0; r < n_rows_b; r++)
+                        same += support_common(got + (int64_t)r * k, keys_sel + (int64_t)r * k, k);
+                    for (int64_t i = 0; i < n_blk; i++) n_valid += got[i] >= 0;
+                    snprintf(note + n, sizeof note - (size_t)n, "; supports %.6f the same as keys-major's",
+                             n_valid ? (double)same / n_valid : 1.0);
+                }
+                free(got);
             }
             record(b, name, T, ms, all, reps, att_flops / 2, k, bsel, note);
         }
         free(keys_sel);
-        if (rows_saved) setenv("SPINDLE_ORACLE_BLOCK_ROWS", rows_saved, 1), free(rows_saved);
-        else unsetenv("SPINDLE_ORACLE_BLOCK_ROWS");
+        env_restore("SPINDLE_ORACLE_BLOCK_ROWS", rows_saved);
     } else {
         record_skip(b, "oracle_select", T, "longer than --max-oracle-ctx");
         record_skip(b, "oracle_select_bf16", T, "longer than --max-oracle-ctx");
