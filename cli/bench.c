@@ -442,6 +442,57 @@ static void *rand_half(int64_t n, float sd, uint64_t seed) {
     return h;
 }
 
+// The oracle's bf16 selection timed twice in one run, by two kernels: per query (block 0) or in blocks of the
+// bench's b_sel (block 1), with the environment variable env at value[0] (NULL: as the caller has it) as
+// name[0], then at value[1] as name[1], whose note also gives the share of its selected keys the first selected
+// too (the kernels sum in different orders: the same supports up to near-ties at the k-th value). The caller's
+// value of env is restored after.
+static void oracle_pair(Bench *b, Layer *L, int block, const char *env, const char *const value[2],
+                        const char *const name[2], char note[2][300], double flops) {
+    const int T = L->T, k = L->k, bsel = block ? L->bsel : 1;
+    const int Hq = L->c->n_heads, Hkv = L->c->n_kv_heads, dh = L->c->head_dim, rows = (T + bsel - 1) / bsel;
+    const int64_t n_sel = (int64_t)rows * k;
+    const char *cur = getenv(env);
+    char *saved = cur ? strdup(cur) : NULL;
+    int32_t *first = NULL;
+    for (int v = 0; v < 2; v++) {
+        if (value[v]) setenv(env, value[v], 1);
+        else if (saved) setenv(env, saved, 1);
+        else unsetenv(env);
+        if (block && bsel <= 1) {
+            record_skip(b, name[v], T, "b_sel 1");
+            continue;
+        }
+        if (!oracle_select_tc_takes(Hq, Hkv, dh, k, bsel)) {  // it would time the fp32 fallback
+            record_skip(b, name[v], T, "the tensor-core oracle does not take this shape");
+            continue;
+        }
+        double all[64];
+        int reps = 0;
+        const double ms = measure(b, block ? k_oracle_bf16_block : k_oracle_bf16, L, all, &reps);
+        int32_t *got = xmalloc(sizeof(int32_t) * (size_t)n_sel);
+        cuda_to_host(got, block ? L->sel_b : L->sel, sizeof(int32_t) * (size_t)n_sel);
+        if (v == 0) {
+            first = got;
+        } else {
+            if (first) {
+                int64_t same = 0, n_valid = 0;
+                for (int r = 0; r < rows; r++) same += support_common(got + (int64_t)r * k, first + (int64_t)r * k, k);
+                for (int64_t i = 0; i < n_sel; i++) n_valid += got[i] >= 0;
+                const size_t len = strlen(note[1]);
+                snprintf(note[1] + len, 300 - len, "; supports %.6f the same as %s's",
+                         n_valid ? (double)same / (double)n_valid : 1.0, name[0]);
+            }
+            free(got);
+        }
+        record(b, name[v], T, ms, all, reps, flops, k, bsel, note[v]);
+    }
+    free(first);
+    if (saved) setenv(env, saved, 1);
+    else unsetenv(env);
+    free(saved);
+}
+
 static void bench_layer(Bench *b, const ModelConfig *c, int T, int k, int bsel, int max_dense_fp32, int max_oracle,
                         int max_train) {
     Layer L = {0};
@@ -557,62 +608,35 @@ static void bench_layer(Bench *b, const ModelConfig *c, int T, int k, int bsel, 
         k_sdpa_lse(&L);
         ms = measure(b, k_oracle, &L, all, &reps);
         record(b, "oracle_select", T, ms, all, reps, att_flops / 2, k, 1, "P from q, k, lse (given) + top-k, fp32");
-        if (!oracle_select_tc_takes(Hq, Hkv, dh, k, 1)) {  // it would time the fp32 fallback
-            record_skip(b, "oracle_select_bf16", T, "the tensor-core oracle does not take this shape");
-        } else {
-            ms = measure(b, k_oracle_bf16, &L, all, &reps);
-            // The variant timed (SPINDLE_ORACLE_HEADS, SPINDLE_ORACLE_WARP_HEADS) says itself in the notes.
-            const char *hs = getenv("SPINDLE_ORACLE_HEADS");
-            const int hw = oracle_select_tc_warp_heads(Hq, Hkv, dh, 1);
-            char note[200];
-            int n = snprintf(note, sizeof note, "P from bf16 q, k on tensor cores (mma.sync), lse given, + top-k");
-            if (hs) n += snprintf(note + n, sizeof note - (size_t)n, "; SPINDLE_ORACLE_HEADS=%.20s", hs);
-            if (hw > 1) snprintf(note + n, sizeof note - (size_t)n, "; the staged heads over %d warps per 16 rows", hw);
-            record(b, "oracle_select_bf16", T, ms, all, reps, att_flops / 2, k, 1, note);
-        }
-        // Block-shared: the keys-major kernel (the default), then the query-major one in the same run, with
-        // the share of its selected keys the keys-major kernel selected too (they sum in different orders:
-        // the same supports up to near-ties at the k-th value).
+        // Per query: the key-split kernel (the default), then the one with one warp per 16 rows
+        // (SPINDLE_ORACLE_KEY_SPLIT=0); the variant of the first (SPINDLE_ORACLE_HEADS, SPINDLE_ORACLE_KEY_SPLIT)
+        // and the second (SPINDLE_ORACLE_WARP_HEADS) says itself in the notes.
+        char notes[2][300];
+        const char *hs = getenv("SPINDLE_ORACLE_HEADS");
+        int n = snprintf(notes[0], sizeof notes[0], "P from bf16 q, k on tensor cores (mma.sync), lse given, + top-k; "
+                         "each key tile over %d warp(s) per 16 rows", oracle_select_tc_key_split(Hq, Hkv, dh, 1));
+        if (hs) snprintf(notes[0] + n, sizeof notes[0] - (size_t)n, "; SPINDLE_ORACLE_HEADS=%.20s", hs);
+        char *ks_saved = env_override("SPINDLE_ORACLE_KEY_SPLIT", "0");
+        const int hw = oracle_select_tc_warp_heads(Hq, Hkv, dh, 1);
+        env_restore("SPINDLE_ORACLE_KEY_SPLIT", ks_saved);
+        snprintf(notes[1], sizeof notes[1], "one warp per 16 rows (SPINDLE_ORACLE_KEY_SPLIT=0), the staged heads over "
+                 "%d warp(s)", hw);
+        oracle_pair(b, &L, 0, "SPINDLE_ORACLE_KEY_SPLIT", (const char *[]){NULL, "0"},
+                    (const char *[]){"oracle_select_bf16", "oracle_select_bf16_whole_tiles"}, notes, att_flops / 2);
+        // Block-shared: the keys-major kernel (the default), then the query-major one.
         char *rows_saved = env_override("SPINDLE_ORACLE_BLOCK_ROWS", "0");
-        const int n_rows_b = (T + bsel - 1) / bsel;
-        const int64_t n_blk = (int64_t)n_rows_b * k;
-        int32_t *keys_sel = NULL;
-        for (int rows = 0; rows < 2; rows++) {
-            const char *name = rows ? "oracle_select_bf16_block_rows" : "oracle_select_bf16_block";
-            setenv("SPINDLE_ORACLE_BLOCK_ROWS", rows ? "1" : "0", 1);
-            if (bsel <= 1 || !oracle_select_tc_takes(Hq, Hkv, dh, k, bsel)) {
-                record_skip(b, name, T, bsel <= 1 ? "b_sel 1" : "the tensor-core oracle does not take this shape");
-                continue;
-            }
-            ms = measure(b, k_oracle_bf16_block, &L, all, &reps);
-            int32_t *got = xmalloc(sizeof(int32_t) * (size_t)n_blk);
-            cuda_to_host(got, L.sel_b, sizeof(int32_t) * (size_t)n_blk);
-            char note[300];
-            if (!rows) {
-                const int hk = oracle_select_tc_head_groups(Hq, Hkv, dh, bsel);
-                snprintf(note, sizeof note, "block-shared, keys-major: key sums in registers, %d head group%s of "
-                         "4 warps, lse given, + top-k", hk, hk == 1 ? "" : "s");
-                keys_sel = got;
-            } else {
-                int n = snprintf(note, sizeof note, "block-shared, query-major: column sums through shared memory "
-                                 "(SPINDLE_ORACLE_BLOCK_ROWS=1), lse given, + top-k");
-                if (keys_sel) {
-                    int64_t same = 0, n_valid = 0;
-                    for (int r = 0; r < n_rows_b; r++)
-                        same += support_common(got + (int64_t)r * k, keys_sel + (int64_t)r * k, k);
-                    for (int64_t i = 0; i < n_blk; i++) n_valid += got[i] >= 0;
-                    snprintf(note + n, sizeof note - (size_t)n, "; supports %.6f the same as keys-major's",
-                             n_valid ? (double)same / n_valid : 1.0);
-                }
-                free(got);
-            }
-            record(b, name, T, ms, all, reps, att_flops / 2, k, bsel, note);
-        }
-        free(keys_sel);
+        const int hk = bsel > 1 ? oracle_select_tc_head_groups(Hq, Hkv, dh, bsel) : 0;
         env_restore("SPINDLE_ORACLE_BLOCK_ROWS", rows_saved);
+        snprintf(notes[0], sizeof notes[0], "block-shared, keys-major: key sums in registers, %d head group(s) of 4 "
+                 "warps, lse given, + top-k", hk);
+        snprintf(notes[1], sizeof notes[1], "block-shared, query-major: column sums through shared memory "
+                 "(SPINDLE_ORACLE_BLOCK_ROWS=1), lse given, + top-k");
+        oracle_pair(b, &L, 1, "SPINDLE_ORACLE_BLOCK_ROWS", (const char *[]){"0", "1"},
+                    (const char *[]){"oracle_select_bf16_block", "oracle_select_bf16_block_rows"}, notes, att_flops / 2);
     } else {
         record_skip(b, "oracle_select", T, "longer than --max-oracle-ctx");
         record_skip(b, "oracle_select_bf16", T, "longer than --max-oracle-ctx");
+        record_skip(b, "oracle_select_bf16_whole_tiles", T, "longer than --max-oracle-ctx");
         record_skip(b, "oracle_select_bf16_block", T, "longer than --max-oracle-ctx");
         record_skip(b, "oracle_select_bf16_block_rows", T, "longer than --max-oracle-ctx");
     }

@@ -119,6 +119,10 @@ int oracle_select_tc_takes(int Hq, int Hkv, int dh, int topk, int bsel);
 // SPINDLE_ORACLE_WARP_HEADS (docs/performance.md, "Oracle selection"): by default 3 where 6 heads are staged,
 // else 1.
 int oracle_select_tc_warp_heads(int Hq, int Hkv, int dh, int bsel);
+// Per query (bsel 1): the warps per 16 query rows over which the key-split kernel divides each 64-key tile (1, 2
+// or 4; SPINDLE_ORACLE_KEY_SPLIT sets it, by default the fewest that give an SM 16 warps), or 0 where the kernel
+// with one warp per 16 rows runs (SPINDLE_ORACLE_KEY_SPLIT=0, or bsel > 1).
+int oracle_select_tc_key_split(int Hq, int Hkv, int dh, int bsel);
 // The head groups of the keys-major block-shared kernel for this shape (4 warps each; SPINDLE_ORACLE_HEAD_GROUPS
 // caps them), or 0 where it does not run: per query, or with SPINDLE_ORACLE_BLOCK_ROWS=1 (the query-major one).
 int oracle_select_tc_head_groups(int Hq, int Hkv, int dh, int bsel);

@@ -18,9 +18,12 @@
 // per-head products (293 ms, 20× cuDNN attention; docs/performance.md); on
 // bf16 mma.sync the same products take a few ms and the exponentials as long.
 //
-// Two kernels. In blocks (bsel > 1) the default is oracle_block_keys_kernel
+// Three kernels. In blocks (bsel > 1) the default is oracle_block_keys_kernel
 // (below): S transposed, keys × the block's queries, so that a key's sum over
-// queries and heads stays in registers. Per query, and in blocks with
+// queries and heads stays in registers. Per query the default is
+// oracle_query_tc_kernel (below): the layout of the next one with each 64-key
+// tile split over 1, 2 or 4 warps per 16 rows, so that an SM holds 16 warps.
+// With SPINDLE_ORACLE_KEY_SPLIT=0 per query, and in blocks with
 // SPINDLE_ORACLE_BLOCK_ROWS=1, oracle_scores_tc_kernel1, query-major:
 // one thread block per 64 query rows (per query) or per query block of bsel
 // rows (a multiple of 16, at most 128); one warp per 16 rows. Loop order: KV
@@ -361,6 +364,136 @@ __global__ void __launch_bounds__(OT_MAX_THREADS)
     }
 }
 
+// Per query, the keys split over the warps (the default per query; SPINDLE_ORACLE_KEY_SPLIT=0 runs the kernel
+// above). Thread block x covers query rows t0 = row0 + 64·x … (+63, < tend), grid y its range of OQ_SPLIT key
+// tiles; 4·KS warps, KS = 8/NS: warp w takes rows 16·(w mod 4) … and keys 8·NS·(w div 4) … of each 64-key tile.
+// Each element of R thus belongs to one thread, which sums the stage's staged heads for it in registers and
+// stores the sum (stage 0) or adds it to the value it loaded before the tile's products (the same arithmetic, in
+// the same order, as the kernel above with one warp per 16 rows). The warps split the keys, not the heads: KS
+// times the warps for the same staged q rows and no partial sums through shared memory, so an SM holds 16 warps
+// where the kernel above holds 4 or 8 (by shared memory and registers). One barrier a tile (the next tile's copy
+// is issued after it); no causal mask, and float2 accesses of R, where a warp's keys all precede its first row.
+enum { OQ_SPLIT = 32 };  // key tiles per thread block (2048-key ranges: the q rows staged a quarter as often)
+
+// One warp's part of one tile: keys k0 … k0 + 8·NS − 1 for its rows ta, tb (−1: past the chunk; rows Ra, Rb of
+// R). MASK: only j ≤ t is read, summed and written; without it every key precedes both rows.
+template <int D, int NS, bool MASK>
+static __device__ __forceinline__ void oq_tile(float *Ra, float *Rb, int ta, int tb, int k0, const __nv_bfloat16 *qrow,
+                                               const __nv_bfloat16 *Ks, const float *lse2, int G, int M, bool add,
+                                               float scale_log2, float inv_h) {
+    constexpr int LDH = D + TILE_PAD;
+    const int c = threadIdx.x % 4;
+    float prev[NS][4];
+#pragma unroll
+    for (int j = 0; j < NS; j++) {
+        const int col = k0 + 8 * j + 2 * c;
+        if (MASK) {
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                prev[j][e] = add && col + e <= ta ? Ra[col + e] : 0.0f;
+                prev[j][2 + e] = add && col + e <= tb ? Rb[col + e] : 0.0f;
+            }
+        } else {
+            const float2 a = add ? *(const float2 *)(Ra + col) : make_float2(0.0f, 0.0f);
+            const float2 b = add ? *(const float2 *)(Rb + col) : make_float2(0.0f, 0.0f);
+            prev[j][0] = a.x, prev[j][1] = a.y, prev[j][2] = b.x, prev[j][3] = b.y;
+        }
+    }
+    float p[NS][4];
+#pragma unroll
+    for (int j = 0; j < NS; j++) p[j][0] = p[j][1] = p[j][2] = p[j][3] = 0.0f;
+    for (int hh = 0; hh < G; hh++) {
+        float s[NS][4];
+        mma_qk_tile<D, NS>(s, qrow + (size_t)hh * M * LDH, Ks, LDH);
+        const float la = lse2[hh * M], lb = lse2[hh * M + 8];
+#pragma unroll
+        for (int j = 0; j < NS; j++) {
+            const int col = k0 + 8 * j + 2 * c;
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                if (!MASK || col + e <= ta) p[j][e] += exp2f(s[j][e] * scale_log2 - la);
+                if (!MASK || col + e <= tb) p[j][2 + e] += exp2f(s[j][2 + e] * scale_log2 - lb);
+            }
+        }
+    }
+#pragma unroll
+    for (int j = 0; j < NS; j++) {
+        const int col = k0 + 8 * j + 2 * c;
+        if (MASK) {
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                if (col + e <= ta) Ra[col + e] = prev[j][e] + p[j][e] * inv_h;  // prev 0 on stage 0
+                if (col + e <= tb) Rb[col + e] = prev[j][2 + e] + p[j][2 + e] * inv_h;
+            }
+        } else {
+            *(float2 *)(Ra + col) = make_float2(prev[j][0] + p[j][0] * inv_h, prev[j][1] + p[j][1] * inv_h);
+            *(float2 *)(Rb + col) = make_float2(prev[j][2] + p[j][2] * inv_h, prev[j][3] + p[j][3] * inv_h);
+        }
+    }
+}
+
+// R rows at R + (t − row0)·ld, ld even (the float2 accesses). 16 warps an SM at most: 128 registers a thread.
+template <int D, int NS>
+__global__ void __launch_bounds__(32 * 4 * (8 / NS), NS == 8 ? 4 : NS == 4 ? 2 : 1)
+    oracle_query_tc_kernel(float *R, int64_t ld, const __nv_bfloat16 *q, const __nv_bfloat16 *k, const float *lse,
+                           int T, int Hq, int Hkv, float scale_log2, int row0, int tend, int HS) {
+    constexpr int LDH = D + TILE_PAD, CH = D / 8, KW = 8 * NS;  // KW: the keys a warp takes of each tile
+    DYNAMIC_SMEM_AS(unsigned char, oq_smem_raw);
+    const int G = HS, stages = Hq / Hkv / HS, M = OT_QROWS;
+    __nv_bfloat16 *Qs = (__nv_bfloat16 *)oq_smem_raw;  // [G][M][LDH]
+    __nv_bfloat16 *Kb = Qs + (size_t)G * M * LDH;       // two key tiles
+    float *lse2 = (float *)(Kb + 2 * OT_BK * LDH);      // [G][M], log2 units; +∞ past the rows
+
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
+    const int r0 = 16 * (warp % 4), kw = warp / 4;
+    const int t0 = row0 + M * blockIdx.x, t1 = min(t0 + M, tend), nt = t1 - t0;
+    const int n_tiles = (t1 + OT_BK - 1) / OT_BK, kt0 = OQ_SPLIT * blockIdx.y, kt1 = min(n_tiles, kt0 + OQ_SPLIT);
+    if (kt0 >= kt1) return;  // the range starts after the last row (whole block)
+    const int64_t nq = (int64_t)Hq * D, nkv = (int64_t)Hkv * D;
+    const float inv_h = 1.0f / Hq, log2e = 1.4426950408889634f;
+    const int ta = r0 + g < nt ? t0 + r0 + g : -1, tb = r0 + g + 8 < nt ? t0 + r0 + g + 8 : -1;
+    const int t_last = r0 < nt ? t0 + min(r0 + 15, nt - 1) : -1;  // the warp's last row (−1: none)
+    const int t_first = r0 + 16 <= nt ? t0 + r0 : -1;             // its first row where all 16 are in, else −1
+    float *Ra = R + (int64_t)((ta >= 0 ? ta : row0) - row0) * ld, *Rb = R + (int64_t)((tb >= 0 ? tb : row0) - row0) * ld;
+    const int qoff = (r0 + (lane % 8) + 8 * ((lane / 8) % 2)) * LDH + 8 * (lane / 16);
+
+    for (int st = 0; st < Hkv * stages; st++) {
+        const int kh = st / stages, h0 = st * G;  // KV head, first staged head (heads are in KV-head order)
+        // The first key tile and the staged heads' q rows in flight together (zero rows past the block).
+        cp_async_rows<D, OT_BK, false>(Kb + (kt0 & 1) * OT_BK * LDH, k + (int64_t)kt0 * OT_BK * nkv + (int64_t)kh * D,
+                                       nkv, NULL, t1 - kt0 * OT_BK);
+        for (int e = threadIdx.x; e < G * M * CH; e += blockDim.x) {
+            const int hh = e / (M * CH), r = (e / CH) % M, ch = e % CH;
+            __nv_bfloat16 *dst = Qs + ((size_t)hh * M + r) * LDH + 8 * ch;
+            if (r < nt) __pipeline_memcpy_async(dst, q + (int64_t)(t0 + r) * nq + (int64_t)(h0 + hh) * D + 8 * ch, 16);
+            else *(uint4 *)dst = make_uint4(0u, 0u, 0u, 0u);
+        }
+        __pipeline_commit();
+        for (int e = threadIdx.x; e < G * M; e += blockDim.x) {
+            const int hh = e / M, r = e % M;
+            lse2[e] = r < nt ? lse[(int64_t)(h0 + hh) * T + t0 + r] * log2e : INFINITY;
+        }
+        for (int it = kt0; it < kt1; it++) {
+            const int c0 = it * OT_BK, k0 = c0 + KW * kw;  // k0: the warp's first key
+            __pipeline_wait_prior(0);  // this tile's copies (this thread's) …
+            __syncthreads();           // … and everyone's; every warp is done with tile it − 1 (its buffer)
+            if (it + 1 < kt1) {
+                cp_async_rows<D, OT_BK, false>(Kb + ((it + 1) & 1) * OT_BK * LDH, k + (c0 + OT_BK) * nkv + (int64_t)kh * D,
+                                               nkv, NULL, t1 - c0 - OT_BK);
+                __pipeline_commit();
+            }
+            if (k0 > t_last) continue;  // warp-uniform: no row of the warp sees these keys
+            const __nv_bfloat16 *Ks = Kb + (it & 1) * OT_BK * LDH + KW * kw * LDH;
+            if (t_first >= 0 && k0 + KW - 1 <= t_first)
+                oq_tile<D, NS, false>(Ra, Rb, ta, tb, k0, Qs + qoff, Ks, lse2 + r0 + g, G, M, st > 0, scale_log2, inv_h);
+            else
+                oq_tile<D, NS, true>(Ra, Rb, ta, tb, k0, Qs + qoff, Ks, lse2 + r0 + g, G, M, st > 0, scale_log2, inv_h);
+        }
+        __pipeline_wait_prior(0);
+        __syncthreads();  // Qs and lse2 are refilled for the next stage
+    }
+}
+
 template <int D>
 static void ot_launch(float *R, int64_t ld, const void *q, const void *k, const float *lse, int T, int Hq, int Hkv,
                       float scale, int block, int bsel, int row0, int n_ctas, int tend, size_t smem, int HS, int HW) {
@@ -442,17 +575,46 @@ static int ok_head_groups(int HS, int M, int D) {
     return best;
 }
 
+// Bytes of shared memory of the per-query key-split kernel: the staged q rows, two key tiles, the rows' lse.
+static size_t oq_smem(int G, int D) {
+    return sizeof(__nv_bfloat16) * ((size_t)G * OT_QROWS + 2 * OT_BK) * (D + TILE_PAD) + sizeof(float) * (size_t)G * OT_QROWS;
+}
+
+// Warps per 16 rows over which the per-query kernel splits each key tile (KS ∈ {1, 2, 4}: 4·KS warps a thread
+// block), or 0 for the kernel with one warp per 16 rows (oracle_scores_tc_kernel1, its heads split by
+// SPINDLE_ORACLE_WARP_HEADS): SPINDLE_ORACLE_KEY_SPLIT, else the fewest that give an SM 16 resident warps
+// (thread blocks by shared memory): Qwen3-8B's 4 heads a group at d_h 128 take 2 (two thread blocks of 8
+// warps), Qwen2.5's 6 and Gemma 3's 4 at d_h 256 take 4 (one of 16), SmolLM2's 3 at d_h 64 take 1.
+static int oq_key_split(int HS, int D) {
+    const long want = env_long("SPINDLE_ORACLE_KEY_SPLIT", -1, -1, 4);
+    if (want == 0) return 0;
+    if (want > 0) return want >= 4 ? 4 : want >= 2 ? 2 : 1;
+    int dev = 0, per_sm = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
+    const int ctas = per_sm / (int)(oq_smem(HS, D) + 1024);
+    for (int ks = 1; ks < 4; ks *= 2)
+        if ((ctas < 4 / ks ? ctas : 4 / ks) * 4 * ks >= 16) return ks;
+    return 4;
+}
+
 extern "C" int oracle_select_tc_takes(int Hq, int Hkv, int dh, int topk, int bsel) {
     if ((dh != 64 && dh != 128 && dh != 256) || Hkv <= 0 || Hq <= 0 || Hq % Hkv != 0 || topk < 1) return 0;
     if (bsel != 1 && (bsel < 16 || bsel > OT_MAX_ROWS || bsel % 16 != 0)) return 0;
     const int M = bsel > 1 ? bsel : OT_QROWS, G = ot_heads(Hq / Hkv);
     if (bsel > 1 && !ot_block_rows()) return ok_smem(M, G, dh, ok_head_groups(G, M, dh)) <= ot_max_smem();
+    if (bsel == 1 && oq_key_split(G, dh)) return oq_smem(G, dh) <= ot_max_smem();
     return ot_smem(M, G, dh, ot_warp_heads(G, M, dh, bsel > 1), bsel > 1) <= ot_max_smem();
 }
 
 extern "C" int oracle_select_tc_warp_heads(int Hq, int Hkv, int dh, int bsel) {
     const int M = bsel > 1 ? bsel : OT_QROWS;
+    if (bsel == 1 && oq_key_split(ot_heads(Hq / Hkv), dh)) return 1;  // the key-split kernel splits no heads
     return ot_warp_heads(ot_heads(Hq / Hkv), M, dh, bsel > 1);
+}
+
+extern "C" int oracle_select_tc_key_split(int Hq, int Hkv, int dh, int bsel) {
+    return bsel == 1 ? oq_key_split(ot_heads(Hq / Hkv), dh) : 0;
 }
 
 extern "C" int oracle_select_tc_head_groups(int Hq, int Hkv, int dh, int bsel) {
@@ -469,6 +631,17 @@ static void ok_launch(float *A, int64_t ld, const void *q, const void *k, const 
     launch_checked(oracle_block_keys_kernel<D>, dim3(n_ctas, n_split), dim3(32 * (OT_BK / 16) * HK), smem, A, ld,
                    (const __nv_bfloat16 *)q, (const __nv_bfloat16 *)k, lse, T, Hq, Hkv, scale * 1.4426950408889634f,
                    bsel, row0, HS, HK);
+}
+
+template <int D>
+static void oq_launch(float *R, int64_t ld, const void *q, const void *k, const float *lse, int T, int Hq, int Hkv,
+                      float scale, int row0, int n_ctas, int tend, size_t smem, int HS, int KS) {
+    const int n_split = ((tend + OT_BK - 1) / OT_BK + OQ_SPLIT - 1) / OQ_SPLIT;
+    const auto kern = KS == 1 ? oracle_query_tc_kernel<D, 8> : KS == 2 ? oracle_query_tc_kernel<D, 4>
+                                                                         : oracle_query_tc_kernel<D, 2>;
+    CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    launch_checked(kern, dim3(n_ctas, n_split), dim3(32 * 4 * KS), smem, R, ld, (const __nv_bfloat16 *)q,
+                   (const __nv_bfloat16 *)k, lse, T, Hq, Hkv, scale * 1.4426950408889634f, row0, tend, HS);
 }
 
 // The shapes the kernel does not take: the fp32 oracle on widened q, k.
@@ -493,27 +666,31 @@ extern "C" void oracle_select_bf16_cuda(int32_t *sel, int32_t *n_sel, const void
     }
     const int block = bsel > 1, M = block ? bsel : OT_QROWS, HS = ot_heads(Hq / Hkv);
     const int keys = block && !ot_block_rows();  // the keys-major block kernel
-    const int HW = keys ? 1 : ot_warp_heads(HS, M, dh, block), HK = keys ? ok_head_groups(HS, M, dh) : 0;
-    const size_t smem = keys ? ok_smem(M, HS, dh, HK) : ot_smem(M, HS, dh, HW, block);
+    const int KS = block ? 0 : oq_key_split(HS, dh);  // per query: the key-split kernel (KS > 0)
+    const int HW = keys || KS ? 1 : ot_warp_heads(HS, M, dh, block), HK = keys ? ok_head_groups(HS, M, dh) : 0;
+    const size_t smem = keys ? ok_smem(M, HS, dh, HK) : KS ? oq_smem(HS, dh) : ot_smem(M, HS, dh, HW, block);
 
     // Row r has length min((r+1)·bsel, T); rows no longer than topk take every key.
     const int rows = (T + bsel - 1) / bsel;
     const int first = T <= topk ? rows : (topk / bsel < rows ? topk / bsel : rows);
     if (first > 0) topk_rows_cuda(sel, n_sel, NULL, first, 0, bsel, bsel, T, topk);
     if (first == rows) return;
-    int64_t chunk = OT_BUFFER_FLOATS / T;  // rows per chunk (per query: a multiple of 64)
+    const int64_t ld = (T + 3) / 4 * 4;     // row stride of the buffer: even, for the key-split kernel's float2
+    int64_t chunk = OT_BUFFER_FLOATS / ld;  // rows per chunk (per query: a multiple of 64)
     if (!block) chunk = chunk < OT_QROWS ? (int64_t)OT_QROWS : chunk / OT_QROWS * OT_QROWS;
     chunk = chunk < 1 ? 1 : chunk;
     if (chunk > rows - first) chunk = rows - first;
-    float *buf = (float *)cuda_malloc(sizeof(float) * (size_t)chunk * T);
+    float *buf = (float *)cuda_malloc(sizeof(float) * (size_t)(chunk * ld));
     const auto launch = dh == 64 ? ot_launch<64> : dh == 128 ? ot_launch<128> : ot_launch<256>;
     const auto launch_keys = dh == 64 ? ok_launch<64> : dh == 128 ? ok_launch<128> : ok_launch<256>;
+    const auto launch_query = dh == 64 ? oq_launch<64> : dh == 128 ? oq_launch<128> : oq_launch<256>;
     for (int r0 = first; r0 < rows; r0 += (int)chunk) {
         const int n = rows - r0 < chunk ? rows - r0 : (int)chunk;
         const int n_ctas = block ? n : (n + OT_QROWS - 1) / OT_QROWS;
-        if (keys) launch_keys(buf, T, q, k, lse, T, Hq, Hkv, scale, bsel, r0, n_ctas, smem, HS, HK);
-        else launch(buf, T, q, k, lse, T, Hq, Hkv, scale, block, bsel, r0, n_ctas, r0 + n, smem, HS, HW);
-        topk_rows_cuda(sel + (int64_t)r0 * topk, n_sel + r0, buf, n, T, (r0 + 1) * bsel, bsel, T, topk);
+        if (keys) launch_keys(buf, ld, q, k, lse, T, Hq, Hkv, scale, bsel, r0, n_ctas, smem, HS, HK);
+        else if (KS) launch_query(buf, ld, q, k, lse, T, Hq, Hkv, scale, r0, n_ctas, r0 + n, smem, HS, KS);
+        else launch(buf, ld, q, k, lse, T, Hq, Hkv, scale, block, bsel, r0, n_ctas, r0 + n, smem, HS, HW);
+        topk_rows_cuda(sel + (int64_t)r0 * topk, n_sel + r0, buf, n, ld, (r0 + 1) * bsel, bsel, T, topk);
     }
     cuda_free(buf);  // freed in stream order, after the work queued on it
 }

@@ -9,7 +9,8 @@
 // and the next value lie within 1e-4 of each other (either may be picked): there every pick must be
 // within that of the k-th value. Per query and b_sel 16 / 32 / 64, head sizes 64, 128 and 256, groups
 // of 1 to 6 query heads per KV head, rows shorter than k (they take every key), several key tiles and
-// key ranges (grid y). Indexing, masks, barriers and the fragment algebra without a GPU, nothing about
+// key ranges (grid y), each kernel (per query: the key-split one and the one with one warp per 16 rows;
+// in blocks: keys-major and query-major). Indexing, masks, barriers and the fragment algebra without a GPU, nothing about
 // speed. Build and run: scripts/emulate-cuda.sh oracle_tc [--quick].
 #include <cstdio>
 
@@ -87,8 +88,10 @@ static void check(int T, int Hq, int Hkv, int dh, int topk, int bsel) {
     char what[160];
     const char *hs = getenv("SPINDLE_ORACLE_HEADS"), *hw = getenv("SPINDLE_ORACLE_WARP_HEADS");
     const int hk = oracle_select_tc_head_groups(Hq, Hkv, dh, bsel);
+    const int ks = oracle_select_tc_key_split(Hq, Hkv, dh, bsel);
     char kern[40] = "";
     if (bsel > 1) snprintf(kern, sizeof kern, hk ? " keys-major, %d head group%s" : " query-major", hk, hk == 1 ? "" : "s");
+    else snprintf(kern, sizeof kern, ks ? " keys split over %d warp%s" : " whole tiles", ks, ks == 1 ? "" : "s");
     snprintf(what, sizeof what, "oracle_tc T %d Hq %d Hkv %d dh %d k %d bsel %d%s%s%s%s%s: %d of %d rows differ (%d near-ties)%s",
              T, Hq, Hkv, dh, topk, bsel, kern, hs ? " heads/stage " : "", hs ? hs : "", hw ? " warps/heads " : "", hw ? hw : "",
              bad, rows, tied, takes ? "" : " (not taken!)");
@@ -100,6 +103,31 @@ int main(int argc, char **argv) {
     check(70, 2, 1, 64, 16, 1);      // per query: rows shorter than k take every key
     check(100, 4, 2, 128, 24, 16);   // block-shared, a partial last block, two key tiles
     check(90, 6, 1, 64, 20, 32);     // a group of 6 query heads per KV head
+    // Per query, each key tile split over KS warps per 16 rows (SPINDLE_ORACLE_KEY_SPLIT; the default kernel per
+    // query): rows shorter than k, an odd T (the buffer's rows padded to an even stride), tiles wholly before a
+    // warp's rows (no mask, float2 accesses) and on the diagonal, a partial last block of rows, two key ranges
+    // (grid y: 2048 keys each), groups of 1 to 6, d_h 64 to 256, heads staged in two stages.
+    for (const char *ks : {"1", "2", "4"}) {
+        setenv("SPINDLE_ORACLE_KEY_SPLIT", ks, 1);
+        check(70, 2, 1, 64, 16, 1);
+        check(101, 4, 2, 128, 24, 1);
+        check(300, 6, 1, 64, 40, 1);
+        check(130, 12, 2, 128, 40, 1);
+        if (!quick) check(2200, 2, 1, 64, 64, 1);
+    }
+    check(80, 4, 1, 256, 16, 1);
+    setenv("SPINDLE_ORACLE_HEADS", "3", 1);
+    check(130, 12, 2, 128, 40, 1);
+    unsetenv("SPINDLE_ORACLE_HEADS");
+    unsetenv("SPINDLE_ORACLE_KEY_SPLIT");
+    expect("key split by default: Qwen3-8B's 32:8 at d_h 128 2, Qwen2.5's 12:2 4, Gemma 3's 4:1 at d_h 256 4, "
+           "SmolLM2's 9:3 at d_h 64 1, in blocks 0",
+           (oracle_select_tc_key_split(32, 8, 128, 1) != 2) + (oracle_select_tc_key_split(12, 2, 128, 1) != 4) +
+               (oracle_select_tc_key_split(4, 1, 256, 1) != 4) + (oracle_select_tc_key_split(9, 3, 64, 1) != 1) +
+               (oracle_select_tc_key_split(32, 8, 128, 64) != 0),
+           0.0);
+    // The kernel with one warp per 16 rows (SPINDLE_ORACLE_KEY_SPLIT=0) from here on, per query.
+    setenv("SPINDLE_ORACLE_KEY_SPLIT", "0", 1);
     // The heads staged HS at a time (SPINDLE_ORACLE_HEADS): the group in G/HS stages, per query and per block.
     setenv("SPINDLE_ORACLE_HEADS", "3", 1);
     check(90, 6, 1, 64, 20, 32);
@@ -180,10 +208,11 @@ int main(int argc, char **argv) {
     unsetenv("SPINDLE_ORACLE_WARP_HEADS");
     unsetenv("SPINDLE_ORACLE_BLOCK_ROWS");
     if (!quick) {
-        check(130, 12, 2, 128, 40, 1);   // Qwen2.5's 12:2
+        check(130, 12, 2, 128, 40, 1);   // Qwen2.5's 12:2, one warp per 16 rows
         check(600, 2, 1, 64, 64, 64);    // two key ranges (grid y: 512 keys each)
         check(80, 4, 1, 256, 16, 16);    // Gemma 3's 4:1, d_h 256
     }
+    unsetenv("SPINDLE_ORACLE_KEY_SPLIT");
     printf("emu_oracle_tc: %s (%d failure%s)\n", failures ? "FAIL" : "PASS", failures, failures == 1 ? "" : "s");
     return failures ? 1 : 0;
 }

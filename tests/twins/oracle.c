@@ -282,8 +282,10 @@ static void check_oracle(const Layer *L, int topk, int bsel, int bf16) {
     char shape[160];
     const char *hs = bf16 ? getenv("SPINDLE_ORACLE_HEADS") : NULL, *hw = bf16 ? getenv("SPINDLE_ORACLE_WARP_HEADS") : NULL;
     const int hk = bf16 ? oracle_select_tc_head_groups(Hq, Hkv, dh, bsel) : 0;
+    const int ks = bf16 ? oracle_select_tc_key_split(Hq, Hkv, dh, bsel) : 0;
     char kern[40] = "";
     if (bf16 && bsel > 1) snprintf(kern, sizeof kern, hk ? " keys-major/%d" : " query-major", hk);
+    else if (bf16) snprintf(kern, sizeof kern, ks ? " key-split/%d" : " whole-tiles", ks);
     snprintf(shape, sizeof shape, "T=%d Hq=%d Hkv=%d dh=%d k=%d bsel=%d%s%s%s%s%s", T, Hq, Hkv, dh, topk, bsel, kern,
              hs ? " heads/stage " : "", hs ? hs : "", hw ? " warps/heads " : "", hw ? hw : "");
 
@@ -687,6 +689,28 @@ void twins_oracle(int quick) {
         check_oracle(&Q, 40, 1, 1);
         check_oracle(&Q, 40, 16, 1);
         unsetenv("SPINDLE_ORACLE_HEADS");
+        // Per query, each key tile split over 1, 2 and 4 warps per 16 rows (SPINDLE_ORACLE_KEY_SPLIT; the default
+        // kernel per query, its split by shape: 1, 2 and 4 all ran above), 16:2 and 12:2, heads staged in stages
+        // of 2; without the quick mode also T = 2500 (two 2048-key ranges).
+        for (int ks = 1; ks <= 4; ks *= 2) {
+            char v[4];
+            snprintf(v, sizeof v, "%d", ks);
+            setenv("SPINDLE_ORACLE_KEY_SPLIT", v, 1);
+            check_oracle(&S, 16, 1, 1);
+            check_oracle(&Q, 40, 1, 1);
+            setenv("SPINDLE_ORACLE_HEADS", "2", 1);
+            check_oracle(&S, 16, 1, 1);
+            unsetenv("SPINDLE_ORACLE_HEADS");
+            if (!quick) {
+                Layer W = layer_new(2500, 8, 2, 64, 1);
+                check_oracle(&W, 100, 1, 1);
+                layer_free(&W);
+            }
+        }
+        // The kernel with one warp per 16 rows (SPINDLE_ORACLE_KEY_SPLIT=0) per query from here on.
+        setenv("SPINDLE_ORACLE_KEY_SPLIT", "0", 1);
+        check_oracle(&S, 16, 1, 1);
+        check_oracle(&Q, 40, 1, 1);
         // The staged heads split over the warps of a row group (SPINDLE_ORACLE_WARP_HEADS): 16:2 over 2 warps
         // per query and over 4 in blocks of 16, 12:2 over 3 and, in stages of 2 heads, over 2.
         setenv("SPINDLE_ORACLE_WARP_HEADS", "2", 1);
@@ -722,6 +746,7 @@ void twins_oracle(int quick) {
         check_oracle(&Q, 40, 64, 1);
         check_oracle(&Q, 40, 128, 1);
         unsetenv("SPINDLE_ORACLE_BLOCK_ROWS");
+        unsetenv("SPINDLE_ORACLE_KEY_SPLIT");
         layer_free(&S);
         layer_free(&Q);
     }
