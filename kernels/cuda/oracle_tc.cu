@@ -251,6 +251,32 @@ __global__ void __launch_bounds__(NT)
     }
 }
 
+// A stage's start in the keys-major and the key-split kernels: the first key tile (kt0, KV head kh, zero rows
+// from t1) and the G staged heads' q rows (heads h0 …, rows t0 … t0 + M − 1, zero from t1) copied with cp.async
+// in one group, and those rows' lse in log2 units (+∞ past the rows) stored while the copies are in flight.
+template <int D>
+static __device__ __forceinline__ void ot_stage_begin(__nv_bfloat16 *Kb, __nv_bfloat16 *Qs, float *lse2,
+                                                      const __nv_bfloat16 *q, const __nv_bfloat16 *k, const float *lse,
+                                                      int T, int Hq, int Hkv, int kt0, int kh, int h0, int G, int M,
+                                                      int t0, int t1) {
+    constexpr int LDH = D + TILE_PAD, CH = D / 8;
+    const int64_t nq = (int64_t)Hq * D, nkv = (int64_t)Hkv * D;
+    const int nt = t1 - t0;
+    cp_async_rows<D, OT_BK, false>(Kb + (kt0 & 1) * OT_BK * LDH, k + (int64_t)kt0 * OT_BK * nkv + (int64_t)kh * D, nkv,
+                                   NULL, t1 - kt0 * OT_BK);
+    for (int e = threadIdx.x; e < G * M * CH; e += blockDim.x) {
+        const int hh = e / (M * CH), r = (e / CH) % M, ch = e % CH;
+        __nv_bfloat16 *dst = Qs + ((size_t)hh * M + r) * LDH + 8 * ch;
+        if (r < nt) __pipeline_memcpy_async(dst, q + (int64_t)(t0 + r) * nq + (int64_t)(h0 + hh) * D + 8 * ch, 16);
+        else *(uint4 *)dst = make_uint4(0u, 0u, 0u, 0u);
+    }
+    __pipeline_commit();
+    for (int e = threadIdx.x; e < G * M; e += blockDim.x) {
+        const int hh = e / M, r = e % M;
+        lse2[e] = r < nt ? lse[(int64_t)(h0 + hh) * T + t0 + r] * 1.4426950408889634f : INFINITY;
+    }
+}
+
 // Block-shared, keys-major (the default for bsel > 1; SPINDLE_ORACLE_BLOCK_ROWS=1 runs the query-major
 // kernel above instead). Per tile, warp w takes the 16 keys 16·(w mod 4) … of the 64 and the head group
 // w div 4 (HK groups of G/HK staged heads): S is formed transposed, keys × the block's queries (k the A
@@ -286,7 +312,7 @@ template <int D>
 __global__ void __launch_bounds__(OT_MAX_THREADS)
     oracle_block_keys_kernel(float *A, int64_t ld, const __nv_bfloat16 *q, const __nv_bfloat16 *k, const float *lse,
                              int T, int Hq, int Hkv, float scale_log2, int bsel, int row0, int HS, int HK) {
-    constexpr int LDH = D + TILE_PAD, CH = D / 8, KG = OT_BK / 16;
+    constexpr int LDH = D + TILE_PAD, KG = OT_BK / 16;
     DYNAMIC_SMEM_AS(unsigned char, ok_smem_raw);
     const int G = HS, stages = Hq / Hkv / HS, M = bsel, GH = G / HK;
     __nv_bfloat16 *Qs = (__nv_bfloat16 *)ok_smem_raw;  // [G][M][LDH]
@@ -300,27 +326,14 @@ __global__ void __launch_bounds__(OT_MAX_THREADS)
     const int nt = t1 - t0, n_tiles = (t1 + OT_BK - 1) / OT_BK;
     const int kt0 = OK_SPLIT * blockIdx.y, kt1 = min(n_tiles, kt0 + OK_SPLIT);
     if (kt0 >= kt1) return;
-    const int64_t nq = (int64_t)Hq * D, nkv = (int64_t)Hkv * D;
-    const float inv_h = 1.0f / Hq, log2e = 1.4426950408889634f;
+    const int64_t nkv = (int64_t)Hkv * D;
+    const float inv_h = 1.0f / Hq;
     float *arow = A + (int64_t)blockIdx.x * ld;
     const int koff = (16 * kg + (lane % 8) + 8 * ((lane / 8) % 2)) * LDH + 8 * (lane / 16);
 
     for (int st = 0; st < Hkv * stages; st++) {
         const int kh = st / stages, h0 = st * G;
-        // The first key tile and the staged heads' q rows in flight together (zero rows past the block).
-        cp_async_rows<D, OT_BK, false>(Kb + (kt0 & 1) * OT_BK * LDH, k + (int64_t)kt0 * OT_BK * nkv + (int64_t)kh * D,
-                                       nkv, NULL, t1 - kt0 * OT_BK);
-        for (int e = threadIdx.x; e < G * M * CH; e += blockDim.x) {
-            const int hh = e / (M * CH), r = (e / CH) % M, ch = e % CH;
-            __nv_bfloat16 *dst = Qs + ((size_t)hh * M + r) * LDH + 8 * ch;
-            if (r < nt) __pipeline_memcpy_async(dst, q + (int64_t)(t0 + r) * nq + (int64_t)(h0 + hh) * D + 8 * ch, 16);
-            else *(uint4 *)dst = make_uint4(0u, 0u, 0u, 0u);
-        }
-        __pipeline_commit();
-        for (int e = threadIdx.x; e < G * M; e += blockDim.x) {
-            const int hh = e / M, r = e % M;
-            lse2[e] = r < nt ? lse[(int64_t)(h0 + hh) * T + t0 + r] * log2e : INFINITY;
-        }
+        ot_stage_begin<D>(Kb, Qs, lse2, q, k, lse, T, Hq, Hkv, kt0, kh, h0, G, M, t0, t1);
         for (int it = kt0; it < kt1; it++) {
             const int c0 = it * OT_BK;
             __pipeline_wait_prior(0);  // this tile's copies (this thread's) …
@@ -437,7 +450,7 @@ template <int D, int NS>
 __global__ void __launch_bounds__(32 * 4 * (8 / NS), NS == 8 ? 4 : NS == 4 ? 2 : 1)
     oracle_query_tc_kernel(float *R, int64_t ld, const __nv_bfloat16 *q, const __nv_bfloat16 *k, const float *lse,
                            int T, int Hq, int Hkv, float scale_log2, int row0, int tend, int HS) {
-    constexpr int LDH = D + TILE_PAD, CH = D / 8, KW = 8 * NS;  // KW: the keys a warp takes of each tile
+    constexpr int LDH = D + TILE_PAD, KW = 8 * NS;  // KW: the keys a warp takes of each tile
     DYNAMIC_SMEM_AS(unsigned char, oq_smem_raw);
     const int G = HS, stages = Hq / Hkv / HS, M = OT_QROWS;
     __nv_bfloat16 *Qs = (__nv_bfloat16 *)oq_smem_raw;  // [G][M][LDH]
@@ -449,8 +462,8 @@ __global__ void __launch_bounds__(32 * 4 * (8 / NS), NS == 8 ? 4 : NS == 4 ? 2 :
     const int t0 = row0 + M * blockIdx.x, t1 = min(t0 + M, tend), nt = t1 - t0;
     const int n_tiles = (t1 + OT_BK - 1) / OT_BK, kt0 = OQ_SPLIT * blockIdx.y, kt1 = min(n_tiles, kt0 + OQ_SPLIT);
     if (kt0 >= kt1) return;  // the range starts after the last row (whole block)
-    const int64_t nq = (int64_t)Hq * D, nkv = (int64_t)Hkv * D;
-    const float inv_h = 1.0f / Hq, log2e = 1.4426950408889634f;
+    const int64_t nkv = (int64_t)Hkv * D;
+    const float inv_h = 1.0f / Hq;
     const int ta = r0 + g < nt ? t0 + r0 + g : -1, tb = r0 + g + 8 < nt ? t0 + r0 + g + 8 : -1;
     const int t_last = r0 < nt ? t0 + min(r0 + 15, nt - 1) : -1;  // the warp's last row (−1: none)
     const int t_first = r0 + 16 <= nt ? t0 + r0 : -1;             // its first row where all 16 are in, else −1
@@ -459,20 +472,7 @@ __global__ void __launch_bounds__(32 * 4 * (8 / NS), NS == 8 ? 4 : NS == 4 ? 2 :
 
     for (int st = 0; st < Hkv * stages; st++) {
         const int kh = st / stages, h0 = st * G;  // KV head, first staged head (heads are in KV-head order)
-        // The first key tile and the staged heads' q rows in flight together (zero rows past the block).
-        cp_async_rows<D, OT_BK, false>(Kb + (kt0 & 1) * OT_BK * LDH, k + (int64_t)kt0 * OT_BK * nkv + (int64_t)kh * D,
-                                       nkv, NULL, t1 - kt0 * OT_BK);
-        for (int e = threadIdx.x; e < G * M * CH; e += blockDim.x) {
-            const int hh = e / (M * CH), r = (e / CH) % M, ch = e % CH;
-            __nv_bfloat16 *dst = Qs + ((size_t)hh * M + r) * LDH + 8 * ch;
-            if (r < nt) __pipeline_memcpy_async(dst, q + (int64_t)(t0 + r) * nq + (int64_t)(h0 + hh) * D + 8 * ch, 16);
-            else *(uint4 *)dst = make_uint4(0u, 0u, 0u, 0u);
-        }
-        __pipeline_commit();
-        for (int e = threadIdx.x; e < G * M; e += blockDim.x) {
-            const int hh = e / M, r = e % M;
-            lse2[e] = r < nt ? lse[(int64_t)(h0 + hh) * T + t0 + r] * log2e : INFINITY;
-        }
+        ot_stage_begin<D>(Kb, Qs, lse2, q, k, lse, T, Hq, Hkv, kt0, kh, h0, G, M, t0, t1);
         for (int it = kt0; it < kt1; it++) {
             const int c0 = it * OT_BK, k0 = c0 + KW * kw;  // k0: the warp's first key
             __pipeline_wait_prior(0);  // this tile's copies (this thread's) …
