@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Device plan for one stretch: the oracle's per-query kernels timed, the checks in the background while the
-# GGUF parts travel, then Qwen2.5-Coder's 128K oracle rows and the oracle's TTFT on the real model.
+# Device plan: the oracle's per-query kernels timed and checked (k1, kall-run, k2); the Qwen2.5-Coder stretch
+# (c1, part, last, ttft, queue) for the 128K oracle rows and the oracle's TTFT on the real model, not run here.
 set -uo pipefail
 ROOT=$(pwd)
 S=/root/src
@@ -82,6 +82,21 @@ queue6() {
     echo "queue: all started"
 }
 case "$1" in
+k2)  # the build, the per-query oracle kernels on both shapes, the twin test's oracle part
+    $BGS src $S
+    (cd $S && ONLY_BUILD=1 OUT=$R/build bash scripts/device-check.sh) | tail -2
+    cd $S; mkdir -p $R/kb2 $R/check2
+    gpu >$R/kb2/gpu-before.txt
+    for m in qwen3-8b qwen2.5-1.5b; do
+        timeout 120 $B/spindle bench --synthetic $m --ctx 32768 --k 2048 --bsel 64 --no-ttft --max-train-ctx 1024 \
+            --max-fp32-ctx 1024 --device cuda --json $R/kb2/kernels-$m.json >$R/kb2/kernels-$m.txt 2>&1
+        echo "kernels $m exit $?"; grep -hE "^(oracle_select_bf16|lse_sdpa)" $R/kb2/kernels-$m.txt | cut -c1-200
+    done
+    gpu >$R/kb2/gpu-after.txt
+    SPINDLE_REQUIRE_GPU=1 timeout 200 $B/test_cuda_twins --part oracle >$R/check2/twins-oracle.txt 2>&1; echo "twins oracle exit $?"
+    grep -E "^(FAIL|test_cuda_twins)" $R/check2/twins-oracle.txt | head; grep -c "key-split" $R/check2/twins-oracle.txt
+    pack
+    ;;
 kall-run) cjob; goldjob; touch /root/checks.done ;;
 k1)  # the kernel stretch alone: the build, the benches on the quiet card, then every check in the background
     $BGS src $S
@@ -89,7 +104,7 @@ k1)  # the kernel stretch alone: the build, the benches on the quiet card, then 
     (cd $S && ONLY_BUILD=1 OUT=$R/build bash scripts/device-check.sh) | tail -3
     gpu
     kbench
-    cp .dev/go.sh /root/go.sh; (cd $S && $BGS start kall bash /root/go.sh kall-run)
+    cp $ROOT/.dev/go.sh /root/go.sh; (cd $S && $BGS start kall bash /root/go.sh kall-run)
     pack
     ;;
 cjob-run) cjob; touch /root/checks.done ;;
@@ -101,7 +116,7 @@ c1)  # the build, the kernel benches on the quiet card, part 00, then the checks
     gpu
     kbench
     bash scripts/device-qwen25coder.sh part 00 | tail -1
-    cp .dev/go.sh /root/go.sh; (cd $S && $BGS start cjob bash /root/go.sh cjob-run)
+    cp $ROOT/.dev/go.sh /root/go.sh; (cd $S && $BGS start cjob bash /root/go.sh cjob-run)
     pack
     ;;
 part)  # part NN
