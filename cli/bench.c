@@ -297,12 +297,12 @@ static int support_common(const int32_t *a, const int32_t *b, int k) {
     return n;
 }
 
-// A variant timed beside the default: the environment variable name set to value, its earlier value (NULL:
-// unset) returned for env_restore.
+// A variant timed beside the default: the environment variable name set to value (NULL: left as it is), its
+// earlier value (NULL: unset) returned for env_restore.
 static char *env_override(const char *name, const char *value) {
     const char *prev = getenv(name);
     char *saved = prev ? strdup(prev) : NULL;
-    setenv(name, value, 1);
+    if (value) setenv(name, value, 1);
     return saved;
 }
 
@@ -442,23 +442,45 @@ static void *rand_half(int64_t n, float sd, uint64_t seed) {
     return h;
 }
 
+// The notes of the oracle pairs' rows, each written with its variant's environment set (v 0: the first kernel,
+// 1: the second), so that what it names is what runs.
+static void note_oracle_query(char *note, size_t n, const Layer *L, int v) {
+    const int Hq = L->c->n_heads, Hkv = L->c->n_kv_heads, dh = L->c->head_dim;
+    const char *hs = getenv("SPINDLE_ORACLE_HEADS");
+    if (v == 0) {
+        const int m = snprintf(note, n, "P from bf16 q, k on tensor cores (mma.sync), lse given, + top-k; each key "
+                               "tile over %d warp(s) per 16 rows", oracle_select_tc_key_split(Hq, Hkv, dh, 1));
+        if (hs) snprintf(note + m, n - (size_t)m, "; SPINDLE_ORACLE_HEADS=%.20s", hs);
+    } else {
+        snprintf(note, n, "one warp per 16 rows (SPINDLE_ORACLE_KEY_SPLIT=0), the staged heads over %d warp(s)",
+                 oracle_select_tc_warp_heads(Hq, Hkv, dh, 1));
+    }
+}
+
+static void note_oracle_block(char *note, size_t n, const Layer *L, int v) {
+    if (v == 0)
+        snprintf(note, n, "block-shared, keys-major: key sums in registers, %d head group(s) of 4 warps, lse given, "
+                 "+ top-k", oracle_select_tc_head_groups(L->c->n_heads, L->c->n_kv_heads, L->c->head_dim, L->bsel));
+    else
+        snprintf(note, n, "block-shared, query-major: column sums through shared memory (SPINDLE_ORACLE_BLOCK_ROWS=1), "
+                 "lse given, + top-k");
+}
+
 // The oracle's bf16 selection timed twice in one run, by two kernels: per query (block 0) or in blocks of the
 // bench's b_sel (block 1), with the environment variable env at value[0] (NULL: as the caller has it) as
-// name[0], then at value[1] as name[1], whose note also gives the share of its selected keys the first selected
-// too (the kernels sum in different orders: the same supports up to near-ties at the k-th value). The caller's
-// value of env is restored after.
+// name[0], then at value[1] as name[1]; describe writes each row's note, and the second's also gives the share
+// of its selected keys the first selected too (the kernels sum in different orders: the same supports up to
+// near-ties at the k-th value). The caller's value of env is restored after.
 static void oracle_pair(Bench *b, Layer *L, int block, const char *env, const char *const value[2],
-                        const char *const name[2], char note[2][300], double flops) {
+                        const char *const name[2], void (*describe)(char *, size_t, const Layer *, int),
+                        double flops) {
     const int T = L->T, k = L->k, bsel = block ? L->bsel : 1;
     const int Hq = L->c->n_heads, Hkv = L->c->n_kv_heads, dh = L->c->head_dim, rows = (T + bsel - 1) / bsel;
     const int64_t n_sel = (int64_t)rows * k;
-    const char *cur = getenv(env);
-    char *saved = cur ? strdup(cur) : NULL;
+    char *saved = env_override(env, value[0]);
     int32_t *first = NULL;
     for (int v = 0; v < 2; v++) {
-        if (value[v]) setenv(env, value[v], 1);
-        else if (saved) setenv(env, saved, 1);
-        else unsetenv(env);
+        if (v > 0) setenv(env, value[v], 1);
         if (block && bsel <= 1) {
             record_skip(b, name[v], T, "b_sel 1");
             continue;
@@ -472,6 +494,8 @@ static void oracle_pair(Bench *b, Layer *L, int block, const char *env, const ch
         const double ms = measure(b, block ? k_oracle_bf16_block : k_oracle_bf16, L, all, &reps);
         int32_t *got = xmalloc(sizeof(int32_t) * (size_t)n_sel);
         cuda_to_host(got, block ? L->sel_b : L->sel, sizeof(int32_t) * (size_t)n_sel);
+        char note[300];
+        describe(note, sizeof note, L, v);
         if (v == 0) {
             first = got;
         } else {
@@ -479,18 +503,16 @@ static void oracle_pair(Bench *b, Layer *L, int block, const char *env, const ch
                 int64_t same = 0, n_valid = 0;
                 for (int r = 0; r < rows; r++) same += support_common(got + (int64_t)r * k, first + (int64_t)r * k, k);
                 for (int64_t i = 0; i < n_sel; i++) n_valid += got[i] >= 0;
-                const size_t len = strlen(note[1]);
-                snprintf(note[1] + len, 300 - len, "; supports %.6f the same as %s's",
+                const size_t len = strlen(note);
+                snprintf(note + len, sizeof note - len, "; supports %.6f the same as %s's",
                          n_valid ? (double)same / (double)n_valid : 1.0, name[0]);
             }
             free(got);
         }
-        record(b, name[v], T, ms, all, reps, flops, k, bsel, note[v]);
+        record(b, name[v], T, ms, all, reps, flops, k, bsel, note);
     }
     free(first);
-    if (saved) setenv(env, saved, 1);
-    else unsetenv(env);
-    free(saved);
+    env_restore(env, saved);
 }
 
 static void bench_layer(Bench *b, const ModelConfig *c, int T, int k, int bsel, int max_dense_fp32, int max_oracle,
@@ -609,30 +631,13 @@ static void bench_layer(Bench *b, const ModelConfig *c, int T, int k, int bsel, 
         ms = measure(b, k_oracle, &L, all, &reps);
         record(b, "oracle_select", T, ms, all, reps, att_flops / 2, k, 1, "P from q, k, lse (given) + top-k, fp32");
         // Per query: the key-split kernel (the default), then the one with one warp per 16 rows
-        // (SPINDLE_ORACLE_KEY_SPLIT=0); the variant of the first (SPINDLE_ORACLE_HEADS, SPINDLE_ORACLE_KEY_SPLIT)
-        // and the second (SPINDLE_ORACLE_WARP_HEADS) says itself in the notes.
-        char notes[2][300];
-        const char *hs = getenv("SPINDLE_ORACLE_HEADS");
-        int n = snprintf(notes[0], sizeof notes[0], "P from bf16 q, k on tensor cores (mma.sync), lse given, + top-k; "
-                         "each key tile over %d warp(s) per 16 rows", oracle_select_tc_key_split(Hq, Hkv, dh, 1));
-        if (hs) snprintf(notes[0] + n, sizeof notes[0] - (size_t)n, "; SPINDLE_ORACLE_HEADS=%.20s", hs);
-        char *ks_saved = env_override("SPINDLE_ORACLE_KEY_SPLIT", "0");
-        const int hw = oracle_select_tc_warp_heads(Hq, Hkv, dh, 1);
-        env_restore("SPINDLE_ORACLE_KEY_SPLIT", ks_saved);
-        snprintf(notes[1], sizeof notes[1], "one warp per 16 rows (SPINDLE_ORACLE_KEY_SPLIT=0), the staged heads over "
-                 "%d warp(s)", hw);
+        // (SPINDLE_ORACLE_KEY_SPLIT=0); in blocks: the keys-major kernel (the default), then the query-major one.
         oracle_pair(b, &L, 0, "SPINDLE_ORACLE_KEY_SPLIT", (const char *[]){NULL, "0"},
-                    (const char *[]){"oracle_select_bf16", "oracle_select_bf16_whole_tiles"}, notes, att_flops / 2);
-        // Block-shared: the keys-major kernel (the default), then the query-major one.
-        char *rows_saved = env_override("SPINDLE_ORACLE_BLOCK_ROWS", "0");
-        const int hk = bsel > 1 ? oracle_select_tc_head_groups(Hq, Hkv, dh, bsel) : 0;
-        env_restore("SPINDLE_ORACLE_BLOCK_ROWS", rows_saved);
-        snprintf(notes[0], sizeof notes[0], "block-shared, keys-major: key sums in registers, %d head group(s) of 4 "
-                 "warps, lse given, + top-k", hk);
-        snprintf(notes[1], sizeof notes[1], "block-shared, query-major: column sums through shared memory "
-                 "(SPINDLE_ORACLE_BLOCK_ROWS=1), lse given, + top-k");
+                    (const char *[]){"oracle_select_bf16", "oracle_select_bf16_whole_tiles"}, note_oracle_query,
+                    att_flops / 2);
         oracle_pair(b, &L, 1, "SPINDLE_ORACLE_BLOCK_ROWS", (const char *[]){"0", "1"},
-                    (const char *[]){"oracle_select_bf16_block", "oracle_select_bf16_block_rows"}, notes, att_flops / 2);
+                    (const char *[]){"oracle_select_bf16_block", "oracle_select_bf16_block_rows"}, note_oracle_block,
+                    att_flops / 2);
     } else {
         record_skip(b, "oracle_select", T, "longer than --max-oracle-ctx");
         record_skip(b, "oracle_select_bf16", T, "longer than --max-oracle-ctx");

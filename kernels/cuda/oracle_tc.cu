@@ -517,12 +517,16 @@ static int ot_heads(int G) {
     return hs > 0 && G % hs == 0 ? (int)hs : G;
 }
 
-static size_t ot_max_smem(void) {
-    int dev = 0, max_smem = 0;
+// The device's shared memory: what one thread block may opt in to, and what an SM holds (the thread blocks
+// that fit an SM side by side).
+static int ot_device_attr(cudaDeviceAttr attr) {
+    int dev = 0, v = 0;
     CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    return (size_t)max_smem;
+    CUDA_CHECK(cudaDeviceGetAttribute(&v, attr, dev));
+    return v;
 }
+static size_t ot_max_smem(void) { return (size_t)ot_device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin); }
+static int ot_sm_smem(void) { return ot_device_attr(cudaDevAttrMaxSharedMemoryPerMultiprocessor); }
 
 // Warps per 16 rows over which the HS staged heads are split: the largest divisor of HS up to
 // SPINDLE_ORACLE_WARP_HEADS with (M/16)·HW ≤ 16 warps (M: 64 per query, bsel per block) whose partial sums
@@ -558,9 +562,7 @@ static size_t ok_smem(int M, int G, int D, int HK) {
 static int ok_head_groups(int HS, int M, int D) {
     const long want = env_long("SPINDLE_ORACLE_HEAD_GROUPS", 0, 0, 1L << 20);
     const size_t max_smem = ot_max_smem();
-    int dev = 0, per_sm = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
+    const int per_sm = ot_sm_smem();
     int best = 1;
     for (int hk = 1; hk <= 4 && hk <= HS; hk++) {
         if (HS % hk || ok_smem(M, HS, D, hk) > max_smem) continue;
@@ -589,10 +591,7 @@ static int oq_key_split(int HS, int D) {
     const long want = env_long("SPINDLE_ORACLE_KEY_SPLIT", -1, -1, 4);
     if (want == 0) return 0;
     if (want > 0) return want >= 4 ? 4 : want >= 2 ? 2 : 1;
-    int dev = 0, per_sm = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&per_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev));
-    const int ctas = per_sm / (int)(oq_smem(HS, D) + 1024);
+    const int ctas = ot_sm_smem() / (int)(oq_smem(HS, D) + 1024);
     for (int ks = 1; ks < 4; ks *= 2)
         if ((ctas < 4 / ks ? ctas : 4 / ks) * 4 * ks >= 16) return ks;
     return 4;

@@ -60,9 +60,10 @@ inline long long max(long long a, long long b) { return a > b ? a : b; }
 
 typedef int cudaError_t;
 enum { cudaSuccess = 0 };
-enum { cudaDevAttrMultiProcessorCount = 16, cudaDevAttrMaxSharedMemoryPerBlockOptin = 97,
-       cudaDevAttrMaxSharedMemoryPerMultiprocessor = 81, cudaFuncAttributeMaxDynamicSharedMemorySize = 8,
-       cudaFuncAttributePreferredSharedMemoryCarveout = 9, cudaSharedmemCarveoutMaxShared = 100 };
+enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16, cudaDevAttrMaxSharedMemoryPerBlockOptin = 97,
+                      cudaDevAttrMaxSharedMemoryPerMultiprocessor = 81 };
+enum { cudaFuncAttributeMaxDynamicSharedMemorySize = 8, cudaFuncAttributePreferredSharedMemoryCarveout = 9,
+       cudaSharedmemCarveoutMaxShared = 100 };
 inline const char *cudaGetErrorName(cudaError_t) { return "emulation"; }
 inline const char *cudaGetErrorString(cudaError_t) { return "emulation"; }
 inline cudaError_t cudaGetLastError() { return cudaSuccess; }
