@@ -189,6 +189,12 @@ void gated_delta_rule_cuda_tune(int segment_chunks, int state_tile);
 void next_token_stats_cuda(double *nll_d, double *nll_s, double *kl, int32_t *top1, const float *ld,
                            const float *ls, const int32_t *next, int rows, int V);
 
+// The check of the warpgroup MMA pieces (kernels/cuda/wgmma.cuh, wgmma_check.cu): C [64][64] fp32 =
+// A [64][K] · B on one warpgroup, A row-major bf16, B bf16 as [64][K] (trans_b 0: C = A·Bᵀ, B staged
+// K-major) or [K][64] (trans_b 1: C = A·B, staged MN-major); K a multiple of 16, at most 256. Returns 0,
+// −1 for a bad K, −2 on a device that is not sm_90 (the code is sm_90a's).
+int wgmma_check_cuda(float *C, const void *A, const void *B, int K, int trans_b);
+
 #ifdef __cplusplus
 }
 #endif

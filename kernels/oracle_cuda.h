@@ -83,6 +83,16 @@ int64_t support_union_keys_cuda(const int32_t *sel, const int32_t *n_sel, int T,
 // shape (aligned pointers assumed), 0 when it falls back (for benchmarks).
 int support_attention_block_tc_takes(int Hq, int Hkv, int dh, int topk, int bsel);
 
+// The same attention on Hopper's warpgroup MMA (sparse_attention_wg.cu, sm_90a): what
+// support_attention_block_tc_cuda runs under SPINDLE_SPARSE_WGMMA=1 where this takes the shape (d_h 64
+// or 128, a group of query heads whose rows hpc·bsel ≤ 128 are a multiple of 64). Returns 0 when it
+// launched, −1 when it does not take the call (shape, or a device that is not sm_90). Same semantics and
+// the same bf16 rounding of the weights as the mma.sync kernel. Twin check: tests/twins/oracle.c.
+int support_attention_block_wg_cuda(void *out, DType out_type, const void *q, const void *k, const void *v, int T,
+                                    int Hq, int Hkv, int dh, float scale, int topk, int bsel, const int32_t *sel,
+                                    const int32_t *n_sel);
+int support_attention_block_wg_takes(int Hq, int Hkv, int dh, int bsel);
+
 // Per-query supports (sel [T, topk], n_sel [T]: support_attention_cuda's
 // bsel 1) executed on tensor cores in blocks of ublock queries: each block
 // gathers the union of its queries' visible keys (query t's keys ≤ t) as dense

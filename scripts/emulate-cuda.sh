@@ -22,6 +22,9 @@
 #   indexer_select_fused  kernels/cuda/indexer_select_fused.cu (the per-query indexer selection with
 #                      its bf16 tensor-core scores, no score buffer) against the top-k of the scores in
 #                      double; [--quick]
+#   wgmma              kernels/cuda/wgmma.cuh through kernels/cuda/wgmma_check.cu (Hopper's warpgroup MMA,
+#                      B through a shared-memory descriptor; emulated, tests/emu/emu_wgmma.h) against
+#                      A·B in double; [--quick]
 #   indexer            kernels/cuda/indexer.cu, host code and kernels (the fused distillation loss and its
 #                      gradients, the block objectives, recall, selection; cuBLAS through
 #                      tests/emu/cublas_v2.h) against the CPU twin (kernels/cpu/indexer_cpu.c); [--quick]
@@ -41,8 +44,9 @@ block_tc) cpu=(attention_cpu oracle_cpu topk) twins=() ;;
 indexer_block_tc) cpu=() twins=() ;;
 oracle_tc) cpu=(base/env) twins=() ;;
 indexer_select_fused) cpu=() twins=() ;;
+wgmma) cpu=() twins=() ;;
 indexer) cpu=(indexer indexer_cpu topk blas_init ops_cpu base/env base/rng model/rope) twins=() ;;
-*) echo "usage: scripts/emulate-cuda.sh deltanet|attention_cached|support_attention|refine|block_tc|indexer_block_tc|oracle_tc|indexer_select_fused|indexer [ARGS...]" >&2; exit 2 ;;
+*) echo "usage: scripts/emulate-cuda.sh deltanet|attention_cached|support_attention|refine|block_tc|indexer_block_tc|oracle_tc|indexer_select_fused|wgmma|indexer [ARGS...]" >&2; exit 2 ;;
 esac
 if ! command -v g++ >/dev/null || ! pkg-config --exists openblas; then
     echo "emulate-cuda: skipped: needs g++ and openblas (pkg-config)"

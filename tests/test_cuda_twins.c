@@ -34,7 +34,7 @@
 // Exit: 0 all pass, 1 a failure, 77 (CTest: skipped) without a usable GPU,
 // 1 without one when SPINDLE_REQUIRE_GPU=1 (scripts/device-check.sh sets it).
 // `test_cuda_twins --quick` keeps T ≤ 130 (for compute-sanitizer runs);
-// `--part backbone,sdpa,oracle,indexer,score,deltanet,hybrid` runs only the parts named (to find
+// `--part backbone,sdpa,oracle,indexer,score,deltanet,hybrid,wgmma` runs only the parts named (to find
 // which part a sanitizer fails in). Output is line-buffered, so a run that dies
 // in a device fault still shows the last check that finished.
 // SPINDLE_SEED=N repeats a run; the seed is printed either way.
@@ -510,13 +510,13 @@ int main(int argc, char **argv) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--part") && i + 1 < argc) parts = argv[++i];
         else {
-            fprintf(stderr, "usage: test_cuda_twins [--quick] [--part backbone,sdpa,oracle,indexer,score,deltanet,hybrid]\n");
+            fprintf(stderr, "usage: test_cuda_twins [--quick] [--part backbone,sdpa,oracle,indexer,score,deltanet,hybrid,wgmma]\n");
             return 1;
         }
     }
-    static const char *const known[] = {"backbone", "sdpa", "oracle", "indexer", "score", "deltanet", "hybrid"};
-    int run[7] = {1, 1, 1, 1, 1, 1, 1};
-    if (parts && cli_names("test_cuda_twins", "--part", parts, known, 7, run)) return 1;
+    static const char *const known[] = {"backbone", "sdpa", "oracle", "indexer", "score", "deltanet", "hybrid", "wgmma"};
+    int run[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    if (parts && cli_names("test_cuda_twins", "--part", parts, known, 8, run)) return 1;
     char why[256];
     if (cuda_available(why, sizeof why) == 0) {
         const char *req = getenv("SPINDLE_REQUIRE_GPU");
@@ -539,6 +539,7 @@ int main(int argc, char **argv) {
     if (run[4]) twins_score(quick);
     if (run[5]) twins_deltanet(quick);
     if (run[6]) twins_hybrid(quick);
+    if (run[7]) twins_wgmma(quick);
 
     int failures = twins_summary();
     printf("test_cuda_twins: %s (%d failure%s)\n", failures ? "FAIL" : "PASS", failures, failures == 1 ? "" : "s");

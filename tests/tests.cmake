@@ -112,7 +112,8 @@ add_test(NAME reports COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_reports.sh ${C
 
 if(SPINDLE_CUDA)
   add_executable(test_cuda_twins tests/test_cuda_twins.c tests/twins/common.c tests/twins/oracle.c
-    tests/twins/indexer.c tests/twins/sdpa.c tests/twins/score.c tests/twins/deltanet.c tests/twins/hybrid.c)
+    tests/twins/indexer.c tests/twins/sdpa.c tests/twins/score.c tests/twins/deltanet.c tests/twins/hybrid.c
+    tests/twins/wgmma.c)
   target_include_directories(test_cuda_twins PRIVATE tests/twins)
   target_link_libraries(test_cuda_twins PRIVATE spindle_cli)
   add_test(NAME cuda_twins COMMAND test_cuda_twins)
@@ -203,11 +204,13 @@ add_test(NAME deltanet COMMAND test_deltanet)
 #                      (kernels/cuda/oracle_tc.cu, topk.cu) against the definition in double;
 #   indexer_select_fused  the per-query indexer selection fused with its bf16 tensor-core scores
 #                      (kernels/cuda/indexer_select_fused.cu) against the top-k of the scores in double;
+#   wgmma              Hopper's warpgroup MMA (kernels/cuda/wgmma.cuh, B through a shared-memory
+#                      descriptor) through its check kernel, against A·B in double;
 #   indexer            the indexer's CUDA twin (kernels/cuda/indexer.cu: the fused distillation loss and
 #                      gradients, the block objectives, recall, selection; cuBLAS as OpenBLAS) against
 #                      its CPU twin.
 foreach(kernel deltanet attention_cached support_attention refine block_tc indexer_block_tc oracle_tc
-        indexer_select_fused indexer)
+        indexer_select_fused wgmma indexer)
   add_test(NAME ${kernel}_cuda_emulated COMMAND bash ${CMAKE_SOURCE_DIR}/scripts/emulate-cuda.sh ${kernel} --quick)
   set_tests_properties(${kernel}_cuda_emulated PROPERTIES SKIP_RETURN_CODE 77
     ENVIRONMENT "EMU_OUT=${TEST_TMP}/emu_${kernel}")

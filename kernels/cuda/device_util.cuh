@@ -50,6 +50,12 @@ static inline int grid_for(int64_t n, int block) {
 static __device__ __forceinline__ void store_as(float *p, float v) { *p = v; }
 static __device__ __forceinline__ void store_as(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
 static __device__ __forceinline__ void store_as(__half *p, float v) { *p = __float2half_rn(v); }
+// Two adjacent values (p 4- or 8-byte aligned): fp32, or rounded to bf16 / f16 (nearest even).
+static __device__ __forceinline__ void store2(float *p, float a, float b) { *(float2 *)p = make_float2(a, b); }
+static __device__ __forceinline__ void store2(__nv_bfloat16 *p, float a, float b) {
+    *(__nv_bfloat162 *)p = __floats2bfloat162_rn(a, b);
+}
+static __device__ __forceinline__ void store2(__half *p, float a, float b) { *(__half2 *)p = __floats2half2_rn(a, b); }
 
 // Number of entries ≤ t in the ascending keys[0..n).
 static __device__ __forceinline__ int count_le(const int32_t *keys, int n, int t) {

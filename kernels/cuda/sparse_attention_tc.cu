@@ -96,12 +96,6 @@ static int tc_rows(int D) {
 // Thread block: (block b, KV head kh, head group hg) from blockIdx.x with b the
 // slowest; hpc heads × bsel rows, warp w: head kh·G + hg·hpc + w / (bsel/16),
 // rows 16·(w % (bsel/16)) … + 15 of the block. scale_log2 = scale·log2(e).
-// Two adjacent output values: fp32, or rounded to bf16 (nearest even).
-static __device__ __forceinline__ void store2(float *p, float a, float b) { *(float2 *)p = make_float2(a, b); }
-static __device__ __forceinline__ void store2(__nv_bfloat16 *p, float a, float b) {
-    *(__nv_bfloat162 *)p = __floats2bfloat162_rn(a, b);
-}
-static __device__ __forceinline__ void store2(__half *p, float a, float b) { *(__half2 *)p = __floats2half2_rn(a, b); }
 
 // The union path's arrays (U = true), all device, made by union_build: block b
 // of bsel queries gathers the n_union[b] sorted keys at keys + koff[b]; query
@@ -381,8 +375,14 @@ extern "C" void support_attention_block_tc_cuda(void *out, const void *q, const 
     // cp.async and the uint4 loads of q need 16-byte aligned rows (cudaMalloc gives 256).
     const int aligned = !(((uintptr_t)q | (uintptr_t)k | (uintptr_t)v) & 15);
     int rc = -1;
-    if (aligned && tc_takes(Hq, Hkv, dh, topk, bsel))
-        rc = tc_launch_dh<false>(out, out_type, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel, UnionArgs{});
+    if (aligned && tc_takes(Hq, Hkv, dh, topk, bsel)) {
+        // SPINDLE_SPARSE_WGMMA=1: the warpgroup-MMA kernel (sparse_attention_wg.cu) where it takes the shape.
+        const char *wg = getenv("SPINDLE_SPARSE_WGMMA");
+        if (wg && !strcmp(wg, "1"))
+            rc = support_attention_block_wg_cuda(out, out_type, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel);
+        if (rc != 0)
+            rc = tc_launch_dh<false>(out, out_type, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel, UnionArgs{});
+    }
     if (rc != 0) tc_widened(out, out_type, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel);
 }
 

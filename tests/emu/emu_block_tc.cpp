@@ -8,7 +8,9 @@
 //                                     (the {t} fallback);
 //   support_attention_union_tc_cuda   per-query supports executed as the unions of blocks of 16 queries,
 //                                     with the union sizes it reports checked exactly;
-//   the same with SPINDLE_TC_ROWS=256 (the wide variant: up to 256 rows a thread block).
+//   the same with SPINDLE_TC_ROWS=256 (the wide variant: up to 256 rows a thread block);
+//   support_attention_block_wg_cuda   the warpgroup-MMA kernel (SPINDLE_SPARSE_WGMMA=1, wgmma emulated by
+//                                     tests/emu/emu_wgmma.h) on block-shared supports.
 // Tolerance as the GPU twin test's (tests/twins/oracle.c, "support_attention_block_tc"): nmse 2e-5 and
 // max |err| 2⁻⁶·max(1, max |cpu|) — the kernel rounds its softmax weights to bf16 before P·V. Indexing,
 // masks, barriers and the fragment algebra without a GPU, nothing about speed. Build and run:
@@ -18,6 +20,7 @@
 
 #include "sparse_attention.cu"
 #include "sparse_attention_tc.cu"
+#include "sparse_attention_wg.cu"
 
 #include "emu_harness.h"
 
@@ -91,6 +94,15 @@ static void check(int T, int Hq, int Hkv, int dh, int topk, int bsel, int ublock
     cuda_free(out);
 }
 
+// A block-shared case on the warpgroup-MMA kernel: it must take the shape (else the mma.sync kernel would
+// be judged), then check() judges the output.
+static void check_wg(int T, int Hq, int Hkv, int dh, int topk, int bsel) {
+    char what[96];
+    snprintf(what, sizeof what, "block_wg takes Hq %d Hkv %d dh %d bsel %d", Hq, Hkv, dh, bsel);
+    expect(what, support_attention_block_wg_takes(Hq, Hkv, dh, bsel) ? 0.0 : 1.0, 0.0);
+    check(T, Hq, Hkv, dh, topk, bsel, 0);
+}
+
 int main(int argc, char **argv) {
     const bool quick = emu_quick(argc, argv, "emu_block_tc");
     check(40, 2, 1, 64, 16, 16, 0);     // 2 heads a thread block, one 64-key tile
@@ -113,6 +125,17 @@ int main(int argc, char **argv) {
         check(80, 4, 1, 256, 30, 16, 0);     // d_h 256 keeps 128 rows
     }
     unsetenv("SPINDLE_TC_ROWS");
+    // The warpgroup-MMA kernel (SPINDLE_SPARSE_WGMMA=1, sparse_attention_wg.cu; wgmma emulated,
+    // tests/emu/emu_wgmma.h) on the shapes it takes: rows of 64 (one warpgroup) and 128 (two).
+    setenv("SPINDLE_SPARSE_WGMMA", "1", 1);
+    check_wg(40, 8, 2, 64, 16, 16);     // 4 heads × 16 rows: one warpgroup, one key tile
+    check_wg(70, 4, 2, 128, 100, 32);   // 2 heads × 32 rows, two key tiles, a partial last block
+    check_wg(130, 8, 8, 64, 70, 64);    // MHA, 1 head × 64 rows
+    if (!quick) {
+        check_wg(100, 16, 2, 128, 150, 64);  // 2 heads × 64 rows: two warpgroups, three key tiles
+        check_wg(90, 12, 2, 128, 40, 32);    // Qwen2.5's 12:2 at b_sel 32: 2 heads × 32 rows (b_sel 16 is not taken)
+    }
+    unsetenv("SPINDLE_SPARSE_WGMMA");
     printf("emu_block_tc: %s (%d failure%s)\n", failures ? "FAIL" : "PASS", failures, failures == 1 ? "" : "s");
     return failures ? 1 : 0;
 }

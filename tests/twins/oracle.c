@@ -33,6 +33,10 @@
 //                      not take (dh 80, bsel 1 and 24) are judged the same
 //                      way: the op falls back
 //                      inside; support_attention_block_tc_takes must say which.
+//   support_attention_block_wg
+//                      the same op and judgement with SPINDLE_SPARSE_WGMMA=1: the
+//                      warpgroup-MMA kernel (sparse_attention_wg.cu) on the
+//                      shapes it takes, after a check that it launches here.
 //   oracle_select bf16 the same judgement as oracle_select, on bf16-rounded
 //                      layers, at dh 64 / 128 / 256 (Gemma 3 270M's 4 / 1 heads:
 //                      tensor cores per query and bsel 16 / 64, the fp32
@@ -500,6 +504,9 @@ static int64_t union_total(const int32_t *sel, const int32_t *n_sel, int T, int 
     return total;
 }
 
+// The name block-shared cases are recorded under: the warpgroup-MMA section sets its own.
+static const char *block_tc_op = "support_attention_block_tc";
+
 // ublock 0: support_attention_block_tc_cuda on block-shared supports (bsel);
 // ublock > 0: support_attention_union_tc_cuda on per-query supports run in
 // blocks of ublock queries (bsel is 1 then), against the per-query CPU twin.
@@ -508,7 +515,7 @@ static void check_support_block_tc(int T, int Hq, int Hkv, int dh, int topk, int
     const int rows = (T + bsel - 1) / bsel;
     const int64_t nq = (int64_t)Hq * dh, nkv = (int64_t)Hkv * dh;
     const float scale = 1.0f / sqrtf((float)dh);
-    const char *op = ublock > 0 ? "support_attention_union_tc" : "support_attention_block_tc";
+    const char *op = ublock > 0 ? "support_attention_union_tc" : block_tc_op;
     char shape[160], name[80];
     if (ublock > 0)
         snprintf(shape, sizeof shape, "T=%d Hq=%d Hkv=%d dh=%d k=%d per query, blocks of %d (bf16 in)", T, Hq, Hkv, dh,
@@ -774,6 +781,35 @@ void twins_oracle(int quick) {
         check_support_block_tc(130, 4, 2, 80, 16, 16, 0);
         check_support_block_tc(130, 8, 2, 64, 16, 24, 0);
         check_tc_takes();
+        // The warpgroup-MMA kernel (sparse_attention_wg.cu, SPINDLE_SPARSE_WGMMA=1) on the shapes of the
+        // list it takes (d_h 64 / 128, head rows a multiple of 64: 16:2 at bsel 16 and 64, the MHA and 12:4
+        // shapes at bsel 64 and 128), the same judgement; first, that it launches on this device at all
+        // (else the op would have run the mma.sync kernel and the cases would say nothing about it).
+        {
+            const int wg_ok = support_attention_block_wg_takes(16, 2, 128, 64) && support_attention_block_wg_takes(8, 8, 64, 64) &&
+                              !support_attention_block_wg_takes(8, 8, 64, 16) && !support_attention_block_wg_takes(12, 2, 128, 16) &&
+                              !support_attention_block_wg_takes(4, 1, 256, 64);
+            int32_t *one = dev_from_i32((const int32_t[]){0, 1}, 2);
+            void *z = cuda_malloc(2 * 64 * 16 * 128);  // q [64][16·128] bf16 zeros (k and v use its start)
+            cuda_memset(z, 0, 2 * 64 * 16 * 128);
+            float *o = dev_poisoned(64 * 16 * 128);
+            const int rc = support_attention_block_wg_cuda(o, DT_F32, z, z, z, 64, 16, 2, 128, 0.1f, 2, 64, one, one + 1);
+            cuda_sync();
+            record("support_attention_block_wg", "launches here; takes d_h 64/128 with head rows a multiple of 64",
+                   wg_ok && rc == 0, rc != 0 ? "did not launch (not an sm_90 device?)" : wg_ok ? "as expected" : "a shape reported on the wrong path");
+            cuda_free(one), cuda_free(z), cuda_free(o);
+        }
+        setenv("SPINDLE_SPARSE_WGMMA", "1", 1);
+        block_tc_op = "support_attention_block_wg";
+        for (int it = 0; it < n_T; it++)
+            for (int is = 0; is < 5; is++)  // the d_h 64 / 128 shapes
+                for (int ik = 0; ik < (tc_Ts[it] >= 1000 ? 3 : 2); ik++)
+                    for (int ib = 0; ib < (quick ? 2 : 3); ib++)
+                        if (support_attention_block_wg_takes(tc_shapes[is][0], tc_shapes[is][1], tc_shapes[is][2], tc_bsels[ib]))
+                            check_support_block_tc(tc_Ts[it], tc_shapes[is][0], tc_shapes[is][1], tc_shapes[is][2],
+                                                   tc_ks[ik], tc_bsels[ib], 0);
+        block_tc_op = "support_attention_block_tc";
+        unsetenv("SPINDLE_SPARSE_WGMMA");
         // Per-query supports as block unions: blocks of 16 and 64 queries (unions of up to
         // 16·k keys: several tiles), every tensor-core shape; T = 1000 crosses many blocks
         // and a partial last one; dh 80 and blocks of 24 fall back inside the op.

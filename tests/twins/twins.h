@@ -63,3 +63,4 @@ void twins_sdpa(int quick);      // tests/twins/sdpa.c: bf16 dense attention (cu
 void twins_score(int quick);     // tests/twins/score.c: next-token scoring (eval), backbone_score
 void twins_hybrid(int quick);    // tests/twins/hybrid.c: sigmoid gates, MoE router and experts
 void twins_deltanet(int quick);  // tests/twins/deltanet.c: Gated DeltaNet (chunked delta rule, conv1d, norms, gates)
+void twins_wgmma(int quick);     // tests/twins/wgmma.c: Hopper's warpgroup MMA pieces (kernels/cuda/wgmma.cuh)
