@@ -612,6 +612,33 @@ static void bench_layer(Bench *b, const ModelConfig *c, int T, int k, int bsel, 
     snprintf(note2, sizeof note2, "%s; block sums on bf16 tensor cores, no score buffer", note);
     ms = measure(b, k_ix_select_block_bf16, &L, all, &reps);
     record(b, "indexer_select_block_bf16", T, ms, all, reps, 0, k, bsel, note2);
+    // The same with the block sums on the warpgroup-MMA kernel (SPINDLE_SELECT_WGMMA=1) where it takes the
+    // shape (b_sel 64, d_I 64 / 128), with the agreement of its selected sets with the mma.sync kernel's.
+    if (bsel != 64 || (L.icfg.d_index != 64 && L.icfg.d_index != 128)) {
+        record_skip(b, "indexer_select_block_wg", T, "the warpgroup-MMA block sums take b_sel 64 at d_I 64 / 128");
+    } else {
+        const int n_cmp = rows_b < 1024 ? rows_b : 1024;
+        int32_t *sa = xmalloc(sizeof(int32_t) * (size_t)n_cmp * k), *sw = xmalloc(sizeof(int32_t) * (size_t)n_cmp * k);
+        int32_t *na = xmalloc(sizeof(int32_t) * (size_t)n_cmp), *nw = xmalloc(sizeof(int32_t) * (size_t)n_cmp);
+        cuda_to_host(sa, L.sel_b, sizeof(int32_t) * (size_t)n_cmp * k);
+        cuda_to_host(na, L.n_sel_b, sizeof(int32_t) * (size_t)n_cmp);
+        char *saved = env_override("SPINDLE_SELECT_WGMMA", "1");
+        k_ix_select_block_bf16(&L);
+        cuda_to_host(sw, L.sel_b, sizeof(int32_t) * (size_t)n_cmp * k);
+        cuda_to_host(nw, L.n_sel_b, sizeof(int32_t) * (size_t)n_cmp);
+        double agree = 0;
+        int64_t keys = 0;
+        for (int i = 0; i < n_cmp; i++) {
+            agree += support_common(sa + (size_t)i * k, sw + (size_t)i * k, k);  // rows end at −1
+            keys += na[i] > nw[i] ? na[i] : nw[i];
+        }
+        ms = measure(b, k_ix_select_block_bf16, &L, all, &reps);
+        env_restore("SPINDLE_SELECT_WGMMA", saved);
+        snprintf(note2, sizeof note2, "%s; block sums on bf16 wgmma (SPINDLE_SELECT_WGMMA=1); sets %.6f the same as "
+                 "mma.sync's over %d rows", note, keys > 0 ? agree / (double)keys : 1.0, n_cmp);
+        record(b, "indexer_select_block_wg", T, ms, all, reps, 0, k, bsel, note2);
+        free(sa), free(sw), free(na), free(nw);
+    }
     // Sparse attention over those supports: 4·|S|·d_h·Hq per query (QK and PV).
     const double sp_flops = 4.0 * (double)dh * Hq * (T <= k ? T * (T + 1.0) / 2 : (double)T * k);
     ms = measure(b, k_sparse, &L, all, &reps);

@@ -100,6 +100,12 @@ void indexer_refine_rows_cuda(int32_t *sel, int32_t *n_sel, const int32_t *pos, 
 // bf16-rounded q, k. (indexer_block_tc.cu)
 int indexer_block_scores_bf16_cuda(float *A, int64_t ld, const void *q, const void *k, int T, int d_index,
                                    float c_col, int bsel, int b0, int nb);
+// The same values on Hopper's warpgroup MMA (indexer_block_wg.cu, sm_90a), what
+// indexer_block_scores_bf16_cuda runs under SPINDLE_SELECT_WGMMA=1 where this takes the call: d_index 64
+// or 128, bsel 64 (the TTFT's shape), 16-byte aligned q, k, an sm_90 device; −1 without launching
+// otherwise, 0 when launched. Same function, the same fp32 sums in another order inside the tensor cores.
+int indexer_block_scores_wg_cuda(float *A, int64_t ld, const void *q, const void *k, int T, int d_index,
+                                 float c_col, int bsel, int b0, int nb);
 
 // The per-query selection (bsel = 1) with no score buffer: sel [T, kk]
 // ascending then −1, n_sel [T] = min(kk, t + 1), row t the top kk of

@@ -7,10 +7,12 @@
 // block, one and several 64-key tiles, a sub-range of blocks (b0 > 0) written at a row stride ld > T.
 // The kernel's products of bf16 values are exact in fp32; its sums and exp2 are fp32: tolerance
 // max |err| ≤ 1e-4 · max A and nmse ≤ 1e-8. Indexing, masks, barriers and the fragment algebra without
-// a GPU, nothing about speed. Build and run: scripts/emulate-cuda.sh indexer_block_tc [--quick].
+// a GPU, nothing about speed. The same cases at b_sel 64 on the warpgroup-MMA kernel
+// (SPINDLE_SELECT_WGMMA=1, indexer_block_wg.cu). Build and run: scripts/emulate-cuda.sh indexer_block_tc [--quick].
 #include <cstdio>
 
 #include "indexer_block_tc.cu"
+#include "indexer_block_wg.cu"
 #include "ops_cuda.h"
 
 #include "emu_harness.h"
@@ -66,6 +68,28 @@ int main(int argc, char **argv) {
         check(200, 128, 16, 2, 10);  // eight blocks a thread block
         check(150, 64, 128, 0, 2);   // one block of 128 a thread block
     }
+    // The warpgroup-MMA kernel (SPINDLE_SELECT_WGMMA=1, indexer_block_wg.cu; wgmma emulated,
+    // tests/emu/emu_wgmma.h) at b_sel 64, the shape it takes: it must take these calls, then the same check.
+    setenv("SPINDLE_SELECT_WGMMA", "1", 1);
+    {
+        std::vector<__nv_bfloat16> z((size_t)130 * 128);
+        float *A = (float *)cuda_malloc(sizeof(float) * 3 * 130);
+        expect("indexer_block_wg takes d_I 64 and 128 at b_sel 64, not b_sel 32",
+               indexer_block_scores_wg_cuda(A, 130, z.data(), z.data(), 130, 64, 0.1f, 64, 0, 3) == 0 &&
+                       indexer_block_scores_wg_cuda(A, 130, z.data(), z.data(), 130, 128, 0.1f, 64, 0, 3) == 0 &&
+                       indexer_block_scores_wg_cuda(A, 130, z.data(), z.data(), 130, 128, 0.1f, 32, 0, 3) != 0
+                   ? 0.0
+                   : 1.0,
+               0.0);
+        cuda_free(A);
+    }
+    check(130, 64, 64, 1, 2);     // b0 > 0: two blocks of 64 in one thread block, a partial last block
+    check(100, 128, 64, 0, 2);    // d_I 128, two key tiles
+    if (!quick) {
+        check(300, 128, 64, 0, 5);  // an odd number of blocks: the last thread block has one
+        check(200, 64, 64, 1, 3);
+    }
+    unsetenv("SPINDLE_SELECT_WGMMA");
     printf("emu_indexer_block_tc: %s (%d failure%s)\n", failures ? "FAIL" : "PASS", failures, failures == 1 ? "" : "s");
     return failures ? 1 : 0;
 }

@@ -528,6 +528,7 @@ static void check_select_refined(const Case *c, int k, int bsel, int cand) {
 // indexer_block_scores_bf16_cuda against the same sums in double over the same
 // bf16-rounded q, k (so the products agree exactly and only fp32 summation and
 // exp2 differ: nmse 1e-9, max 1e-4 relative). Blocks b0 … b0 + nb − 1.
+static const char *block_sums_op = "indexer block sums bf16";  // the warpgroup-MMA cases set their own
 static void check_block_scores_bf16(int T, int dI, int bsel, int b0, int nb) {
     char shape[160];
     snprintf(shape, sizeof shape, "T=%d dI=%d bsel=%d blocks %d..%d", T, dI, bsel, b0, b0 + nb - 1);
@@ -559,14 +560,14 @@ static void check_block_scores_bf16(int T, int dI, int bsel, int b0, int nb) {
     float *d_A = dev_poisoned((int64_t)nb * T);
     const int rc = indexer_block_scores_bf16_cuda(d_A, T, b_q, b_k, T, dI, c_col, bsel, b0, nb);
     if (rc != 0) {
-        record("indexer block sums bf16", shape, 0, "returned -1 for a shape it should take");
+        record(block_sums_op, shape, 0, "returned -1 for a shape it should take");
     } else {
         float *A = host_from_dev(d_A, (int64_t)nb * T);
         for (int bi = 0; bi < nb; bi++) {  // past end(B) the kernel writes nothing: compare there as 0
             const int end = (b0 + bi + 1) * bsel < T ? (b0 + bi + 1) * bsel : T;
             for (int j = end; j < T; j++) A[(int64_t)bi * T + j] = 0.0f;
         }
-        compare("indexer block sums bf16", shape, A, ref, (int64_t)nb * T, 1e-9, 1e-4);
+        compare(block_sums_op, shape, A, ref, (int64_t)nb * T, 1e-9, 1e-4);
         free(A);
     }
     const int refused = indexer_block_scores_bf16_cuda(NULL, T, NULL, NULL, T, 96, c_col, 16, 0, 1) == -1 &&
@@ -823,6 +824,26 @@ void twins_indexer(int quick) {
     if (!quick) {
         check_block_scores_bf16(1000, 128, 64, 3, 12);
         check_block_scores_bf16(1000, 64, 16, 0, 63);
+    }
+    // The same sums on the warpgroup-MMA kernel (SPINDLE_SELECT_WGMMA=1, indexer_block_wg.cu) at b_sel 64,
+    // after a check that it launches here (else the mma.sync kernel would be what the cases judge).
+    {
+        void *z = cuda_malloc(2 * 130 * 128);
+        cuda_memset(z, 0, 2 * 130 * 128);
+        float *d_A = dev_poisoned(3 * 130);
+        const int rc = indexer_block_scores_wg_cuda(d_A, 130, z, z, 130, 128, 0.1f, 64, 0, 3);
+        cuda_sync();
+        record("indexer block sums wg", "launches here (d_I 128, bsel 64)", rc == 0,
+               rc == 0 ? "launched" : "did not launch (not an sm_90 device?)");
+        cuda_free(z), cuda_free(d_A);
+        setenv("SPINDLE_SELECT_WGMMA", "1", 1);
+        block_sums_op = "indexer block sums wg";
+        check_block_scores_bf16(130, 64, 64, 1, 2);
+        check_block_scores_bf16(700, 64, 64, 0, 11);
+        check_block_scores_bf16(300, 128, 64, 0, 5);
+        if (!quick) check_block_scores_bf16(1000, 128, 64, 3, 12);
+        unsetenv("SPINDLE_SELECT_WGMMA");
+        block_sums_op = "indexer block sums bf16";
     }
     check_adamw(10007, 1, 0);
     check_adamw(10007, 37, 1);
