@@ -56,17 +56,6 @@ static __device__ __forceinline__ const __nv_bfloat16 *iw_arow(const __nv_bfloat
     return tile + (r / 8) * 8 * D + 64 * ch + 8 * (r % 8);
 }
 
-static __device__ __forceinline__ void iw_pin(float *x, int n) {
-#ifndef SPINDLE_CUDA_EMULATION
-    for (int i = 0; i < n; i++) asm volatile("" : "+f"(x[i])::"memory");
-#endif
-}
-static __device__ __forceinline__ void iw_pin(uint32_t *x, int n) {
-#ifndef SPINDLE_CUDA_EMULATION
-    for (int i = 0; i < n; i++) asm volatile("" : "+r"(x[i])::"memory");
-#endif
-}
-
 // s[32] (64 × 64 accumulators of one warpgroup) = the 64 A rows at Ar (core layout, rows ar0 …) × the 64 B
 // rows at Bs (core layout, descriptor), over D.
 template <int D>
@@ -83,8 +72,8 @@ static __device__ __forceinline__ void iw_product(float s[32], const __nv_bfloat
     for (int kk = 0; kk < KQ; kk++) wgmma_m64n64k16<0>(s, a[kk], wg_desc_add(bd, 256 * kk), kk > 0);
     wg_commit();
     wg_wait<0>();
-    iw_pin(s, 32);
-    iw_pin(&a[0][0], 4 * KQ);
+    wg_pin(s, 32);
+    wg_pin(&a[0][0], 4 * KQ);
 }
 
 // Grid: ⌈nb·bsel / 128⌉ thread blocks over query blocks b0 … b0 + nb − 1 (128 rows each, the last group
@@ -209,13 +198,7 @@ extern "C" int indexer_block_scores_wg_cuda(float *A, int64_t ld, const void *q,
                                             float c_col, int bsel, int b0, int nb) {
     if ((d_index != 64 && d_index != 128) || bsel != 64) return -1;
     if (((uintptr_t)q | (uintptr_t)k) & 15) return -1;
-#ifndef SPINDLE_CUDA_EMULATION
-    int dev = 0, major = 0, minor = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-    if (major != 9 || minor != 0) return -1;  // the code is sm_90a's
-#endif
+    if (!wg_device_ok()) return -1;  // the code is sm_90a's
     if (T <= 0 || nb <= 0) return 0;
     if (b0 < 0 || (int64_t)(b0 + nb - 1) * bsel >= T || ld < T) {
         fprintf(stderr, "spindle: %s: bad arguments T = %d, bsel = %d, b0 = %d, nb = %d, ld = %lld\n", __func__, T,

@@ -71,6 +71,7 @@
 #include "mma.cuh"
 #include "ops_cuda.h"
 #include "oracle_cuda.h"
+#include "sparse_attention_tile.cuh"
 
 enum {
     TC_BK = 64,       // gathered keys per tile
@@ -114,7 +115,6 @@ __global__ void __launch_bounds__(MAXR * 2, D > 128 || MAXR > TC_MAX_ROWS ? 1 : 
                                        const __nv_bfloat16 *v, int T, int Hq, int Hkv, int hpc, float scale_log2,
                                        int topk, int bsel, const int32_t *sel, const int32_t *n_sel, UnionArgs ua) {
     constexpr int LDH = D + TILE_PAD;  // Qs, Ks, Vs rows (bf16 elements)
-    constexpr int CH = D / 8;        // 16-byte chunks per row
     constexpr int ND = D / 8;        // n-tiles of O
     constexpr int NS = TC_BK / 8;    // n-tiles of S per key tile
 
@@ -124,25 +124,16 @@ __global__ void __launch_bounds__(MAXR * 2, D > 128 || MAXR > TC_MAX_ROWS ? 1 : 
     __nv_bfloat16 *Ks0 = Qs + rows * LDH, *Vs0 = Ks0 + TC_BK * LDH;
     __nv_bfloat16 *Ks1 = Vs0 + TC_BK * LDH, *Vs1 = Ks1 + TC_BK * LDH;
 
-    const int G = Hq / Hkv, n_hg = G / hpc;
-    const int b = blockIdx.x / (Hkv * n_hg), rest = blockIdx.x % (Hkv * n_hg);
-    const int kh = rest / n_hg, hg = rest % n_hg;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
-    const int strips = bsel / 16;
-    const int h = kh * G + hg * hpc + warp / strips, r0 = 16 * (warp % strips);
-    const int t0 = b * bsel, nt = min(bsel, T - t0);
+    const int G = Hq / Hkv, warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
+    int b, kh, hg, h, r0, t0, nt;
+    sa_block(T, Hq, Hkv, hpc, bsel, &b, &kh, &hg, &h, &r0, &t0, &nt);
     const int64_t nq = (int64_t)Hq * D, nkv = (int64_t)Hkv * D;
     const int32_t *keys = U ? ua.keys + ua.koff[b] : sel + (int64_t)b * topk;
     const int n_all = U ? ua.n_union[b] : min(max(n_sel[b], 0), topk);
     const int n_keys = U ? n_all : count_le(keys, n_all, t0 + nt - 1);  // keys visible to some row here
 
     // Stage the q rows (zero rows past T), start the first tile.
-    for (int e = threadIdx.x; e < rows * CH; e += blockDim.x) {
-        const int rr = e / CH, ch = e % CH, hh = kh * G + hg * hpc + rr / bsel, r = rr % bsel;
-        uint4 val = make_uint4(0u, 0u, 0u, 0u);
-        if (r < nt) val = *(const uint4 *)(q + (int64_t)(t0 + r) * nq + (int64_t)hh * D + 8 * ch);
-        *(uint4 *)(Qs + rr * LDH + 8 * ch) = val;
-    }
+    sa_stage_q<D>(Qs, q, rows, t0, nt, nq, kh, G, hg, hpc, bsel);
     if (n_keys > 0) {
         cp_async_rows<D, TC_BK, true>(Ks0, k + (int64_t)kh * D, nkv, keys, min(TC_BK, n_keys));
         cp_async_rows<D, TC_BK, true>(Vs0, v + (int64_t)kh * D, nkv, keys, min(TC_BK, n_keys));
@@ -197,42 +188,12 @@ __global__ void __launch_bounds__(MAXR * 2, D > 128 || MAXR > TC_MAX_ROWS ? 1 : 
             // S = Q·Kᵀ over the 64 keys: n-tile j holds keys c0 + 8j … + 7.
             float s[NS][4];
             mma_qk_tile<D, NS>(s, qrow, Ks, LDH);
-            // Online softmax on rows a (elements 0, 1) and b (2, 3).
-            float mx_a = -INFINITY, mx_b = -INFINITY;
-#pragma unroll
-            for (int j = 0; j < NS; j++) {
-                const int col = c0 + 8 * j + 2 * c;
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    const int i = 8 * j + 2 * c + e;
-                    const bool va = U ? (bits_a >> i) & 1 : col + e < nv_a;
-                    const bool vb = U ? (bits_b >> i) & 1 : col + e < nv_b;
-                    s[j][e] = va ? s[j][e] * scale_log2 : -INFINITY;
-                    s[j][2 + e] = vb ? s[j][2 + e] * scale_log2 : -INFINITY;
-                    mx_a = fmaxf(mx_a, s[j][e]);
-                    mx_b = fmaxf(mx_b, s[j][2 + e]);
-                }
-            }
-            const float mn_a = fmaxf(m_a, quad_max(mx_a)), mn_b = fmaxf(m_b, quad_max(mx_b));
-            // A row that has seen nothing yet keeps m = −∞, α = 1 and weights 0.
-            const float al_a = mn_a == -INFINITY ? 1.0f : exp2f(m_a - mn_a);
-            const float al_b = mn_b == -INFINITY ? 1.0f : exp2f(m_b - mn_b);
-            const float base_a = mn_a == -INFINITY ? 0.0f : mn_a, base_b = mn_b == -INFINITY ? 0.0f : mn_b;
-            uint32_t pf[TC_BK / 16][4];  // P as A fragments of the P·V product, one per 16 keys
-            float sum_a = 0.0f, sum_b = 0.0f;
-#pragma unroll
-            for (int j = 0; j < NS; j++) {
-                float p0, p1, p2, p3;
-                const uint32_t lo = pack_bf16(exp2f(s[j][0] - base_a), exp2f(s[j][1] - base_a), &p0, &p1);
-                const uint32_t hi = pack_bf16(exp2f(s[j][2] - base_b), exp2f(s[j][3] - base_b), &p2, &p3);
-                sum_a += p0 + p1, sum_b += p2 + p3;
-                pf[j / 2][(j % 2) * 2 + 0] = lo;  // rows g: a0a1 (j even), a4a5 (j odd)
-                pf[j / 2][(j % 2) * 2 + 1] = hi;  // rows g+8: a2a3, a6a7
-            }
-            l_a = l_a * al_a + quad_sum(sum_a), l_b = l_b * al_b + quad_sum(sum_b);
-            m_a = mn_a, m_b = mn_b;
-#pragma unroll
-            for (int n = 0; n < ND; n++) o[n][0] *= al_a, o[n][1] *= al_a, o[n][2] *= al_b, o[n][3] *= al_b;
+            // Online softmax on rows a (elements 0, 1) and b (2, 3); P as A fragments, one per 16 keys.
+            uint32_t pf[TC_BK / 16][4];
+            float al_a, al_b;
+            sa_softmax_tile<NS, U>(s, pf, c0, nv_a, nv_b, bits_a, bits_b, scale_log2, &m_a, &m_b, &l_a, &l_b, &al_a,
+                                   &al_b);
+            sa_rescale<ND>(o, al_a, al_b);
             // O += P·V: k-step kk = keys 16kk … 16kk+15; one ldmatrix.x4.trans gives the
             // B fragments of d columns 16p … 16p+7 and 16p+8 … 16p+15.
 #pragma unroll
@@ -252,29 +213,7 @@ __global__ void __launch_bounds__(MAXR * 2, D > 128 || MAXR > TC_MAX_ROWS ? 1 : 
     __pipeline_wait_prior(0);  // nothing real is in flight here; no copy outlives the block
 
     // out = O / l; a row with no visible key attends to t alone.
-#pragma unroll
-    for (int half = 0; half < 2; half++) {
-        const int r = half ? rb : ra;
-        if (r >= nt) continue;
-        const int t = t0 + r;
-        OutT *orow = out + (int64_t)t * nq + (int64_t)h * D;
-        const float l = half ? l_b : l_a;
-        if ((half ? nv_b : nv_a) == 0) {
-            const __nv_bfloat16 *vr = v + (int64_t)t * nkv + (int64_t)kh * D;
-#pragma unroll
-            for (int n = 0; n < ND; n++) {
-                const int d = 8 * n + 2 * c;
-                store2(orow + d, __bfloat162float(vr[d]), __bfloat162float(vr[d + 1]));  // exact for fp32 and bf16 out
-            }
-            continue;
-        }
-        const float inv = 1.0f / l;  // l ≥ 1: the row's maximum has weight bf16(1) = 1
-#pragma unroll
-        for (int n = 0; n < ND; n++) {
-            const int d = 8 * n + 2 * c;
-            store2(orow + d, o[n][2 * half] * inv, o[n][2 * half + 1] * inv);
-        }
-    }
+    sa_store_rows<D, OutT>(out, v, o, t0, nt, ra, rb, nv_a, nv_b, l_a, l_b, h, kh, nq, nkv);
 }
 
 // ---- launcher ---------------------------------------------------------------------------

@@ -8,7 +8,7 @@
 // One thread block per (block b, KV head, group of hpc query heads), rows hpc·bsel ≤ 128 (query head
 // major) as in the mma.sync kernel, one warpgroup (4 warps) per 64 rows; warp w still owns rows
 // 16w … 16w + 15, whose fragments are those of mma.sync (wgmma's per-warp layouts are the same), so the
-// online softmax, the P packing and the output are that kernel's, element for element. Per tile of 64
+// online softmax, the P packing and the output are that kernel's (sparse_attention_tile.cuh). Per tile of 64
 // gathered keys:
 //   S = Q·Kᵀ: D/16 m64n64k16 steps, Q's A fragments from Qs by ldmatrix (all of them loaded before the
 //     first step: wgmma reads register operands asynchronously), K as B from shared memory, K-major;
@@ -33,6 +33,7 @@
 #include "device_util.cuh"
 #include "mma.cuh"
 #include "oracle_cuda.h"
+#include "sparse_attention_tile.cuh"
 #include "wgmma.cuh"
 
 enum {
@@ -54,24 +55,12 @@ static __device__ __forceinline__ void wg_stage_rows(__nv_bfloat16 *dst, const _
     }
 }
 
-// Keeps registers the compiler must not reuse or move while a wgmma may still read or write them.
-static __device__ __forceinline__ void wg_pin(float *x, int n) {
-#ifndef SPINDLE_CUDA_EMULATION
-    for (int i = 0; i < n; i++) asm volatile("" : "+f"(x[i])::"memory");
-#endif
-}
-static __device__ __forceinline__ void wg_pin(uint32_t *x, int n) {
-#ifndef SPINDLE_CUDA_EMULATION
-    for (int i = 0; i < n; i++) asm volatile("" : "+r"(x[i])::"memory");
-#endif
-}
-
 template <int D, typename OutT>
 __global__ void __launch_bounds__(WG_MAX_ROWS * 2, 2)
     support_attention_block_wg_kernel(OutT *out, const __nv_bfloat16 *q, const __nv_bfloat16 *k,
                                       const __nv_bfloat16 *v, int T, int Hq, int Hkv, int hpc, float scale_log2,
                                       int topk, int bsel, const int32_t *sel, const int32_t *n_sel) {
-    constexpr int LDH = D + TILE_PAD, CH = D / 8, NO = D / 64, NS = WG_BK / 8, KQ = D / 16;
+    constexpr int LDH = D + TILE_PAD, ND = D / 8, NO = D / 64, NS = WG_BK / 8, KQ = D / 16;
     constexpr uint32_t CORE = 128, OCT = 16 * D;  // core-matrix strides: along d, along keys (bytes)
     DYNAMIC_SMEM_AS(unsigned char, wg_smem);
     __shared__ int warp_nv[WG_MAX_ROWS / 16];
@@ -80,24 +69,15 @@ __global__ void __launch_bounds__(WG_MAX_ROWS * 2, 2)
     __nv_bfloat16 *Ks0 = Qs + rows * LDH, *Vs0 = Ks0 + WG_BK * D;
     __nv_bfloat16 *Ks1 = Vs0 + WG_BK * D, *Vs1 = Ks1 + WG_BK * D;
 
-    const int G = Hq / Hkv, n_hg = G / hpc;
-    const int b = blockIdx.x / (Hkv * n_hg), rest = blockIdx.x % (Hkv * n_hg);
-    const int kh = rest / n_hg, hg = rest % n_hg;
-    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
-    const int strips = bsel / 16;
-    const int h = kh * G + hg * hpc + warp / strips, r0 = 16 * (warp % strips);
-    const int t0 = b * bsel, nt = min(bsel, T - t0);
+    const int G = Hq / Hkv, warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
+    int b, kh, hg, h, r0, t0, nt;
+    sa_block(T, Hq, Hkv, hpc, bsel, &b, &kh, &hg, &h, &r0, &t0, &nt);
     const int64_t nq = (int64_t)Hq * D, nkv = (int64_t)Hkv * D;
     const int32_t *keys = sel + (int64_t)b * topk;
     const int n_all = min(max(n_sel[b], 0), topk);
     const int n_keys = count_le(keys, n_all, t0 + nt - 1);  // keys visible to some row here
 
-    for (int e = threadIdx.x; e < rows * CH; e += blockDim.x) {
-        const int rr = e / CH, ch = e % CH, hh = kh * G + hg * hpc + rr / bsel, r = rr % bsel;
-        uint4 val = make_uint4(0u, 0u, 0u, 0u);
-        if (r < nt) val = *(const uint4 *)(q + (int64_t)(t0 + r) * nq + (int64_t)hh * D + 8 * ch);
-        *(uint4 *)(Qs + rr * LDH + 8 * ch) = val;
-    }
+    sa_stage_q<D>(Qs, q, rows, t0, nt, nq, kh, G, hg, hpc, bsel);
     if (n_keys > 0) {
         wg_stage_rows<D>(Ks0, k + (int64_t)kh * D, nkv, keys, min(WG_BK, n_keys));
         wg_stage_rows<D>(Vs0, v + (int64_t)kh * D, nkv, keys, min(WG_BK, n_keys));
@@ -116,11 +96,9 @@ __global__ void __launch_bounds__(WG_MAX_ROWS * 2, 2)
     const int nv_group = max(max(warp_nv[w0], warp_nv[w0 + 1]), max(warp_nv[w0 + 2], warp_nv[w0 + 3]));
 
     const __nv_bfloat16 *qrow = Qs + (warp * 16 + (lane % 8) + 8 * ((lane / 8) % 2)) * LDH + 8 * (lane / 16);
-    float o[NO][32];
+    float o[ND][4];  // column half hh of O is o[8hh … 8hh + 7]: one wgmma accumulator of 32
 #pragma unroll
-    for (int hh = 0; hh < NO; hh++)
-#pragma unroll
-        for (int i = 0; i < 32; i++) o[hh][i] = 0.0f;
+    for (int n = 0; n < ND; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
     float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.0f, l_b = 0.0f;
 
     const int n_tiles = (n_keys + WG_BK - 1) / WG_BK;
@@ -138,58 +116,24 @@ __global__ void __launch_bounds__(WG_MAX_ROWS * 2, 2)
         __syncthreads();           // … and so are every thread's
 
         if (c0 < nv_group) {  // warpgroup-uniform
-            // S = Q·Kᵀ over the tile's 64 keys; s[4j + e] is mma's s[j][e] (keys c0 + 8j + 2c + e % 2).
+            // S = Q·Kᵀ over the tile's 64 keys: s[j] as the mma.sync kernel's (keys c0 + 8j …).
             uint32_t qa[KQ][4];
 #pragma unroll
             for (int kk = 0; kk < KQ; kk++) ldsm_x4(qa[kk], qrow + 16 * kk);
-            float s[32];
+            float s[NS][4];
             const WgDesc kd = wg_desc(Ks, CORE, OCT);
             wg_fence();
 #pragma unroll
-            for (int kk = 0; kk < KQ; kk++) wgmma_m64n64k16<0>(s, qa[kk], wg_desc_add(kd, 2 * CORE * kk), kk > 0);
+            for (int kk = 0; kk < KQ; kk++)
+                wgmma_m64n64k16<0>(&s[0][0], qa[kk], wg_desc_add(kd, 2 * CORE * kk), kk > 0);
             wg_commit();
             wg_wait<0>();
-            wg_pin(s, 32);
+            wg_pin(&s[0][0], 32);
             wg_pin(&qa[0][0], 4 * KQ);
-            // Online softmax on rows a (elements 0, 1 of each 4) and b (2, 3), as the mma.sync kernel.
-            float mx_a = -INFINITY, mx_b = -INFINITY;
-#pragma unroll
-            for (int j = 0; j < NS; j++) {
-                const int col = c0 + 8 * j + 2 * c;
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    s[4 * j + e] = col + e < nv_a ? s[4 * j + e] * scale_log2 : -INFINITY;
-                    s[4 * j + 2 + e] = col + e < nv_b ? s[4 * j + 2 + e] * scale_log2 : -INFINITY;
-                    mx_a = fmaxf(mx_a, s[4 * j + e]);
-                    mx_b = fmaxf(mx_b, s[4 * j + 2 + e]);
-                }
-            }
-            const float mn_a = fmaxf(m_a, quad_max(mx_a)), mn_b = fmaxf(m_b, quad_max(mx_b));
-            const float al_a = mn_a == -INFINITY ? 1.0f : exp2f(m_a - mn_a);
-            const float al_b = mn_b == -INFINITY ? 1.0f : exp2f(m_b - mn_b);
-            const float base_a = mn_a == -INFINITY ? 0.0f : mn_a, base_b = mn_b == -INFINITY ? 0.0f : mn_b;
             uint32_t pf[WG_BK / 16][4];  // P as A fragments, one per 16 keys
-            float sum_a = 0.0f, sum_b = 0.0f;
-#pragma unroll
-            for (int j = 0; j < NS; j++) {
-                float p0, p1, p2, p3;
-                const uint32_t lo =
-                    pack_bf16(exp2f(s[4 * j] - base_a), exp2f(s[4 * j + 1] - base_a), &p0, &p1);
-                const uint32_t hi =
-                    pack_bf16(exp2f(s[4 * j + 2] - base_b), exp2f(s[4 * j + 3] - base_b), &p2, &p3);
-                sum_a += p0 + p1, sum_b += p2 + p3;
-                pf[j / 2][(j % 2) * 2 + 0] = lo;
-                pf[j / 2][(j % 2) * 2 + 1] = hi;
-            }
-            l_a = l_a * al_a + quad_sum(sum_a), l_b = l_b * al_b + quad_sum(sum_b);
-            m_a = mn_a, m_b = mn_b;
-#pragma unroll
-            for (int hh = 0; hh < NO; hh++)
-#pragma unroll
-                for (int j = 0; j < 8; j++) {
-                    o[hh][4 * j] *= al_a, o[hh][4 * j + 1] *= al_a;
-                    o[hh][4 * j + 2] *= al_b, o[hh][4 * j + 3] *= al_b;
-                }
+            float al_a, al_b;
+            sa_softmax_tile<NS, false>(s, pf, c0, nv_a, nv_b, 0, 0, scale_log2, &m_a, &m_b, &l_a, &l_b, &al_a, &al_b);
+            sa_rescale<ND>(o, al_a, al_b);
             // O += P·V: k-step kk = keys 16kk … 16kk + 15 (two key octets), column half hh = d 64hh ….
             const WgDesc vd = wg_desc(Vs, OCT, CORE);
             wg_fence();
@@ -197,10 +141,10 @@ __global__ void __launch_bounds__(WG_MAX_ROWS * 2, 2)
             for (int kk = 0; kk < WG_BK / 16; kk++)
 #pragma unroll
                 for (int hh = 0; hh < NO; hh++)
-                    wgmma_m64n64k16<1>(o[hh], pf[kk], wg_desc_add(vd, 2 * OCT * kk + 8 * CORE * hh), 1);
+                    wgmma_m64n64k16<1>(&o[8 * hh][0], pf[kk], wg_desc_add(vd, 2 * OCT * kk + 8 * CORE * hh), 1);
             wg_commit();
             wg_wait<0>();
-            wg_pin(&o[0][0], 32 * NO);
+            wg_pin(&o[0][0], 4 * ND);
             wg_pin(&pf[0][0], 4 * (WG_BK / 16));
         }
         __syncthreads();  // every warp is done with this tile's buffers before they are refilled
@@ -208,30 +152,7 @@ __global__ void __launch_bounds__(WG_MAX_ROWS * 2, 2)
     __pipeline_wait_prior(0);
 
     // out = O / l; a row with no visible key attends to t alone.
-#pragma unroll
-    for (int half = 0; half < 2; half++) {
-        const int r = half ? rb : ra;
-        if (r >= nt) continue;
-        const int t = t0 + r;
-        OutT *orow = out + (int64_t)t * nq + (int64_t)h * D;
-        if ((half ? nv_b : nv_a) == 0) {
-            const __nv_bfloat16 *vr = v + (int64_t)t * nkv + (int64_t)kh * D;
-#pragma unroll
-            for (int n = 0; n < D / 8; n++) {
-                const int d = 8 * n + 2 * c;
-                store2(orow + d, __bfloat162float(vr[d]), __bfloat162float(vr[d + 1]));
-            }
-            continue;
-        }
-        const float inv = 1.0f / (half ? l_b : l_a);
-#pragma unroll
-        for (int hh = 0; hh < NO; hh++)
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                const int d = 64 * hh + 8 * j + 2 * c;
-                store2(orow + d, o[hh][4 * j + 2 * half] * inv, o[hh][4 * j + 2 * half + 1] * inv);
-            }
-    }
+    sa_store_rows<D, OutT>(out, v, o, t0, nt, ra, rb, nv_a, nv_b, l_a, l_b, h, kh, nq, nkv);
 }
 
 template <int D, typename OutT>
@@ -267,13 +188,7 @@ extern "C" int support_attention_block_wg_cuda(void *out, DType out_type, const 
                                                int T, int Hq, int Hkv, int dh, float scale, int topk, int bsel,
                                                const int32_t *sel, const int32_t *n_sel) {
     if (!support_attention_block_wg_takes(Hq, Hkv, dh, bsel) || topk < 1) return -1;
-#ifndef SPINDLE_CUDA_EMULATION
-    int dev = 0, major = 0, minor = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-    if (major != 9 || minor != 0) return -1;  // the code is sm_90a's
-#endif
+    if (!wg_device_ok()) return -1;  // the code is sm_90a's
 #define WG_DT(D)                                                                                                    \
     (out_type == DT_F32    ? wg_launch<D, float>((float *)out, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel, n_sel) \
      : out_type == DT_BF16 ? wg_launch<D, __nv_bfloat16>((__nv_bfloat16 *)out, q, k, v, T, Hq, Hkv, scale, topk,   \

@@ -30,9 +30,21 @@
 #include <cuda_bf16.h>
 #include <stdint.h>
 
+#include "cuda_check.cuh"
+
 #ifdef SPINDLE_CUDA_EMULATION
 #include "emu_wgmma.h"
+// The emulation runs whatever the launchers launch.
+static inline int wg_device_ok(void) { return 1; }
 #else
+// 1 when the current device is an sm_90 (H100, H200): the only one sm_90a code runs on.
+static inline int wg_device_ok(void) {
+    int dev = 0, major = 0, minor = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    return major == 9 && minor == 0;
+}
 typedef uint64_t WgDesc;
 
 // A descriptor for the tile at smem (16-byte aligned) with core-matrix strides lbo (along K) and sbo
@@ -72,6 +84,15 @@ static __device__ __forceinline__ void wg_fence_proxy() {
 #ifndef SPINDLE_WGMMA_ABSENT
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 #endif
+}
+
+// Keeps registers the compiler must not reuse or move while a wgmma may still read or write them (the
+// instruction reads its A registers and writes its accumulators asynchronously, until wg_wait).
+static __device__ __forceinline__ void wg_pin(float *x, int n) {
+    for (int i = 0; i < n; i++) asm volatile("" : "+f"(x[i])::"memory");
+}
+static __device__ __forceinline__ void wg_pin(uint32_t *x, int n) {
+    for (int i = 0; i < n; i++) asm volatile("" : "+r"(x[i])::"memory");
 }
 
 // d[32] = (accumulate ? d : 0) + A·B for m64n64k16, A from registers (a[4]), B through desc; TRANS_B 0:

@@ -55,13 +55,7 @@ __global__ void __launch_bounds__(128) wgmma_check_kernel(float *C, const __nv_b
 
 extern "C" int wgmma_check_cuda(float *C, const void *A, const void *B, int K, int trans_b) {
     if (K <= 0 || K % 16 || K > 256) return -1;
-#ifndef SPINDLE_CUDA_EMULATION
-    int dev = 0, major = 0, minor = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-    if (major != 9 || minor != 0) return -2;  // the code is sm_90a's only
-#endif
+    if (!wg_device_ok()) return -2;  // the code is sm_90a's only
     const size_t smem = (size_t)64 * K * 2;
     if (trans_b)
         launch_checked(wgmma_check_kernel<1>, dim3(1), dim3(128), smem, C, (const __nv_bfloat16 *)A,

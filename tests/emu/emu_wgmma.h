@@ -32,6 +32,8 @@ inline void wg_commit() {}
 template <int N>
 inline void wg_wait() { __syncwarp(); }
 inline void wg_fence_proxy() {}
+inline void wg_pin(float *, int) {}
+inline void wg_pin(uint32_t *, int) {}
 
 // B(k, n) through the descriptor, as a float.
 template <int TRANS_B>
