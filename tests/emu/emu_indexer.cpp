@@ -19,6 +19,7 @@
 #include "cublas_v2.h"
 #include "indexer.cu"
 #include "indexer_block_tc.cu"
+#include "indexer_block_wg.cu"
 #include "indexer_refine.cu"
 #include "indexer_select_fused.cu"
 #include "ops_cuda.h"
