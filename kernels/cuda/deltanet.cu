@@ -540,9 +540,7 @@ static void dn_run(float *o, float *state_out, const InT *q, const InT *k, const
     const int dkp = round4(dk), dvp = round4(dv);
     const int xsize = dkp * DN_LDT > DN_C * dvp ? dkp * DN_LDT : DN_C * dvp;
     const size_t smem_chunk = sizeof(float) * ((size_t)xsize + (size_t)dkp * DN_LDT + 2 * DN_C * DN_LDS + 5 * DN_C);
-    int dev = 0, smem_max = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    const int smem_max = device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin);
     // BV = 32 unless a test or bench asks for 16: on an H200, 32 was the faster tile at
     // both Qwen3.5 shapes, also at 16 value heads, where it gives 64 blocks on 132 SMs and
     // 16 twice as many (docs/performance.md, "Gated DeltaNet chunked kernel").

@@ -3,7 +3,7 @@
 // the result), a thread block's sum in double in a fixed order, and the fp32
 // flash-attention step of one query row over a staged key tile, a store that
 // rounds fp32 to the destination's type; on the host, the grid size of a
-// grid-stride launch and a checked launch.
+// grid-stride launch, a checked launch and a device attribute.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -35,6 +35,14 @@ static void launch_checked(void (*kernel)(P...), dim3 grid, dim3 block, size_t s
     kernel<<<grid, block, smem>>>(args...);
 #endif
     CUDA_CHECK(cudaGetLastError());
+}
+
+// One attribute of the current device (host).
+static inline int device_attr(cudaDeviceAttr attr) {
+    int dev = 0, v = 0;
+    CUDA_CHECK(cudaGetDevice(&dev));
+    CUDA_CHECK(cudaDeviceGetAttribute(&v, attr, dev));
+    return v;
 }
 
 // Thread blocks of `block` threads for a grid-stride loop over n elements: one

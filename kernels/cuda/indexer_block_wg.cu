@@ -16,9 +16,9 @@
 //     query), summed over the chunk's queries in registers and over the quad of lanes: a key's value for
 //     the block, in a fixed order (A does not depend on timing). The warp's 16 keys are its fragments' rows,
 //     as in the mma.sync kernel's pass 2.
-// A warpgroup skips a tile none of its rows sees (pass 1) or a (tile, chunk) no query of which sees a key
-// (pass 2); masks only where a key can follow a query. Each warpgroup writes its own block's row of A. Products are issued, committed and waited for per
-// pass and tile (no overlap across warpgroups yet).
+// A warpgroup skips a tile none of its rows sees (pass 1) or none of its block's queries sees (pass 2); masks
+// only where a key can follow a query. Each warpgroup writes its own block's row of A. Products are issued,
+// committed and waited for per pass and tile (no overlap across warpgroups yet).
 #include <cuda_bf16.h>
 #include <cuda_pipeline_primitives.h>
 #include <math.h>
@@ -33,7 +33,8 @@
 
 enum {
     IW_BK = 64,    // keys per tile
-    IW_ROWS = 128, // query rows per thread block: two warpgroups
+    IW_BSEL = 64,  // queries per block: the b_sel the kernel takes
+    IW_ROWS = 128, // query rows per thread block: two blocks, a warpgroup each
 };
 
 // Rows src[0 … n) (row stride D) into dst in the core-matrix layout, rows n … ROWS − 1 zero; every thread
@@ -76,23 +77,23 @@ static __device__ __forceinline__ void iw_product(float s[32], const __nv_bfloat
     wg_pin(&a[0][0], 4 * KQ);
 }
 
-// Grid: ⌈nb·bsel / 128⌉ thread blocks over query blocks b0 … b0 + nb − 1 (128 rows each, the last group
+// Grid: ⌈nb / 2⌉ thread blocks over query blocks b0 … b0 + nb − 1 of 64 rows (two each, the last pair
 // first); A row b − b0 at A + (b − b0)·ld. 256 threads.
 template <int D>
 __global__ void __launch_bounds__(IW_ROWS * 2, 2)
     indexer_block_scores_wg_kernel(float *A, int64_t ld, const __nv_bfloat16 *q, const __nv_bfloat16 *k, int T,
-                                   float c_log2, int bsel, int b0, int nb) {
+                                   float c_log2, int b0, int nb) {
     DYNAMIC_SMEM_AS(unsigned char, iw_smem);
     __nv_bfloat16 *Qs = (__nv_bfloat16 *)iw_smem;  // 128 rows, core layout
     __nv_bfloat16 *Kb = Qs + IW_ROWS * D;          // two key tiles: Kb + (i & 1)·64·D
     float *lse_sm = (float *)(Kb + 2 * IW_BK * D);  // [128], log2 units; +∞: no query
 
-    const int NB = IW_ROWS / bsel;
+    constexpr int NB = IW_ROWS / IW_BSEL;
     const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
     const int wgi = warp / 4, w_in = warp % 4;  // warpgroup, warp in it
     const int bf = b0 + (gridDim.x - 1 - blockIdx.x) * NB;  // first query block here (longest first)
     const int nbc = min(NB, b0 + nb - bf);
-    const int t0 = bf * bsel, nt = min(nbc * bsel, T - t0), end = t0 + nt;  // rows t0 … end − 1
+    const int t0 = bf * IW_BSEL, nt = min(nbc * IW_BSEL, T - t0), end = t0 + nt;  // rows t0 … end − 1
     const int n_tiles = (end + IW_BK - 1) / IW_BK;
 
     iw_stage<D, IW_ROWS>(Qs, q + (int64_t)t0 * D, nt);
@@ -128,10 +129,9 @@ __global__ void __launch_bounds__(IW_ROWS * 2, 2)
 #pragma unroll
                         for (int e = 0; e < 2; e++) {
                             const int col = c0 + 8 * j + 2 * c + e;
-                            s[4 * j + e] = !mask || col <= ta ? s[4 * j + e] * c_log2 : -INFINITY;
-                            s[4 * j + 2 + e] = !mask || col <= tb ? s[4 * j + 2 + e] * c_log2 : -INFINITY;
-                            if (ta < 0) s[4 * j + e] = -INFINITY;
-                            if (tb < 0) s[4 * j + 2 + e] = -INFINITY;
+                            const bool va = ta >= 0 && (!mask || col <= ta), vb = tb >= 0 && (!mask || col <= tb);
+                            s[4 * j + e] = va ? s[4 * j + e] * c_log2 : -INFINITY;
+                            s[4 * j + 2 + e] = vb ? s[4 * j + 2 + e] * c_log2 : -INFINITY;
                             mx_a = fmaxf(mx_a, s[4 * j + e]);
                             mx_b = fmaxf(mx_b, s[4 * j + 2 + e]);
                         }
@@ -149,7 +149,7 @@ __global__ void __launch_bounds__(IW_ROWS * 2, 2)
                 }
             } else {
                 // Warpgroup wgi: query block wgi of the thread block (b_sel 64: its 64 rows are one block).
-                const int jb = wgi, tq0 = t0 + 64 * jb, qend = min(tq0 + 64, end);
+                const int jb = wgi, tq0 = t0 + IW_BSEL * jb, qend = min(tq0 + IW_BSEL, end);
                 if (jb < nbc && c0 < qend) {  // warpgroup-uniform: some query of the block sees a key here
                     float s[32];
                     iw_product<D>(s, Ks, 0, Qs + 64 * jb * D);
@@ -163,7 +163,8 @@ __global__ void __launch_bounds__(IW_ROWS * 2, 2)
                         for (int e = 0; e < 2; e++) {
                             const int r = 64 * jb + 8 * j + 2 * c + e, tq = t0 + r;  // the query row
                             const float L = lse_sm[r];
-                            const float pa = exp2f(s[4 * j + e] * c_log2 - L), pb = exp2f(s[4 * j + 2 + e] * c_log2 - L);
+                            const float pa = exp2f(s[4 * j + e] * c_log2 - L);
+                            const float pb = exp2f(s[4 * j + 2 + e] * c_log2 - L);
                             sum_a += !mask || ka <= tq ? pa : 0.0f;
                             sum_b += !mask || kb <= tq ? pb : 0.0f;
                         }
@@ -190,13 +191,13 @@ static int iw_launch(float *A, int64_t ld, const void *q, const void *k, int T, 
     CUDA_CHECK(cudaFuncSetAttribute(indexer_block_scores_wg_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)smem));
     launch_checked(indexer_block_scores_wg_kernel<D>, dim3((nb + 1) / 2), dim3(2 * IW_ROWS), smem, A, ld,
-                   (const __nv_bfloat16 *)q, (const __nv_bfloat16 *)k, T, c_col * 1.4426950408889634f, 64, b0, nb);
+                   (const __nv_bfloat16 *)q, (const __nv_bfloat16 *)k, T, c_col * 1.4426950408889634f, b0, nb);
     return 0;
 }
 
 extern "C" int indexer_block_scores_wg_cuda(float *A, int64_t ld, const void *q, const void *k, int T, int d_index,
                                             float c_col, int bsel, int b0, int nb) {
-    if ((d_index != 64 && d_index != 128) || bsel != 64) return -1;
+    if ((d_index != 64 && d_index != 128) || bsel != IW_BSEL) return -1;
     if (((uintptr_t)q | (uintptr_t)k) & 15) return -1;
     if (!wg_device_ok()) return -1;  // the code is sm_90a's
     if (T <= 0 || nb <= 0) return 0;

@@ -519,14 +519,8 @@ static int ot_heads(int G) {
 
 // The device's shared memory: what one thread block may opt in to, and what an SM holds (the thread blocks
 // that fit an SM side by side).
-static int ot_device_attr(cudaDeviceAttr attr) {
-    int dev = 0, v = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&v, attr, dev));
-    return v;
-}
-static size_t ot_max_smem(void) { return (size_t)ot_device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin); }
-static int ot_sm_smem(void) { return ot_device_attr(cudaDevAttrMaxSharedMemoryPerMultiprocessor); }
+static size_t ot_max_smem(void) { return (size_t)device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin); }
+static int ot_sm_smem(void) { return device_attr(cudaDevAttrMaxSharedMemoryPerMultiprocessor); }
 
 // Warps per 16 rows over which the HS staged heads are split: the largest divisor of HS up to
 // SPINDLE_ORACLE_WARP_HEADS with (M/16)·HW ≤ 16 warps (M: 64 per query, bsel per block) whose partial sums

@@ -228,10 +228,7 @@ static int support_attention_block_tc_launch(OutT *out, const void *q, const voi
         if (G % d == 0 && d * bsel <= MAXR) hpc = d;
     const int rows = hpc * bsel;
     const size_t smem = sizeof(__nv_bfloat16) * (size_t)(rows + 4 * TC_BK) * (D + TILE_PAD);
-    int dev = 0, max_smem = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    if (smem > (size_t)max_smem) return -1;
+    if (smem > (size_t)device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin)) return -1;
     const int64_t n_blocks = (T + (int64_t)bsel - 1) / bsel, grid = n_blocks * Hkv * (G / hpc);
     if (grid > INT_MAX) return -1;
     CUDA_CHECK(cudaFuncSetAttribute(support_attention_block_tc_kernel2<D, OutT, U, MAXR>,
@@ -426,10 +423,7 @@ static size_t union_smem(int T) { return 8 * (size_t)((T - 1) / 32 + 1); }
 
 // Whether a union kernel's dynamic shared memory of bytes fits this device (2 KiB kept for its static part).
 static int union_smem_fits(size_t bytes) {
-    int dev = 0, max_smem = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&max_smem, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    return bytes <= (size_t)max_smem - 2048;
+    return bytes <= (size_t)device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin) - 2048;
 }
 
 extern "C" int support_attention_union_tc_takes(int T, int Hq, int Hkv, int dh, int topk, int ublock) {

@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include "cuda_check.cuh"
+#include "device_util.cuh"
 
 #ifdef SPINDLE_CUDA_EMULATION
 #include "emu_wgmma.h"
@@ -39,11 +40,7 @@ static inline int wg_device_ok(void) { return 1; }
 #else
 // 1 when the current device is an sm_90 (H100, H200): the only one sm_90a code runs on.
 static inline int wg_device_ok(void) {
-    int dev = 0, major = 0, minor = 0;
-    CUDA_CHECK(cudaGetDevice(&dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
-    CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-    return major == 9 && minor == 0;
+    return device_attr(cudaDevAttrComputeCapabilityMajor) == 9 && device_attr(cudaDevAttrComputeCapabilityMinor) == 0;
 }
 typedef uint64_t WgDesc;
 

@@ -786,17 +786,23 @@ void twins_oracle(int quick) {
         // shapes at bsel 64 and 128), the same judgement; first, that it launches on this device at all
         // (else the op would have run the mma.sync kernel and the cases would say nothing about it).
         {
-            const int wg_ok = support_attention_block_wg_takes(16, 2, 128, 64) && support_attention_block_wg_takes(8, 8, 64, 64) &&
-                              !support_attention_block_wg_takes(8, 8, 64, 16) && !support_attention_block_wg_takes(12, 2, 128, 16) &&
+            const int wg_ok = support_attention_block_wg_takes(16, 2, 128, 64) &&
+                              support_attention_block_wg_takes(8, 8, 64, 64) &&
+                              !support_attention_block_wg_takes(8, 8, 64, 16) &&
+                              !support_attention_block_wg_takes(12, 2, 128, 16) &&
                               !support_attention_block_wg_takes(4, 1, 256, 64);
             int32_t *one = dev_from_i32((const int32_t[]){0, 1}, 2);
             void *z = cuda_malloc(2 * 64 * 16 * 128);  // q [64][16·128] bf16 zeros (k and v use its start)
             cuda_memset(z, 0, 2 * 64 * 16 * 128);
             float *o = dev_poisoned(64 * 16 * 128);
-            const int rc = support_attention_block_wg_cuda(o, DT_F32, z, z, z, 64, 16, 2, 128, 0.1f, 2, 64, one, one + 1);
+            const int rc =
+                support_attention_block_wg_cuda(o, DT_F32, z, z, z, 64, 16, 2, 128, 0.1f, 2, 64, one, one + 1);
             cuda_sync();
             record("support_attention_block_wg", "launches here; takes d_h 64/128 with head rows a multiple of 64",
-                   wg_ok && rc == 0, rc != 0 ? "did not launch (not an sm_90 device?)" : wg_ok ? "as expected" : "a shape reported on the wrong path");
+                   wg_ok && rc == 0,
+                   rc != 0 ? "did not launch (not an sm_90 device?)"
+                   : wg_ok ? "as expected"
+                           : "a shape reported on the wrong path");
             cuda_free(one), cuda_free(z), cuda_free(o);
         }
         setenv("SPINDLE_SPARSE_WGMMA", "1", 1);
@@ -805,7 +811,8 @@ void twins_oracle(int quick) {
             for (int is = 0; is < 5; is++)  // the d_h 64 / 128 shapes
                 for (int ik = 0; ik < (tc_Ts[it] >= 1000 ? 3 : 2); ik++)
                     for (int ib = 0; ib < (quick ? 2 : 3); ib++)
-                        if (support_attention_block_wg_takes(tc_shapes[is][0], tc_shapes[is][1], tc_shapes[is][2], tc_bsels[ib]))
+                        if (support_attention_block_wg_takes(tc_shapes[is][0], tc_shapes[is][1], tc_shapes[is][2],
+                                                             tc_bsels[ib]))
                             check_support_block_tc(tc_Ts[it], tc_shapes[is][0], tc_shapes[is][1], tc_shapes[is][2],
                                                    tc_ks[ik], tc_bsels[ib], 0);
         block_tc_op = "support_attention_block_tc";
