@@ -7,6 +7,7 @@
 // core-matrix order or fragment layout moves whole entries. The emulator runs the same kernel with its
 // reading of the descriptor (scripts/emulate-cuda.sh wgmma); this part is what says the hardware reads
 // it the same way. Off sm_90 (the code is sm_90a's) the cases are recorded as failed with the reason.
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,21 @@
 #include "ops.h"
 #include "ops_cuda.h"
 #include "twins.h"
+
+// After a failed case: for the first wrong entries of C, where their value sits in the reference (a
+// stride or layout error moves whole entries, so this names the mapping the hardware used).
+static void explain_mismatch(const float *got, const float *ref) {
+    int shown = 0;
+    for (int i = 0; i < 64 * 64 && shown < 8; i++) {
+        if (fabsf(got[i] - ref[i]) <= 1e-4f * (1.0f + fabsf(ref[i]))) continue;
+        int at = -1;
+        for (int j = 0; j < 64 * 64 && at < 0; j++)
+            if (fabsf(got[i] - ref[j]) <= 1e-4f * (1.0f + fabsf(ref[j]))) at = j;
+        printf("  C[%d][%d] = %g (want %g): equals reference C[%d][%d]\n", i / 64, i % 64, got[i], ref[i],
+               at < 0 ? -1 : at / 64, at < 0 ? -1 : at % 64);
+        shown++;
+    }
+}
 
 static void check_wgmma(int K, int trans_b) {
     float *a = randn((int64_t)64 * K, 1.0f), *b = randn((int64_t)64 * K, 1.0f);
@@ -37,7 +53,7 @@ static void check_wgmma(int K, int trans_b) {
                     s += (double)a[(int64_t)m * K + k] * (trans_b ? b[(int64_t)k * 64 + n] : b[(int64_t)n * K + k]);
                 ref[m * 64 + n] = (float)s;
             }
-        compare("wgmma m64n64k16", shape, got, ref, 64 * 64, 1e-10, 1e-5);
+        if (!compare("wgmma m64n64k16", shape, got, ref, 64 * 64, 1e-10, 1e-5)) explain_mismatch(got, ref);
         free(got), free(ref);
     }
     cuda_free(dc), cuda_free(ab), cuda_free(bb), cuda_free(da), cuda_free(db);
