@@ -15,6 +15,12 @@
 //   RoPE matches the CPU twin bit for bit; its products and sums use the _rn
 //   intrinsics so nvcc does not fuse them into FMAs the CPU does not use.
 //   The loss, flash style, never a T×T buffer:
+//     scores:      every pass below scores its BQ × BK tiles with one
+//                  function, tile_scores, so a (query, key) pair gets the same
+//                  bits in each: on tensor cores when d_I is a multiple of 8
+//                  ("3xTF32": q^I and k^I split once into tf32 high and low
+//                  parts, three mma.sync m16n8k8 products per k-step, fp32
+//                  accumulators), else with fp32 FMAs.
 //     kernel lse:  one block per tile of BQ = 32 sampled queries streams all
 //                  key tiles of BK = 32 and keeps an online max/sum per row:
 //                  lse^I_t = log Σ_{j≤t} exp(score_{t,j}).
@@ -32,8 +38,10 @@
 //                  chunk, chunk after chunk:
 //                    dq^I = G·K^I/√d_I,  dk^I += Gᵀ·q^I/√d_I.
 //                  256 threads; thread (i = tid/8, l = tid%8) owns row i and the
-//                  keys l, l+8, l+16, l+24 of the tile. Every shared tile has an
-//                  odd row stride, so those reads fall in distinct banks.
+//                  keys l, l+8, l+16, l+24 of the tile (the tensor path's mma
+//                  fragments reach that layout through a shared tile). The
+//                  shared tiles' row strides keep those reads, and the
+//                  ldmatrix loads, free of bank conflicts.
 //     The KL partial of each block is a double; the host adds them in block
 //     order.
 //   The block objectives (indexer_objective_loss_cuda): the same kl kernel over
@@ -62,7 +70,12 @@
 //
 // Why this shape. The teacher term, Hq·d_h multiply-adds per (query, key)
 // pair, dominates the loss; it is computed with fp32 FMAs from shared memory
-// (the twin must hold fp32: no tensor cores, no TF32). Splitting the keys of a
+// (the twin must hold fp32: no tensor cores, no TF32) unless the bf16 teacher
+// is asked for. The indexer's own scores, d_I multiply-adds per pair but in
+// every pass (lse alone was bound by the issue of fp32 FMAs), go to tensor
+// cores as 3xTF32: each product is split into three whose terms are exact in
+// fp32, accurate to about 2^-21 relative, where one tf32 mma (2^-11) would
+// not hold the CPU twin's fp32 scores. Splitting the keys of a
 // query tile over blockIdx.y keeps the GPU busy when the sampled queries are
 // few. The per-query gradients go through G in memory (a chunk of it: T×T
 // never exists) rather than float atomics, so they are the same bits on every
@@ -103,9 +116,21 @@ enum {
     NT = 256,        // threads of the loss kernels (BQ rows × 8 threads)
     KPT = BK / 8,    // keys per thread in a tile
     KCH = 8 * BK,    // keys per block of the loss kernel (blockIdx.y)
-    MAX_DI = 256,    // largest d_I the loss kernels take (shared memory: ≤ 169 KiB at both limits)
+    LDP = BK + 8,    // row stride of the BQ × BK fp32 tiles in shared memory (scores, P, G)
+    MAX_DI = 256,    // largest d_I the loss kernels take (shared memory: ≤ 135 KiB at both limits)
     MAX_DH = 256,    // largest teacher head dim
 };
+
+// The indexer's score tiles. d_I a multiple of 8: on tensor cores (tile_scores_tc), q^I and k^I split
+// into tf32 parts once (tf32_split_kernel: rows [n][2·d_I], high parts then low parts) and a staged
+// tile is two planes [32][d_I + 4]: rows of 16-byte multiples for ldmatrix, whose stride (4 banks
+// times an odd number) starts the 8 rows an ldmatrix phase reads on 8 distinct groups of 4 banks.
+// Else fp32 FMAs (tile_scores_fp32) from rows [n][d_I] staged as one tile [32][d_I + 1] (odd stride:
+// distinct banks for the threads' reads).
+static __host__ __device__ int ix_tc(int dI) { return dI % 8 == 0; }
+static __host__ __device__ int ix_row_floats(int dI) { return ix_tc(dI) ? 2 * dI : dI; }
+// Floats of one staged q or k tile (BQ = BK rows).
+static __host__ __device__ int ix_tile_floats(int dI) { return ix_tc(dI) ? 2 * BQ * (dI + 4) : BQ * (dI + 1); }
 
 static const int64_t CHUNK_FLOATS = (int64_t)1 << 26;  // widest score buffer (256 MiB)
 
@@ -222,14 +247,26 @@ __global__ void key_norm_backward_kernel(float *d, const float *u, const float *
     }
 }
 
+// xs[r, :] = [hi(x[r, :]) | lo(x[r, :])] for x [n, dI]: each row's tf32 split (mma.cuh, tf32_split),
+// high parts then low parts, as the tensor-core score tiles stage it. One thread per element.
+__global__ void tf32_split_kernel(float *xs, const float *x, int n, int dI) {
+    const int64_t total = (int64_t)n * dI;
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = e / dI, c = e % dI;
+        float hi, lo;
+        tf32_split(x[e], &hi, &lo);
+        xs[r * 2 * dI + c] = hi, xs[r * 2 * dI + dI + c] = lo;
+    }
+}
+
 // ---- kernels: the loss -------------------------------------------------------------------
 
-// Scores of thread (i, l) against its KPT keys of a staged tile: one dot of
-// length dI each, scaled by c_col (1/√d_I for the indexer's scores, 1 for the
-// teacher's raw q·k). Shared by both loss kernels so that pass 1 and pass 2
-// see the same bits.
-__device__ __forceinline__ void tile_scores(float s[KPT], const float *Qi, const float *Ki, int ld, int i, int l,
-                                            int dI, float c_col) {
+// Scores of thread (i, l) against its KPT keys of a staged tile with fp32
+// FMAs: one dot of length dI each, scaled by c_col (1/√d_I for the
+// indexer's scores when dI is not a multiple of 8, 1 for the fp32 teacher's
+// raw q·k).
+__device__ __forceinline__ void tile_scores_fp32(float s[KPT], const float *Qi, const float *Ki, int ld, int i, int l,
+                                                 int dI, float c_col) {
     float acc[KPT];
 #pragma unroll
     for (int m = 0; m < KPT; m++) acc[m] = 0.0f;
@@ -247,7 +284,7 @@ __device__ __forceinline__ void tile_scores(float s[KPT], const float *Qi, const
 // the 8 warps owns the 16 × 8 piece (strip w / 4, keys 8·(w % 4) …) of the
 // BQ × BK tile as one mma C fragment, loops over the heads, and adds
 // exp(s·q·k − lse) where the key is visible; then the fragments go to Ps
-// [BQ][BK + 1] for the threads' own (i, l) layout. Tqb [BQ][dh + TILE_PAD] and
+// [BQ][LDP] for the threads' own (i, l) layout. Tqb [BQ][dh + TILE_PAD] and
 // Tkb [BK][dh + TILE_PAD] are bf16 staging tiles. dh ∈ {64, 128, 256}.
 template <int D>
 __device__ void teacher_tile_bf16(float *Ps, __nv_bfloat16 *Tqb, __nv_bfloat16 *Tkb, const __nv_bfloat16 *tq,
@@ -290,8 +327,8 @@ __device__ void teacher_tile_bf16(float *Ps, __nv_bfloat16 *Tqb, __nv_bfloat16 *
             }
         }
     }
-    Ps[ra * (BK + 1) + ka] = p[0], Ps[ra * (BK + 1) + ka + 1] = p[1];
-    Ps[rb * (BK + 1) + ka] = p[2], Ps[rb * (BK + 1) + ka + 1] = p[3];
+    *(float2 *)(Ps + ra * LDP + ka) = make_float2(p[0], p[1]);
+    *(float2 *)(Ps + rb * LDP + ka) = make_float2(p[2], p[3]);
 }
 
 // Stages rows src[idx(r)·stride + off .. + n) for r < rows into dst[r·ld ..],
@@ -305,28 +342,99 @@ __device__ __forceinline__ void stage_rows(float *dst, int ld, const float *src,
     }
 }
 
+// Stages rows row0 .. row0 + BQ − 1 of the indexer's q or k rows (ix_row_floats each; rows ≥ valid:
+// zeros) into a tile of ix_tile_floats(dI). Tensor path: the planes of high and low parts, one warp a
+// row, in 16-byte cp.async chunks (aligned: a row is 8·dI bytes), waited for here. Not followed by a
+// barrier.
+__device__ __forceinline__ void stage_ix_rows(float *dst, const float *src, int row0, int valid, int dI) {
+    if (!ix_tc(dI)) {
+        stage_rows(dst, dI + 1, src, dI, 0, NULL, row0, BQ, valid, dI);
+        return;
+    }
+    const int ld = dI + 4, ch = dI / 4, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    for (int r = warp; r < BQ; r += blockDim.x / 32)
+        for (int c = lane; c < 2 * ch; c += 32) {  // 16-byte chunk c of the row: plane c / ch
+            const int p = c < ch ? 0 : 1;
+            float *d = dst + (p * BQ + r) * ld + 4 * (c - p * ch);
+            if (r < valid) __pipeline_memcpy_async(d, src + (int64_t)(row0 + r) * 2 * dI + 4 * c, 16);
+            else *(float4 *)d = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        }
+    __pipeline_commit();
+    __pipeline_wait_prior(0);
+}
+
+// The indexer's scores of a staged BQ × BK tile on tensor cores, fp32-accurate ("3xTF32", mma.cuh's
+// tf32_split): Qs, Ks hold the planes of high and low parts (stage_ix_rows), and q·k = Σ qh·kh +
+// Σ qh·kl + Σ ql·kh, every product exact in fp32 and each sum in its own fp32 accumulator (three
+// independent chains of one mma a k-step), the small ones added first. Warp w computes the 16 × 8
+// piece rows 16·(w / 4) …, keys 8·(w % 4) … with mma.sync m16n8k8 over dI / 8 k-steps and stores
+// c_col·q·k into Ss [BQ][LDP] (float2 stores; a row stride of 8 banks puts 4 consecutive rows on all
+// 32 banks, so these stores and the reads below are conflict-free); after the barrier, thread (i, l)
+// takes its keys l + 8m back.
+__device__ __forceinline__ void tile_scores_tc(float s[KPT], float *Ss, const float *Qs, const float *Ks, int i, int l,
+                                               int dI, float c_col) {
+    const int ld = dI + 4, warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
+    const int strip = warp / 4, nt = warp % 4;
+    // ldmatrix rows: A (x4) row (lane % 8) + 8·((lane / 8) % 2) of the strip at column 4·(lane / 16);
+    // B (x2) key row lane % 8 of the n-tile at column 4·((lane / 8) % 2).
+    const float *qhi = Qs + (16 * strip + lane % 8 + 8 * ((lane / 8) % 2)) * ld + 4 * (lane / 16);
+    const float *khi = Ks + (8 * nt + lane % 8) * ld + 4 * ((lane / 8) % 2);
+    const float *qlo = qhi + BQ * ld, *klo = khi + BK * ld;
+    float hh[4] = {0.0f, 0.0f, 0.0f, 0.0f}, hl[4] = {0.0f, 0.0f, 0.0f, 0.0f}, lh[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int k0 = 0; k0 < dI; k0 += 8) {
+        uint32_t ah[4], al[4], bh[2], bl[2];
+        ldsm_x4(ah, qhi + k0);
+        ldsm_x4(al, qlo + k0);
+        ldsm_x2(bh, khi + k0);
+        ldsm_x2(bl, klo + k0);
+        mma_tf32(lh, al, bh[0], bh[1]);
+        mma_tf32(hl, ah, bl[0], bl[1]);
+        mma_tf32(hh, ah, bh[0], bh[1]);
+    }
+    const int ra = 16 * strip + g, ka = 8 * nt + 2 * c;
+    float v[4];
+#pragma unroll
+    for (int e = 0; e < 4; e++) v[e] = (hh[e] + (hl[e] + lh[e])) * c_col;
+    *(float2 *)(Ss + ra * LDP + ka) = make_float2(v[0], v[1]);
+    *(float2 *)(Ss + (ra + 8) * LDP + ka) = make_float2(v[2], v[3]);
+    __syncthreads();
+#pragma unroll
+    for (int m = 0; m < KPT; m++) s[m] = Ss[i * LDP + l + 8 * m];
+}
+
+// The indexer's scores c_col·q^I_t·k^I_j of thread (i, l) against its KPT keys l + 8m of the staged
+// tiles Qs, Ks (stage_ix_rows): on tensor cores through Ss [BQ][LDP] (a barrier; every thread of the
+// block calls it) when dI is a multiple of 8, else with fp32 FMAs (Ss unused). Every pass of the loss
+// (lse, KL and gradients, the block objectives' c_t and gradients) scores its tiles here, so a (query,
+// key) pair gets the same bits in each.
+__device__ __forceinline__ void tile_scores(float s[KPT], float *Ss, const float *Qs, const float *Ks, int i, int l,
+                                            int dI, float c_col) {
+    if (ix_tc(dI)) tile_scores_tc(s, Ss, Qs, Ks, i, l, dI, c_col);
+    else tile_scores_fp32(s, Qs, Ks, dI + 1, i, l, dI, c_col);
+}
+
 // Pass 1: lse[r] = log Σ_{j≤t_r} exp(score_{t_r,j}) for the sampled queries of
-// tile blockIdx.x (online max/sum over key tiles).
+// tile blockIdx.x (online max/sum over key tiles). qI, kI: the rows stage_ix_rows
+// takes. Shared (dynamic): Qs, Ks [ix_tile_floats], Ss [BQ][LDP] (tensor path).
 __global__ void __launch_bounds__(NT) indexer_lse_kernel(float *lse, const float *qI, const float *kI,
                                                          const int32_t *queries, int nq, int dI, float c_col) {
     DYNAMIC_SMEM(smem);
-    const int ld = dI + 1;
-    float *Qi = smem, *Ki = Qi + BQ * ld;
+    float *Qs = smem, *Ks = Qs + ix_tile_floats(dI), *Ss = Ks + ix_tile_floats(dI);
     __shared__ int pos[BQ];
     const int r0 = blockIdx.x * BQ, nr = min(BQ, nq - r0);
     const int i = threadIdx.x / 8, l = threadIdx.x % 8;
     if (threadIdx.x < BQ) pos[threadIdx.x] = threadIdx.x < nr ? queries[r0 + threadIdx.x] : -1;
-    stage_rows(Qi, ld, qI, dI, 0, NULL, r0, BQ, nr, dI);
+    stage_ix_rows(Qs, qI, r0, nr, dI);
     __syncthreads();
     const int t = pos[i], kend = pos[nr - 1] + 1;
     float m = -INFINITY, lsum = 0.0f;
     for (int j0 = 0; j0 < kend; j0 += BK) {
         const int nk = min(BK, kend - j0);
-        __syncthreads();
-        stage_rows(Ki, ld, kI, dI, 0, NULL, j0, BK, nk, dI);
+        __syncthreads();  // the previous tile's Ks, Ss are consumed
+        stage_ix_rows(Ks, kI, j0, nk, dI);
         __syncthreads();
         float s[KPT];
-        tile_scores(s, Qi, Ki, ld, i, l, dI, c_col);
+        tile_scores(s, Ss, Qs, Ks, i, l, dI, c_col);
         float mx = -INFINITY;
 #pragma unroll
         for (int a = 0; a < KPT; a++)
@@ -361,8 +469,11 @@ __device__ __forceinline__ void tile_rows(int *r0, int *nr, const int32_t *tile_
 // (every element of the tile by one thread: zeros past a row's position). See
 // the header comment. With pcol ≠ NULL (the block objectives) also the tile's
 // column sums pcol[tile_off[tile] + j] = Σ_i P_{t_i}(j), qcol[…] = Σ_i Q_{t_i}(j)
-// for its keys j < kend. Shared (dynamic): Qi [BQ][dI+1], Ki [BK][dI+1],
-// Tq [BQ][dh+1], Tk [BK][dh+1], Gs [BQ][BK+1].
+// for its keys j < kend. qI, kI: the rows stage_ix_rows takes. Shared (dynamic):
+// Qs [ix_tile_floats], then Ks [ix_tile_floats] sharing its space with the
+// teacher's Tq [BQ][dh+1], Tk [BK][dh+1] (the scores are taken, and a barrier
+// passed, before the teacher stages a tile; the teacher's reads end before the
+// next key tile's barrier), then Gs [BQ][LDP] (the score tile's exchange too).
 __global__ void __launch_bounds__(NT)
     indexer_kl_kernel(double *kl_part, float *pcol, float *qcol, const float *qI, const float *kI, const float *lseI,
                       const float *tq, const float *tk, const float *tlse, const __nv_bfloat16 *tqb,
@@ -370,12 +481,12 @@ __global__ void __launch_bounds__(NT)
                       const int64_t *tile_off, int nq, int T, int Hq, int Hkv, int dh, int dI, float scale,
                       float c_col, float inv_n, float inv_hq, float *gout, int64_t ldg, int gr0) {
     DYNAMIC_SMEM(smem);
-    const int ld = dI + 1, ldh = dh + 1;
-    float *Qi = smem, *Ki = Qi + BQ * ld, *Tq = Ki + BK * ld, *Tk = Tq + BQ * ldh, *Gs = Tk + BK * ldh;
+    const int ldh = dh + 1, kt = ix_tile_floats(dI) > (BQ + BK) * ldh ? ix_tile_floats(dI) : (BQ + BK) * ldh;
+    float *Qs = smem, *Ks = Qs + ix_tile_floats(dI), *Tq = Ks, *Tk = Tq + BQ * ldh, *Gs = Ks + kt;
     // bf16 teacher (tqb ≠ NULL): its two staging tiles live in Tq and Tk's
     // space (unused then; they need half of it), from the first 16-byte
-    // boundary there (ldmatrix and uint4 stores need it; Tq's offset,
-    // 256·(dI + 1) bytes, keeps the base's alignment, so this only guards a
+    // boundary there (ldmatrix and uint4 stores need it; Tq's offset, a
+    // multiple of 128 bytes, keeps the base's alignment, so this only guards a
     // base that had none), and P comes back through Gs.
     __nv_bfloat16 *Tqb = (__nv_bfloat16 *)(((uintptr_t)Tq + 15) & ~(uintptr_t)15);
     __nv_bfloat16 *Tkb = Tqb + BQ * (dh + TILE_PAD);
@@ -396,16 +507,16 @@ __global__ void __launch_bounds__(NT)
     const int jbeg = blockIdx.y * KCH, jend = min(kend, jbeg + KCH);
     double kl = 0.0;
     if (jbeg < kend) {  // uniform over the block
-        stage_rows(Qi, ld, qI, dI, 0, NULL, r0, BQ, nr, dI);
+        stage_ix_rows(Qs, qI, r0, nr, dI);
         __syncthreads();
         const int t = pos[i];
         for (int j0 = jbeg; j0 < jend; j0 += BK) {
             const int nk = min(BK, jend - j0);
-            __syncthreads();  // the previous tile's Ki, Gs are consumed
-            stage_rows(Ki, ld, kI, dI, 0, NULL, j0, BK, nk, dI);
+            __syncthreads();  // the previous tile's Tq, Tk, Gs are consumed
+            stage_ix_rows(Ks, kI, j0, nk, dI);
             __syncthreads();
             float s[KPT], p[KPT];
-            tile_scores(s, Qi, Ki, ld, i, l, dI, c_col);
+            tile_scores(s, Gs, Qs, Ks, i, l, dI, c_col);
 #pragma unroll
             for (int a = 0; a < KPT; a++) p[a] = 0.0f;
             // P_t(j)·Hq = Σ_h exp(s·q_{h,t}·k_{h/G,j} − lse_{h,t})
@@ -418,11 +529,11 @@ __global__ void __launch_bounds__(NT)
                     teacher_tile_bf16<256>(Gs, Tqb, Tkb, tqb, tkb, tlse, pos, nr, nk, j0, T, Hq, Hkv, scale);
                 __syncthreads();
 #pragma unroll
-                for (int a = 0; a < KPT; a++) p[a] = Gs[i * (BK + 1) + l + 8 * a];
+                for (int a = 0; a < KPT; a++) p[a] = Gs[i * LDP + l + 8 * a];
                 __syncthreads();  // Gs is rewritten below
             }
             for (int kvh = 0; !tqb && kvh < Hkv; kvh++) {
-                __syncthreads();
+                __syncthreads();  // Tq, Tk (Ks's space the first time) are free
                 stage_rows(Tk, ldh, tk, tks, (int64_t)kvh * dh, NULL, j0, BK, nk, dh);
                 for (int g = 0; g < G; g++) {
                     const int h = kvh * G + g;
@@ -431,7 +542,7 @@ __global__ void __launch_bounds__(NT)
                     __syncthreads();
                     const float lh = i < nr ? tlse[(int64_t)h * T + t] : 0.0f;
                     float acc[KPT];  // the teacher's q·k (c_col = 1: x·1 is exact in fp32)
-                    tile_scores(acc, Tq, Tk, ldh, i, l, dh, 1.0f);
+                    tile_scores_fp32(acc, Tq, Tk, ldh, i, l, dh, 1.0f);
 #pragma unroll
                     for (int a = 0; a < KPT; a++)
                         if (j0 + l + 8 * a <= t && l + 8 * a < nk) p[a] += expf(scale * acc[a] - lh);
@@ -450,7 +561,7 @@ __global__ void __launch_bounds__(NT)
                     gv = (qj - pj) * inv_n;
                     pc[a] = pj, qc[a] = qj;
                 }
-                Gs[i * (BK + 1) + jj] = gv;
+                Gs[i * LDP + jj] = gv;
             }
             kl += row;
             if (pcol) {  // uniform over the grid
@@ -474,7 +585,7 @@ __global__ void __launch_bounds__(NT)
             if (gout) {  // G of the tile's rows and keys out, each element by one thread block
                 __syncthreads();
                 for (int e = threadIdx.x; e < nr * nk; e += NT)
-                    gout[(int64_t)(r0 - gr0 + e / nk) * ldg + j0 + e % nk] = Gs[(e / nk) * (BK + 1) + e % nk];
+                    gout[(int64_t)(r0 - gr0 + e / nk) * ldg + j0 + e % nk] = Gs[(e / nk) * LDP + e % nk];
             }
         }
     }
@@ -514,14 +625,13 @@ __global__ void block_ratio_kernel(float *rho, double *klb_part, const float *pc
 
 // c_t = Σ_{j≤t} Q_t(j)·ρ_B(j) over the keys of chunk blockIdx.y, for the rows
 // of tile blockIdx.x: cpart[chunk·nq + row] (0 for a chunk past the tile's
-// keys; the grad kernel adds the chunks in order). Shared: Qi, Ki [·][dI+1].
+// keys; the grad kernel adds the chunks in order). Shared: as indexer_lse_kernel.
 __global__ void __launch_bounds__(NT)
     block_c_kernel(float *cpart, const float *qI, const float *kI, const float *lseI, const float *rho,
                    const int32_t *queries, const int32_t *tile_r0, const int32_t *tile_nr, const int32_t *tile_seg,
                    const int64_t *seg_off, int nq, int dI, float c_col) {
     DYNAMIC_SMEM(smem);
-    const int ld = dI + 1;
-    float *Qi = smem, *Ki = Qi + BQ * ld;
+    float *Qs = smem, *Ks = Qs + ix_tile_floats(dI), *Ss = Ks + ix_tile_floats(dI);
     __shared__ int pos[BQ];
     __shared__ float lse_s[BQ];
     int r0, nr;
@@ -536,16 +646,16 @@ __global__ void __launch_bounds__(NT)
     const int jbeg = blockIdx.y * KCH, jend = min(kend, jbeg + KCH);
     float acc = 0.0f;
     if (jbeg < kend) {  // uniform over the block
-        stage_rows(Qi, ld, qI, dI, 0, NULL, r0, BQ, nr, dI);
+        stage_ix_rows(Qs, qI, r0, nr, dI);
         __syncthreads();
         const int t = pos[i];
         for (int j0 = jbeg; j0 < jend; j0 += BK) {
             const int nk = min(BK, jend - j0);
-            __syncthreads();
-            stage_rows(Ki, ld, kI, dI, 0, NULL, j0, BK, nk, dI);
+            __syncthreads();  // the previous tile's Ks, Ss are consumed
+            stage_ix_rows(Ks, kI, j0, nk, dI);
             __syncthreads();
             float s[KPT];
-            tile_scores(s, Qi, Ki, ld, i, l, dI, c_col);
+            tile_scores(s, Ss, Qs, Ks, i, l, dI, c_col);
 #pragma unroll
             for (int a = 0; a < KPT; a++) {
                 const int jj = l + 8 * a;
@@ -561,15 +671,14 @@ __global__ void __launch_bounds__(NT)
 // G = coef·Q_t(j)·(c_t − ρ_B(j)), coef = w_over_nseg / n_B, added to
 // gout[(r − gr0)·ldg + j] for the tile's rows r and keys j ≤ t (each element by
 // one thread; after the kl kernel wrote the chunk, so the order is fixed).
-// Shared: Qi, Ki [·][dI+1].
+// Shared: as indexer_lse_kernel.
 __global__ void __launch_bounds__(NT)
     block_grad_kernel(float *gout, int64_t ldg, int gr0, const float *qI, const float *kI, const float *lseI,
                       const float *rho, const float *cpart, int n_chunks, const int32_t *queries,
                       const int32_t *tile_r0, const int32_t *tile_nr, const int32_t *tile_seg, const int64_t *seg_off,
                       const int32_t *seg_nb, int nq, int dI, float c_col, float w_over_nseg) {
     DYNAMIC_SMEM(smem);
-    const int ld = dI + 1;
-    float *Qi = smem, *Ki = Qi + BQ * ld;
+    float *Qs = smem, *Ks = Qs + ix_tile_floats(dI), *Ss = Ks + ix_tile_floats(dI);
     __shared__ int pos[BQ];
     __shared__ float lse_s[BQ], c_s[BQ];
     int r0, nr;
@@ -589,17 +698,17 @@ __global__ void __launch_bounds__(NT)
     const int kend = queries[r0 + nr - 1] + 1;
     const int jbeg = blockIdx.y * KCH, jend = min(kend, jbeg + KCH);
     if (jbeg >= kend) return;  // uniform over the block
-    stage_rows(Qi, ld, qI, dI, 0, NULL, r0, BQ, nr, dI);
+    stage_ix_rows(Qs, qI, r0, nr, dI);
     __syncthreads();
     const int t = pos[i];
     float *grow = gout + (int64_t)(r0 - gr0 + i) * ldg;  // used only for rows i < nr (t ≥ 0)
     for (int j0 = jbeg; j0 < jend; j0 += BK) {
         const int nk = min(BK, jend - j0);
-        __syncthreads();  // the previous tile's Ki is consumed
-        stage_rows(Ki, ld, kI, dI, 0, NULL, j0, BK, nk, dI);
+        __syncthreads();  // the previous tile's Ks, Ss are consumed
+        stage_ix_rows(Ks, kI, j0, nk, dI);
         __syncthreads();
         float s[KPT];
-        tile_scores(s, Qi, Ki, ld, i, l, dI, c_col);
+        tile_scores(s, Ss, Qs, Ks, i, l, dI, c_col);
 #pragma unroll
         for (int a = 0; a < KPT; a++) {
             const int jj = l + 8 * a;
@@ -866,24 +975,35 @@ static void gather_rows(float *out, const float *x, const int32_t *pos, int n, i
     launch_checked(gather_rows_kernel, grid_for((int64_t)n * dm, 256), 256, 0, out, x, pos, n, dm);
 }
 
-// Dynamic shared memory of indexer_lse_kernel, block_c_kernel and block_grad_kernel: Qi, Ki.
-static size_t lse_smem(int dI) { return sizeof(float) * (size_t)(BQ + BK) * (dI + 1); }
+// Dynamic shared memory of indexer_lse_kernel, block_c_kernel and block_grad_kernel: Qs, Ks, and Ss on
+// the tensor path (71 KiB at d_I = 128).
+static size_t lse_smem(int dI) {
+    return sizeof(float) * (2 * (size_t)ix_tile_floats(dI) + (ix_tc(dI) ? (size_t)BQ * LDP : 0));
+}
 
-// Dynamic shared memory of indexer_kl_kernel: Qi, Ki, Tq, Tk, Gs.
+// Dynamic shared memory of indexer_kl_kernel: Qs, then Ks or the teacher's Tq, Tk (one space), then Gs
+// (71 KiB at d_I = d_h = 128).
 static size_t kl_smem(int dI, int dh) {
-    return sizeof(float) * ((size_t)(BQ + BK) * (dI + 1) + (size_t)(BQ + BK) * (dh + 1) + (size_t)BQ * (BK + 1));
+    const size_t kt = (size_t)ix_tile_floats(dI), teacher = (size_t)(BQ + BK) * (dh + 1);
+    return sizeof(float) * ((size_t)ix_tile_floats(dI) + (kt > teacher ? kt : teacher) + (size_t)BQ * LDP);
 }
 
 // Rows per chunk of G (SPINDLE_KL_ROWS caps them, so that tests run several chunks on small inputs).
 static long kl_rows_cap(void) { return env_long("SPINDLE_KL_ROWS", 0, 0, 1L << 30); }
 
 // What both loss entry points set up: the gathered query rows, q^I, k^I (with the key norm's saved
-// input and statistics when there are gradients), lse^I of the sampled queries, the gradient buffers,
-// and bf16 copies of the teacher's q, k for the bf16 teacher.
+// input and statistics when there are gradients), the rows the loss kernels stage from them (qs, ks:
+// ix_row_floats(d_I) a row, their tf32 split on the tensor path, else q and k themselves), lse^I of
+// the sampled queries, the gradient buffers, and bf16 copies of the teacher's q, k for the bf16 teacher.
 typedef struct {
-    float *xq, *q, *k, *lse, *u, *stat, *dq, *dk;
+    float *xq, *q, *k, *qs, *ks, *lse, *u, *stat, *dq, *dk;
     void *tqb, *tkb;
 } LossSetup;
+
+// xs [n, 2·dI] = the tf32 split of x [n, dI] (tf32_split_kernel).
+static void tf32_split_rows(float *xs, const float *x, int n, int dI) {
+    launch_checked(tf32_split_kernel, grid_for((int64_t)n * dI, 256), 256, 0, xs, x, n, dI);
+}
 
 static LossSetup loss_setup(int grads, const IndexerConfig *cfg, const float *params, const float *x,
                             const float *tq, const float *tk, const int32_t *queries, int nq, int n_keys, int Hq,
@@ -904,10 +1024,17 @@ static LossSetup loss_setup(int grads, const IndexerConfig *cfg, const float *pa
     gather_rows(L.xq, x, queries, nq, dm);
     queries_forward(L.q, cfg, params, L.xq, queries, nq, n_keys, 0);
     keys_forward(L.k, L.u, L.stat, cfg, params, x, n_keys, 0);
+    L.qs = L.q, L.ks = L.k;
+    if (ix_tc(dI)) {  // scores on tensor cores: q^I, k^I split once, staged by every pass
+        L.qs = (float *)cuda_malloc(sizeof(float) * (size_t)nq * 2 * dI);
+        L.ks = (float *)cuda_malloc(sizeof(float) * (size_t)n_keys * 2 * dI);
+        tf32_split_rows(L.qs, L.q, nq, dI);
+        tf32_split_rows(L.ks, L.k, n_keys, dI);
+    }
     const float c_col = 1.0f / sqrtf((float)dI);
     const size_t smem_lse = lse_smem(dI);
     CUDA_CHECK(cudaFuncSetAttribute(indexer_lse_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_lse));
-    launch_checked(indexer_lse_kernel, (nq + BQ - 1) / BQ, NT, smem_lse, L.lse, L.q, L.k, queries, nq, dI, c_col);
+    launch_checked(indexer_lse_kernel, (nq + BQ - 1) / BQ, NT, smem_lse, L.lse, L.qs, L.ks, queries, nq, dI, c_col);
     const size_t smem_kl = kl_smem(dI, dh);
     CUDA_CHECK(cudaFuncSetAttribute(indexer_kl_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kl));
     if (bf16_teacher && (dh == 64 || dh == 128 || dh == 256)) {
@@ -934,6 +1061,7 @@ static void loss_finish(LossSetup *L, float *grads, const IndexerConfig *cfg, co
         queries_backward(grads, L->dq, cfg, L->xq, queries, nq, n_keys);
         keys_backward(grads, L->dk, cfg, params, x, L->u, L->stat, n_keys);
     }
+    if (L->qs != L->q) cuda_free(L->qs), cuda_free(L->ks);
     cuda_free(L->xq), cuda_free(L->q), cuda_free(L->k), cuda_free(L->lse), cuda_free(L->u), cuda_free(L->stat);
     cuda_free(L->dq), cuda_free(L->dk), cuda_free(L->tqb), cuda_free(L->tkb);
 }
@@ -981,10 +1109,10 @@ extern "C" double indexer_kl_loss_cuda(float *grads, const IndexerConfig *cfg, c
         const int nc = nq - c0 < qc ? nq - c0 : qc, kend = hq[c0 + nc - 1] + 1;
         const int n_tiles = (nc + BQ - 1) / BQ, n_chunks = (kend + KCH - 1) / KCH;
         if (G) cuda_memset(G, 0, sizeof(float) * (size_t)nc * kend);
-        launch_checked(indexer_kl_kernel, dim3(n_tiles, n_chunks), NT, kl_smem(dI, dh), part + off, nullptr,
-                       nullptr, L.q + (int64_t)c0 * dI, L.k, L.lse + c0, tq, tk, tlse, (const __nv_bfloat16 *)L.tqb,
-                       (const __nv_bfloat16 *)L.tkb, queries + c0, nullptr, nullptr, nullptr, nc, T, Hq, Hkv, dh, dI,
-                       scale, c_col, 1.0f / nq, 1.0f / Hq, G, (int64_t)kend, 0);
+        launch_checked(indexer_kl_kernel, dim3(n_tiles, n_chunks), NT, kl_smem(dI, dh), part + off, nullptr, nullptr,
+                       L.qs + (int64_t)c0 * ix_row_floats(dI), L.ks, L.lse + c0, tq, tk, tlse,
+                       (const __nv_bfloat16 *)L.tqb, (const __nv_bfloat16 *)L.tkb, queries + c0, nullptr, nullptr,
+                       nullptr, nc, T, Hq, Hkv, dh, dI, scale, c_col, 1.0f / nq, 1.0f / Hq, G, (int64_t)kend, 0);
         off += (int64_t)n_tiles * n_chunks;
         if (G) loss_take_back(&L, G, c0, nc, kend, dI);
     }
@@ -1068,7 +1196,7 @@ extern "C" double indexer_objective_loss_cuda(float *grads, double *parts, const
     int32_t *d_tile_seg = upload(tile_seg, n_tile), *d_tile_kend = upload(tile_kend, n_tile);
 
     LossSetup L = loss_setup(grads != NULL, cfg, params, x, tq, tk, queries, nq, n_keys, Hq, Hkv, dh, bf16_teacher);
-    float *q = L.q, *k = L.k, *lse = L.lse;
+    float *q = L.qs, *k = L.ks, *lse = L.lse;  // the rows the kernels stage
     const float c_col = 1.0f / sqrtf((float)dI);
     const int n_chunks = (n_keys + KCH - 1) / KCH;
     const size_t smem_lse = lse_smem(dI);

@@ -1,7 +1,9 @@
 // mma.cuh: the warp-level tensor-core pieces shared by the bf16 kernels
 // (sparse_attention_tc.cu, indexer_block_tc.cu): ldmatrix loads, the
 // m16n8k16 bf16 mma with fp32 accumulators, bf16x2 packing, and reductions
-// over the quad of 4 lanes that share a row of an mma fragment.
+// over the quad of 4 lanes that share a row of an mma fragment; and for the
+// fp32-accurate scores of indexer.cu, the m16n8k8 tf32 mma and the split of
+// an fp32 value into two tf32 parts (cvt.rna).
 //
 // Fragment layouts (PTX ISA, mma.m16n8k16, g = lane / 4, c = lane % 4):
 //   A 16×16 (4 × b32): rows g and g+8, columns 2c, 2c+1 and the same + 8, in
@@ -14,6 +16,14 @@
 // B fragments of two k-steps of one 8-wide n-tile; with .trans from a
 // row-major [k][n] tile (lane l at row (l % 8) + 8·((l / 8) % 2), column
 // 8·(l / 16)) the B fragments of one k-step of two n-tiles.
+//
+// mma.m16n8k8 with tf32 operands (one 32-bit value a register): A 16×8 (4 ×
+// b32): (g, c), (g+8, c), (g, c+4), (g+8, c+4); B 8×8 (2 × b32): k rows c and
+// c+4, column g; C as above. A row of 4 fp32 values is 16 bytes, one ldmatrix
+// row: from a row-major fp32 tile, ldmatrix.x4 at lane row (l % 8) + 8·((l / 8)
+// % 2), column 4·(l / 16) gives the A fragment of one k-step, and ldmatrix.x2
+// from a row-major [n][k] tile (lane l < 16 at row l % 8, column 4·(l / 8))
+// the B fragment of one k-step of an 8-wide n-tile.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -48,7 +58,39 @@ static __device__ __forceinline__ void mma_bf16(float d[4], const uint32_t a[4],
         : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
+
+static __device__ __forceinline__ void ldsm_x2(uint32_t r[2], const void *p) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n"
+                 : "=r"(r[0]), "=r"(r[1])
+                 : "r"(smem_addr(p)));
+}
+
+// d += a·b, m16n8k8, tf32 inputs (fp32 bit patterns whose low 13 bits are zero), fp32 accumulators.
+static __device__ __forceinline__ void mma_tf32(float d[4], const uint32_t a[4], uint32_t b0, uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// x rounded to tf32 (cvt.rna: to nearest, ties away from zero, 10 mantissa bits), as an fp32 value
+// whose low 13 bits are zero.
+static __device__ __forceinline__ float tf32_rna(float x) {
+    uint32_t r;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(x));
+    return __uint_as_float(r);
+}
 #endif
+
+// The "3xTF32" split: x = hi + lo + e with hi = tf32(x), lo = tf32(x − hi) (x − hi is exact in fp32),
+// |e| ≤ 2^-22·|x|. A product x·y is then hi_x·hi_y + hi_x·lo_y + lo_x·hi_y, each term exact in fp32,
+// up to about 3·2^-22 relative (lo_x·lo_y and the e terms dropped): fp32-level products from three
+// tf32 mmas.
+static __device__ __forceinline__ void tf32_split(float x, float *hi, float *lo) {
+    const float h = tf32_rna(x);
+    *hi = h, *lo = tf32_rna(x - h);
+}
 
 // Two floats as bf16x2 (lo in the low half), and what they round to.
 static __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi, float *lo_r, float *hi_r) {

@@ -7,10 +7,13 @@
 // 1e-3 of the largest, recall 1e-4, the selections set for set (the twin's
 // fp32 scores; ties at the k-th value may swap). Shapes: one and several query
 // tiles (32 rows), key tiles and key chunks (256 keys), sparse query sets (query_frac), d_I 16 / 64
-// with partial RoPE and both key norms, head sizes 16 and 64 (the bf16 teacher
-// on mma.sync at 64), GQA groups 1 and 2; the gradients in query chunks of one
-// tile (SPINDLE_KL_ROWS=32) and the block objectives' in chunks of whole blocks
-// (and of one block, fewer rows than it holds), and the same bits on a second run.
+// (scores on tensor cores, 3xTF32) and 12 (fp32 FMAs) with partial RoPE and both key norms, head
+// sizes 16 and 64 (the bf16 teacher on mma.sync at 64), GQA groups 1 and 2; the gradients in query
+// chunks of one tile (SPINDLE_KL_ROWS=32) and the block objectives' in chunks of whole blocks
+// (and of one block, fewer rows than it holds), and the same bits on a second run. The loss's
+// tolerances would let a tf32 product with one correction term missing through, so the score tile
+// that every pass shares (tile_scores) is also checked alone against dot products in double, at
+// fp32 accuracy.
 // Indexing, masks, barriers and the algebra of the kernels and their host code
 // without a GPU; nothing about speed, and the TF32 GEMM is fp32 here.
 // Build and run: scripts/emulate-cuda.sh indexer [--quick].
@@ -133,6 +136,64 @@ static void check_loss(int T, int dm, int dI, int drope, IndexerNorm norm, int H
     for (void *p : {(void *)d_params, (void *)d_x, (void *)d_tq, (void *)d_tk, (void *)d_lse, (void *)d_g, (void *)d_q}) cuda_free(p);
 }
 
+// One tile of scores through tile_scores (staged as every loss pass stages it): out[i·BK + j] for
+// query row i, key row j.
+__global__ void tile_scores_probe_kernel(float *out, const float *qr, const float *kr, int nr, int nk, int dI,
+                                         float c_col) {
+    DYNAMIC_SMEM(smem);
+    float *Qs = smem, *Ks = Qs + ix_tile_floats(dI), *Ss = Ks + ix_tile_floats(dI);
+    const int i = threadIdx.x / 8, l = threadIdx.x % 8;
+    stage_ix_rows(Qs, qr, 0, nr, dI);
+    stage_ix_rows(Ks, kr, 0, nk, dI);
+    __syncthreads();
+    float s[KPT];
+    tile_scores(s, Ss, Qs, Ks, i, l, dI, c_col);
+    for (int m = 0; m < KPT; m++) out[i * BK + l + 8 * m] = s[m];
+}
+
+// tile_scores against c_col·q·k in double for random fp32 q, k (not tf32 values: the low parts count),
+// nr < BQ query rows and nk < BK keys (the zero rows must stay 0): max |s − ref| / (c_col·Σ_c |q_c·k_c|)
+// within 2e-6, the size of fp32 rounding (3xTF32 drops terms near 2^-21 relative; tf32 alone, or one
+// correction term missing, errs near 2^-12).
+static void check_tile_scores(int dI) {
+    const int nr = BQ - 3, nk = BK - 5, rf = ix_row_floats(dI);
+    const float c_col = 1.0f / sqrtf((float)dI);
+    auto q = fill((int64_t)BQ * dI, -1, 1), k = fill((int64_t)BK * dI, -1, 1);
+    float *d_q = (float *)cuda_malloc(sizeof(float) * BQ * dI), *d_k = (float *)cuda_malloc(sizeof(float) * BK * dI);
+    float *d_qr = (float *)cuda_malloc(sizeof(float) * BQ * rf), *d_kr = (float *)cuda_malloc(sizeof(float) * BK * rf);
+    float *d_s = (float *)cuda_malloc(sizeof(float) * BQ * BK);
+    memcpy(d_q, q.data(), sizeof(float) * BQ * dI), memcpy(d_k, k.data(), sizeof(float) * BK * dI);
+    if (ix_tc(dI)) tf32_split_rows(d_qr, d_q, BQ, dI), tf32_split_rows(d_kr, d_k, BK, dI);
+    else memcpy(d_qr, d_q, sizeof(float) * BQ * dI), memcpy(d_kr, d_k, sizeof(float) * BK * dI);
+    launch_checked(tile_scores_probe_kernel, 1, NT, lse_smem(dI), d_s, d_qr, d_kr, nr, nk, dI, c_col);
+    double err = 0;
+    for (int i = 0; i < BQ; i++)
+        for (int j = 0; j < BK; j++) {
+            double dot = 0, mag = 0;
+            for (int c = 0; i < nr && j < nk && c < dI; c++) {
+                dot += (double)q[(size_t)i * dI + c] * k[(size_t)j * dI + c];
+                mag += fabs((double)q[(size_t)i * dI + c] * k[(size_t)j * dI + c]);
+            }
+            const double e = fabs(d_s[i * BK + j] - c_col * dot) / (mag > 0 ? c_col * mag : 1.0);
+            if (!(e <= err)) err = e;  // NaN too
+        }
+    char what[120];
+    snprintf(what, sizeof what, "tile scores d_I %d (%s)", dI, ix_tc(dI) ? "tensor cores, 3xTF32" : "fp32 FMAs");
+    expect(what, err, 2e-6);
+    cuda_free(d_q), cuda_free(d_k), cuda_free(d_qr), cuda_free(d_kr), cuda_free(d_s);
+}
+
+// tf32_rna (cvt.rna.tf32.f32; emulated, tests/emu/emu_mma.h) on values at and beside a tie: to nearest,
+// ties away from zero, 10 mantissa bits, the low 13 bits zero.
+static void check_tf32_rna() {
+    const float u = ldexpf(1.0f, -10), h = ldexpf(1.0f, -11), e = ldexpf(1.0f, -23);  // ulp, half, fp32 ulp
+    const float in[] = {1 + h, -(1 + h), 1 + h - e, 1 + u + h, 1 + u + h - e, 3 + 3 * h, 0.0f};
+    const float want[] = {1 + u, -(1 + u), 1, 1 + 2 * u, 1 + u, 3 + 4 * h, 0.0f};
+    int bad = 0;
+    for (int i = 0; i < 7; i++) bad += tf32_rna(in[i]) != want[i];
+    expect("tf32_rna: ties away from zero, 10 mantissa bits", bad, 0);
+}
+
 // indexer_select_cuda (fp32 scores) against indexer_select_cpu: rows equal as sets.
 static void check_select(int T, int dm, int dI, int k, int bsel) {
     IndexerConfig cfg = indexer_config_default(dm);
@@ -186,6 +247,15 @@ int main(int argc, char **argv) {
         check_loss(140, 24, 16, 8, INDEXER_NORM_LAYER, 4, 2, 16, 0.5, 0, INDEXER_OBJ_MIX);
         check_select(200, 32, 64, 20, 1);
         check_select(200, 32, 64, 20, 64);
+    }
+    // The score tile every loss pass shares: tensor cores at d_I 8 (one k-step), 24 (odd k-steps), 64,
+    // 256 (MAX_DI); fp32 FMAs at 12. Then the loss at d_I 12 (fp32 scores) and 24 (three k-steps).
+    check_tf32_rna();
+    for (int dI : {8, 24, 64, 256, 12}) check_tile_scores(dI);
+    check_loss(70, 24, 12, 4, INDEXER_NORM_RMS, 2, 1, 16, 0.7, 0, INDEXER_OBJ_MIX);
+    if (!quick) {
+        check_loss(110, 24, 24, 8, INDEXER_NORM_LAYER, 2, 2, 16, 0.6, 0, INDEXER_OBJ_MIX);
+        check_loss(90, 24, 12, 4, INDEXER_NORM_LAYER, 2, 1, 64, 0.8, 1, INDEXER_OBJ_QUERY);  // bf16 teacher
     }
     printf("emu_indexer: %s (%d failure%s)\n", failures ? "FAIL" : "PASS", failures, failures == 1 ? "" : "s");
     return failures ? 1 : 0;
