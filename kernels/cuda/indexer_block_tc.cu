@@ -45,10 +45,10 @@
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "cuda_check.cuh"
 #include "device_util.cuh"
+#include "env.h"
 #include "indexer_cuda.h"
 #include "mma.cuh"
 
@@ -212,8 +212,8 @@ extern "C" int indexer_block_scores_bf16_cuda(float *A, int64_t ld, const void *
         abort();
     }
     // SPINDLE_SELECT_WGMMA=1: the warpgroup-MMA kernel (indexer_block_wg.cu) where it takes the call.
-    const char *wg = getenv("SPINDLE_SELECT_WGMMA");
-    if (wg && !strcmp(wg, "1") && indexer_block_scores_wg_cuda(A, ld, q, k, T, d_index, c_col, bsel, b0, nb) == 0)
+    if (env_long("SPINDLE_SELECT_WGMMA", 0, 0, 1) == 1 &&
+        indexer_block_scores_wg_cuda(A, ld, q, k, T, d_index, c_col, bsel, b0, nb) == 0)
         return 0;
     return d_index == 64 ? launch<64>(A, ld, q, k, T, c_col, bsel, b0, nb)
                          : launch<128>(A, ld, q, k, T, c_col, bsel, b0, nb);

@@ -68,6 +68,7 @@
 
 #include "cuda_check.cuh"
 #include "device_util.cuh"
+#include "env.h"
 #include "mma.cuh"
 #include "ops_cuda.h"
 #include "oracle_cuda.h"
@@ -313,8 +314,7 @@ extern "C" void support_attention_block_tc_cuda(void *out, const void *q, const 
     int rc = -1;
     if (aligned && tc_takes(Hq, Hkv, dh, topk, bsel)) {
         // SPINDLE_SPARSE_WGMMA=1: the warpgroup-MMA kernel (sparse_attention_wg.cu) where it takes the shape.
-        const char *wg = getenv("SPINDLE_SPARSE_WGMMA");
-        if (wg && !strcmp(wg, "1"))
+        if (env_long("SPINDLE_SPARSE_WGMMA", 0, 0, 1) == 1)
             rc = support_attention_block_wg_cuda(out, out_type, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel);
         if (rc != 0)
             rc = tc_launch_dh<false>(out, out_type, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel, UnionArgs{});
