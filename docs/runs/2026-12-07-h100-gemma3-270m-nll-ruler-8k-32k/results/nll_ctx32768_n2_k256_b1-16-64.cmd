@@ -1,0 +1,1 @@
+/root/src/build-device/spindle eval --model models/gemma3-270m --ids /root/g3q/ids-heldout.txt --ctx 32768 --n-seq 2 --k 256 --bsel 1,16,64 --bos --indexer /root/g3q/idx --device cuda --precision bf16 --json /root/g3q/res/nll_ctx32768_n2_k256_b1-16-64.json

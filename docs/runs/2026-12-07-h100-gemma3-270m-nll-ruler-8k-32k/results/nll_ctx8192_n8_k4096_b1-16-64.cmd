@@ -1,0 +1,1 @@
+/root/src/build-device/spindle eval --model models/gemma3-270m --ids /root/g3q/ids-heldout.txt --ctx 8192 --n-seq 8 --k 4096 --bsel 1,16,64 --bos --indexer /root/g3q/idx --device cuda --precision bf16 --json /root/g3q/res/nll_ctx8192_n8_k4096_b1-16-64.json

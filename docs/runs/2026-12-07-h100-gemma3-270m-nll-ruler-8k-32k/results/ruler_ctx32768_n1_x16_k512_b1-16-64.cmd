@@ -1,0 +1,1 @@
+/root/src/build-device/spindle eval --model models/gemma3-270m --tasks-file /root/g3q/tasks/tasks_32k_n1.jsonl --k 512 --bsel 1,16,64 --modes oracle,indexer --indexer /root/g3q/idx --exec-block 16 --device cuda --precision bf16 --json /root/g3q/res/ruler_ctx32768_n1_x16_k512_b1-16-64.json --predictions /root/g3q/res/ruler_ctx32768_n1_x16_k512_b1-16-64-preds.jsonl
