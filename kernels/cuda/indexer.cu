@@ -28,7 +28,8 @@
 //                  block scores the tile again (same code, same bits), rebuilds
 //                  P from the teacher (one staged K^teacher tile per kv head,
 //                  one staged q^teacher tile per query head:
-//                  P = (1/Hq) Σ_h exp(s·q_h·k_{h/G} − lse_h)), adds the KL terms
+//                  P = (1/Hq) Σ_h exp(s·q_h·k_{h/G} − lse_h); the bf16 teacher
+//                  on tensor cores for two key tiles at once), adds the KL terms
 //                  P·(log P − log Q) (P = 0 terms skipped, as the CPU twin) and
 //                  forms G = (Q − P)/|𝒯| in shared memory, then writes it out:
 //                  the host runs the kernel over chunks of query rows, each
@@ -117,6 +118,8 @@ enum {
     KPT = BK / 8,    // keys per thread in a tile
     KCH = 8 * BK,    // keys per block of the loss kernel (blockIdx.y)
     LDP = BK + 8,    // row stride of the BQ × BK fp32 tiles in shared memory (scores, P, G)
+    TBK = 2 * BK,    // keys of the bf16 teacher's super-tile (two key tiles of the loss)
+    LDT = TBK + 8,   // row stride of its P in shared memory
     MAX_DI = 256,    // largest d_I the loss kernels take (shared memory: ≤ 135 KiB at both limits)
     MAX_DH = 256,    // largest teacher head dim
 };
@@ -131,6 +134,16 @@ static __host__ __device__ int ix_tc(int dI) { return dI % 8 == 0; }
 static __host__ __device__ int ix_row_floats(int dI) { return ix_tc(dI) ? 2 * dI : dI; }
 // Floats of one staged q or k tile (BQ = BK rows).
 static __host__ __device__ int ix_tile_floats(int dI) { return ix_tc(dI) ? 2 * BQ * (dI + 4) : BQ * (dI + 1); }
+// Floats of the kl kernel's shared space after Qs that Ks, the fp32 teacher's Tq [BQ][dh + 1] and
+// Tk [BK][dh + 1], and the bf16 teacher's Tqb [BQ][dh + TILE_PAD], Tkb [TBK][dh + TILE_PAD] (from a
+// 16-byte boundary) and then its P [BQ][LDT] take in turn.
+static __host__ __device__ int kl_kt_floats(int dI, int dh) {
+    const int fp32_teacher = (BQ + BK) * (dh + 1), bf16_teacher = ((BQ + TBK) * (dh + TILE_PAD) * 2 + 16 + 3) / 4;
+    int kt = ix_tile_floats(dI);
+    if (fp32_teacher > kt) kt = fp32_teacher;
+    if (bf16_teacher > kt) kt = bf16_teacher;
+    return kt > BQ * LDT ? kt : BQ * LDT;
+}
 
 static const int64_t CHUNK_FLOATS = (int64_t)1 << 26;  // widest score buffer (256 MiB)
 
@@ -280,12 +293,15 @@ __device__ __forceinline__ void tile_scores_fp32(float s[KPT], const float *Qi, 
     for (int m = 0; m < KPT; m++) s[m] = acc[m] * c_col;
 }
 
-// The teacher's P tile (times Hq) on tensor cores, for bf16 tq, tk: each of
-// the 8 warps owns the 16 × 8 piece (strip w / 4, keys 8·(w % 4) …) of the
-// BQ × BK tile as one mma C fragment, loops over the heads, and adds
-// exp(s·q·k − lse) where the key is visible; then the fragments go to Ps
-// [BQ][LDP] for the threads' own (i, l) layout. Tqb [BQ][dh + TILE_PAD] and
-// Tkb [BK][dh + TILE_PAD] are bf16 staging tiles. dh ∈ {64, 128, 256}.
+// The teacher's P (times Hq) on tensor cores, for bf16 tq, tk, over a BQ × 2·BK super-tile (keys
+// j0 … j0 + nk − 1, nk ≤ 2·BK): two key tiles of the loss share one pass over the heads, so each
+// staged q^teacher tile and each A fragment serves 64 keys instead of 32 (half the staging, the
+// barriers and the ldmatrix loads a key). Each of the 8 warps owns the 16 × 16 piece (strip w / 4,
+// keys 16·(w % 4) …) as two mma C fragments, loops over the heads, and adds exp(s·q·k − lse) where
+// the key is visible; then, after a barrier, the fragments go to Ps [BQ][LDT], which may overlap
+// the staging tiles. Tqb [BQ][dh + TILE_PAD] and Tkb [2·BK][dh + TILE_PAD] are bf16 staging tiles.
+// dh ∈ {64, 128, 256}. Each (query, key) value is the one a 32-key tile gave: the same mma
+// products, the heads added in the same order.
 template <int D>
 __device__ void teacher_tile_bf16(float *Ps, __nv_bfloat16 *Tqb, __nv_bfloat16 *Tkb, const __nv_bfloat16 *tq,
                                   const __nv_bfloat16 *tk, const float *tlse, const int *pos, int nr, int nk, int j0,
@@ -295,12 +311,12 @@ __device__ void teacher_tile_bf16(float *Ps, __nv_bfloat16 *Tqb, __nv_bfloat16 *
     const int strip = warp / 4, nt = warp % 4;
     const int ra = 16 * strip + g, rb = ra + 8;  // this lane's rows of the tile
     const int ta = ra < nr ? pos[ra] : -1, tb = rb < nr ? pos[rb] : -1;
-    const int ka = 8 * nt + 2 * c;  // this lane's keys ka, ka + 1 of the tile
+    const int ka = 16 * nt + 2 * c;  // this lane's keys ka, ka + 1 (n-tile 0) and ka + 8, ka + 9 (n-tile 1)
     const __nv_bfloat16 *qrow = Tqb + (16 * strip + (lane % 8) + 8 * ((lane / 8) % 2)) * LDH + 8 * (lane / 16);
-    float p[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    float p[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
     for (int kvh = 0; kvh < Hkv; kvh++) {
         __syncthreads();  // Tkb, Tqb are free
-        for (int e = threadIdx.x; e < BK * CH; e += blockDim.x) {
+        for (int e = threadIdx.x; e < TBK * CH; e += blockDim.x) {
             const int r = e / CH, ch = e % CH;
             uint4 val = make_uint4(0u, 0u, 0u, 0u);
             if (r < nk) val = *(const uint4 *)(tk + (int64_t)(j0 + r) * Hkv * D + (int64_t)kvh * D + 8 * ch);
@@ -316,19 +332,25 @@ __device__ void teacher_tile_bf16(float *Ps, __nv_bfloat16 *Tqb, __nv_bfloat16 *
                 *(uint4 *)(Tqb + r * LDH + 8 * ch) = val;
             }
             __syncthreads();
-            float s[1][4];
-            mma_qk_tile<D, 1>(s, qrow, Tkb + 8 * nt * LDH, LDH);
+            float s[2][4];
+            mma_qk_tile<D, 2>(s, qrow, Tkb + 16 * nt * LDH, LDH);
             const float la = ta >= 0 ? tlse[(int64_t)h * T + ta] : 0.0f, lb = tb >= 0 ? tlse[(int64_t)h * T + tb] : 0.0f;
 #pragma unroll
-            for (int e = 0; e < 2; e++) {
-                const int j = j0 + ka + e;
-                if (ka + e < nk && j <= ta) p[e] += expf(scale * s[0][e] - la);
-                if (ka + e < nk && j <= tb) p[2 + e] += expf(scale * s[0][2 + e] - lb);
-            }
+            for (int n = 0; n < 2; n++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int kk = ka + 8 * n + e, j = j0 + kk;
+                    if (kk < nk && j <= ta) p[n][e] += expf(scale * s[n][e] - la);
+                    if (kk < nk && j <= tb) p[n][2 + e] += expf(scale * s[n][2 + e] - lb);
+                }
         }
     }
-    *(float2 *)(Ps + ra * LDP + ka) = make_float2(p[0], p[1]);
-    *(float2 *)(Ps + rb * LDP + ka) = make_float2(p[2], p[3]);
+    __syncthreads();  // every warp is done with Tqb, Tkb: Ps may overlap them
+#pragma unroll
+    for (int n = 0; n < 2; n++) {
+        *(float2 *)(Ps + ra * LDT + ka + 8 * n) = make_float2(p[n][0], p[n][1]);
+        *(float2 *)(Ps + rb * LDT + ka + 8 * n) = make_float2(p[n][2], p[n][3]);
+    }
 }
 
 // Stages rows src[idx(r)·stride + off .. + n) for r < rows into dst[r·ld ..],
@@ -470,10 +492,12 @@ __device__ __forceinline__ void tile_rows(int *r0, int *nr, const int32_t *tile_
 // the header comment. With pcol ≠ NULL (the block objectives) also the tile's
 // column sums pcol[tile_off[tile] + j] = Σ_i P_{t_i}(j), qcol[…] = Σ_i Q_{t_i}(j)
 // for its keys j < kend. qI, kI: the rows stage_ix_rows takes. Shared (dynamic):
-// Qs [ix_tile_floats], then Ks [ix_tile_floats] sharing its space with the
-// teacher's Tq [BQ][dh+1], Tk [BK][dh+1] (the scores are taken, and a barrier
-// passed, before the teacher stages a tile; the teacher's reads end before the
-// next key tile's barrier), then Gs [BQ][LDP] (the score tile's exchange too).
+// Qs [ix_tile_floats], then Ks [ix_tile_floats] sharing its space (kl_kt_floats)
+// with the teacher's tiles (the scores are taken, and a barrier passed, before
+// the teacher stages a tile; the teacher's reads end before the next key tile's
+// barrier), then Gs [BQ][LDP] (the score tile's exchange too). The bf16 teacher
+// runs on every other key tile, for that tile and the next (a super-tile of TBK
+// keys), and leaves P in the same space.
 __global__ void __launch_bounds__(NT)
     indexer_kl_kernel(double *kl_part, float *pcol, float *qcol, const float *qI, const float *kI, const float *lseI,
                       const float *tq, const float *tk, const float *tlse, const __nv_bfloat16 *tqb,
@@ -481,13 +505,13 @@ __global__ void __launch_bounds__(NT)
                       const int64_t *tile_off, int nq, int T, int Hq, int Hkv, int dh, int dI, float scale,
                       float c_col, float inv_n, float inv_hq, float *gout, int64_t ldg, int gr0) {
     DYNAMIC_SMEM(smem);
-    const int ldh = dh + 1, kt = ix_tile_floats(dI) > (BQ + BK) * ldh ? ix_tile_floats(dI) : (BQ + BK) * ldh;
+    const int ldh = dh + 1, kt = kl_kt_floats(dI, dh);
     float *Qs = smem, *Ks = Qs + ix_tile_floats(dI), *Tq = Ks, *Tk = Tq + BQ * ldh, *Gs = Ks + kt;
     // bf16 teacher (tqb ≠ NULL): its two staging tiles live in Tq and Tk's
-    // space (unused then; they need half of it), from the first 16-byte
-    // boundary there (ldmatrix and uint4 stores need it; Tq's offset, a
-    // multiple of 128 bytes, keeps the base's alignment, so this only guards a
-    // base that had none), and P comes back through Gs.
+    // space (unused then), from the first 16-byte boundary there (ldmatrix and
+    // uint4 stores need it; Tq's offset, a multiple of 128 bytes, keeps the
+    // base's alignment, so this only guards a base that had none), and P comes
+    // back through the start of the same space.
     __nv_bfloat16 *Tqb = (__nv_bfloat16 *)(((uintptr_t)Tq + 15) & ~(uintptr_t)15);
     __nv_bfloat16 *Tkb = Tqb + BQ * (dh + TILE_PAD);
     __shared__ int pos[BQ];
@@ -510,6 +534,7 @@ __global__ void __launch_bounds__(NT)
         stage_ix_rows(Qs, qI, r0, nr, dI);
         __syncthreads();
         const int t = pos[i];
+        float p_next[KPT];  // the bf16 teacher's P of the super-tile's second key tile
         for (int j0 = jbeg; j0 < jend; j0 += BK) {
             const int nk = min(BK, jend - j0);
             __syncthreads();  // the previous tile's Tq, Tk, Gs are consumed
@@ -520,17 +545,24 @@ __global__ void __launch_bounds__(NT)
 #pragma unroll
             for (int a = 0; a < KPT; a++) p[a] = 0.0f;
             // P_t(j)·Hq = Σ_h exp(s·q_{h,t}·k_{h/G,j} − lse_{h,t})
-            if (tqb) {  // on tensor cores, through Gs
+            if (tqb && ((j0 - jbeg) & (TBK - 1)) == 0) {
+                // On tensor cores, for this tile and the next (a super-tile of TBK keys; jbeg is a
+                // multiple of TBK), through Ps in Tq's space: Ks is consumed (tile_scores), and the
+                // next write there is the next tile's staging, after the loop's first barrier.
+                const int nk2 = min(TBK, jend - j0);
+                float *Ps = Tq;
                 if (dh == 64)
-                    teacher_tile_bf16<64>(Gs, Tqb, Tkb, tqb, tkb, tlse, pos, nr, nk, j0, T, Hq, Hkv, scale);
+                    teacher_tile_bf16<64>(Ps, Tqb, Tkb, tqb, tkb, tlse, pos, nr, nk2, j0, T, Hq, Hkv, scale);
                 else if (dh == 128)
-                    teacher_tile_bf16<128>(Gs, Tqb, Tkb, tqb, tkb, tlse, pos, nr, nk, j0, T, Hq, Hkv, scale);
+                    teacher_tile_bf16<128>(Ps, Tqb, Tkb, tqb, tkb, tlse, pos, nr, nk2, j0, T, Hq, Hkv, scale);
                 else
-                    teacher_tile_bf16<256>(Gs, Tqb, Tkb, tqb, tkb, tlse, pos, nr, nk, j0, T, Hq, Hkv, scale);
+                    teacher_tile_bf16<256>(Ps, Tqb, Tkb, tqb, tkb, tlse, pos, nr, nk2, j0, T, Hq, Hkv, scale);
                 __syncthreads();
 #pragma unroll
-                for (int a = 0; a < KPT; a++) p[a] = Gs[i * LDP + l + 8 * a];
-                __syncthreads();  // Gs is rewritten below
+                for (int a = 0; a < KPT; a++) p[a] = Ps[i * LDT + l + 8 * a], p_next[a] = Ps[i * LDT + BK + l + 8 * a];
+            } else if (tqb) {  // the super-tile's second tile
+#pragma unroll
+                for (int a = 0; a < KPT; a++) p[a] = p_next[a];
             }
             for (int kvh = 0; !tqb && kvh < Hkv; kvh++) {
                 __syncthreads();  // Tq, Tk (Ks's space the first time) are free
@@ -981,11 +1013,10 @@ static size_t lse_smem(int dI) {
     return sizeof(float) * (2 * (size_t)ix_tile_floats(dI) + (ix_tc(dI) ? (size_t)BQ * LDP : 0));
 }
 
-// Dynamic shared memory of indexer_kl_kernel: Qs, then Ks or the teacher's Tq, Tk (one space), then Gs
-// (71 KiB at d_I = d_h = 128).
+// Dynamic shared memory of indexer_kl_kernel: Qs, then Ks or the teacher's tiles (one space,
+// kl_kt_floats), then Gs (71 KiB at d_I = d_h = 128).
 static size_t kl_smem(int dI, int dh) {
-    const size_t kt = (size_t)ix_tile_floats(dI), teacher = (size_t)(BQ + BK) * (dh + 1);
-    return sizeof(float) * ((size_t)ix_tile_floats(dI) + (kt > teacher ? kt : teacher) + (size_t)BQ * LDP);
+    return sizeof(float) * ((size_t)ix_tile_floats(dI) + (size_t)kl_kt_floats(dI, dh) + (size_t)BQ * LDP);
 }
 
 // Rows per chunk of G (SPINDLE_KL_ROWS caps them, so that tests run several chunks on small inputs).

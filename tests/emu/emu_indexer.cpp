@@ -228,6 +228,9 @@ int main(int argc, char **argv) {
     check_loss(20, 24, 16, 8, INDEXER_NORM_LAYER, 4, 2, 16, 1.0, 0, INDEXER_OBJ_QUERY);
     check_loss(80, 32, 16, 8, INDEXER_NORM_RMS, 2, 2, 16, 1.0, 0, INDEXER_OBJ_QUERY);
     check_loss(96, 32, 64, 32, INDEXER_NORM_LAYER, 4, 2, 64, 0.4, 1, INDEXER_OBJ_QUERY);  // bf16 teacher, mma.sync
+    // The bf16 teacher's 64-key super-tiles at d_h 128: two key chunks, a last super-tile of one partial
+    // key tile (300 = 4·64 + 44), the block objective's column sums.
+    check_loss(300, 16, 16, 8, INDEXER_NORM_LAYER, 4, 2, 128, 0.2, 1, INDEXER_OBJ_BLOCK);
     check_loss(64, 24, 16, 0, INDEXER_NORM_NONE, 2, 1, 16, 0.6, 0, INDEXER_OBJ_BLOCK);
     check_loss(72, 24, 16, 8, INDEXER_NORM_LAYER, 2, 2, 16, 0.7, 0, INDEXER_OBJ_MIX);
     check_loss(300, 16, 16, 8, INDEXER_NORM_LAYER, 2, 1, 16, 0.15, 0, INDEXER_OBJ_QUERY);  // two key chunks (256 keys)
@@ -256,6 +259,9 @@ int main(int argc, char **argv) {
     if (!quick) {
         check_loss(110, 24, 24, 8, INDEXER_NORM_LAYER, 2, 2, 16, 0.6, 0, INDEXER_OBJ_MIX);
         check_loss(90, 24, 12, 4, INDEXER_NORM_LAYER, 2, 1, 64, 0.8, 1, INDEXER_OBJ_QUERY);  // bf16 teacher
+        setenv("SPINDLE_KL_ROWS", "32", 1);  // the bf16 teacher at d_h 256, G chunk by chunk
+        check_loss(100, 24, 16, 8, INDEXER_NORM_RMS, 2, 2, 256, 0.9, 1, INDEXER_OBJ_MIX);
+        unsetenv("SPINDLE_KL_ROWS");
     }
     printf("emu_indexer: %s (%d failure%s)\n", failures ? "FAIL" : "PASS", failures, failures == 1 ? "" : "s");
     return failures ? 1 : 0;
