@@ -149,6 +149,7 @@ __global__ void __launch_bounds__(MAXR * 2, D > 128 || MAXR > TC_MAX_ROWS ? 1 : 
     const int nv_b = rb < nt ? (U ? ua.n_vis[t0 + rb] : count_le(keys, n_all, t0 + rb)) : 0;
     int nv_warp = max(nv_a, nv_b);
     for (int off = 16; off > 0; off >>= 1) nv_warp = max(nv_warp, __shfl_xor_sync(0xffffffffu, nv_warp, off));
+    const int nv_min = U ? 0 : sa_warp_nv_min(nv_a, nv_b);  // tiles ending at or below it need no mask
     const uint32_t *mrow_a = NULL, *mrow_b = NULL;
     if (U) {
         const int64_t mb = ua.moff[b];
@@ -192,8 +193,12 @@ __global__ void __launch_bounds__(MAXR * 2, D > 128 || MAXR > TC_MAX_ROWS ? 1 : 
             // Online softmax on rows a (elements 0, 1) and b (2, 3); P as A fragments, one per 16 keys.
             uint32_t pf[TC_BK / 16][4];
             float al_a, al_b;
-            sa_softmax_tile<NS, U>(s, pf, c0, nv_a, nv_b, bits_a, bits_b, scale_log2, &m_a, &m_b, &l_a, &l_b, &al_a,
-                                   &al_b);
+            if (!U && c0 + TC_BK <= nv_min)  // warp-uniform
+                sa_softmax_tile<NS, U, true>(s, pf, c0, nv_a, nv_b, bits_a, bits_b, scale_log2, &m_a, &m_b, &l_a, &l_b,
+                                             &al_a, &al_b);
+            else
+                sa_softmax_tile<NS, U>(s, pf, c0, nv_a, nv_b, bits_a, bits_b, scale_log2, &m_a, &m_b, &l_a, &l_b,
+                                       &al_a, &al_b);
             sa_rescale<ND>(o, al_a, al_b);
             // O += P·V: k-step kk = keys 16kk … 16kk+15; one ldmatrix.x4.trans gives the
             // B fragments of d columns 16p … 16p+7 and 16p+8 … 16p+15.

@@ -45,8 +45,10 @@ static __device__ __forceinline__ void sa_stage_q(__nv_bfloat16 *Qs, const __nv_
 // units; the running maxima m and sums l updated; P = bf16(2^(s − m)) packed into pf, the A fragments of
 // the P·V product (the C layout of two n-tiles is the A layout of one k-step; l sums the rounded weights);
 // *al_a, *al_b the factors the O accumulators are to be rescaled by. A row that has seen nothing yet keeps
-// m = −∞, α = 1 and weights 0.
-template <int NS, bool U>
+// m = −∞, α = 1 and weights 0. FULL: the caller knows every key of the tile is visible to both rows (not
+// U; c0 + 8·NS ≤ nv_a, nv_b), so the mask, a no-op there, is not evaluated: the same values, fewer
+// integer instructions (the softmax's ALU work bounds these kernels).
+template <int NS, bool U, bool FULL = false>
 static __device__ __forceinline__ void sa_softmax_tile(float s[NS][4], uint32_t pf[NS / 2][4], int c0, int nv_a,
                                                        int nv_b, uint64_t bits_a, uint64_t bits_b, float scale_log2,
                                                        float *m_a, float *m_b, float *l_a, float *l_b, float *al_a,
@@ -59,8 +61,8 @@ static __device__ __forceinline__ void sa_softmax_tile(float s[NS][4], uint32_t 
 #pragma unroll
         for (int e = 0; e < 2; e++) {
             const int i = 8 * j + 2 * c + e;
-            const bool va = U ? (bits_a >> i) & 1 : col + e < nv_a;
-            const bool vb = U ? (bits_b >> i) & 1 : col + e < nv_b;
+            const bool va = FULL || (U ? (bits_a >> i) & 1 : col + e < nv_a);
+            const bool vb = FULL || (U ? (bits_b >> i) & 1 : col + e < nv_b);
             s[j][e] = va ? s[j][e] * scale_log2 : -INFINITY;
             s[j][2 + e] = vb ? s[j][2 + e] * scale_log2 : -INFINITY;
             mx_a = fmaxf(mx_a, s[j][e]);
@@ -83,6 +85,14 @@ static __device__ __forceinline__ void sa_softmax_tile(float s[NS][4], uint32_t 
     }
     *l_a = *l_a * *al_a + quad_sum(sum_a), *l_b = *l_b * *al_b + quad_sum(sum_b);
     *m_a = mn_a, *m_b = mn_b;
+}
+
+// The fewest keys any row of the warp sees (rows past the block count as 0): a tile ending at or below
+// it is visible to every row of the warp (sa_softmax_tile's FULL). Warp-uniform.
+static __device__ __forceinline__ int sa_warp_nv_min(int nv_a, int nv_b) {
+    int v = min(nv_a, nv_b);
+    for (int off = 16; off > 0; off >>= 1) v = min(v, __shfl_xor_sync(0xffffffffu, v, off));
+    return v;
 }
 
 // O's rows a, b rescaled by al_a, al_b.

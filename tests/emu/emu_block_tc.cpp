@@ -110,6 +110,7 @@ int main(int argc, char **argv) {
     check(64, 12, 2, 128, 24, 32, 0);   // Qwen2.5's 12:2 (6 heads: 3 a thread block of 2 × 32 rows)
     check(96, 2, 1, 64, 100, 32, 0);    // two key tiles
     check(50, 4, 2, 64, 8, 16, 16);     // per query, unions of 16
+    check(300, 2, 1, 64, 250, 64, 0);   // key tiles below every row's visible keys (the softmax without the mask)
     if (!quick) {
         check(130, 8, 8, 64, 70, 64, 0);
         check(80, 4, 1, 256, 30, 16, 0);  // Gemma 3's 4:1, d_h 256
