@@ -87,6 +87,16 @@ static __device__ __forceinline__ float warp_max(float x) {
     return x;
 }
 
+static __device__ __forceinline__ int warp_max(int x) {
+    for (int off = 16; off > 0; off >>= 1) x = max(x, __shfl_xor_sync(0xffffffffu, x, off));
+    return x;
+}
+
+static __device__ __forceinline__ int warp_min(int x) {
+    for (int off = 16; off > 0; off >>= 1) x = min(x, __shfl_xor_sync(0xffffffffu, x, off));
+    return x;
+}
+
 // Σ v over the thread block (blockDim.x a multiple of 32): warp sums, then
 // warp 0's … last warp's in that order by thread 0, which alone gets the
 // result. red: blockDim.x / 32 doubles of shared memory. Contains a barrier.

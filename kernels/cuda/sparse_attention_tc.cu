@@ -147,9 +147,10 @@ __global__ void __launch_bounds__(MAXR * 2, D > 128 || MAXR > TC_MAX_ROWS ? 1 : 
     // (U: their counts of visible keys, and their mask rows.)
     const int nv_a = ra < nt ? (U ? ua.n_vis[t0 + ra] : count_le(keys, n_all, t0 + ra)) : 0;
     const int nv_b = rb < nt ? (U ? ua.n_vis[t0 + rb] : count_le(keys, n_all, t0 + rb)) : 0;
-    int nv_warp = max(nv_a, nv_b);
-    for (int off = 16; off > 0; off >>= 1) nv_warp = max(nv_warp, __shfl_xor_sync(0xffffffffu, nv_warp, off));
-    const int nv_min = U ? 0 : sa_warp_nv_min(nv_a, nv_b);  // tiles ending at or below it need no mask
+    const int nv_warp = warp_max(max(nv_a, nv_b));
+    // The fewest keys a row of the warp sees (rows past the block: 0): a tile ending at or below it is
+    // visible to every row of the warp (sa_softmax_tile's FULL). Warp-uniform.
+    const int nv_min = U ? 0 : warp_min(min(nv_a, nv_b));
     const uint32_t *mrow_a = NULL, *mrow_b = NULL;
     if (U) {
         const int64_t mb = ua.moff[b];

@@ -87,14 +87,6 @@ static __device__ __forceinline__ void sa_softmax_tile(float s[NS][4], uint32_t 
     *m_a = mn_a, *m_b = mn_b;
 }
 
-// The fewest keys any row of the warp sees (rows past the block count as 0): a tile ending at or below
-// it is visible to every row of the warp (sa_softmax_tile's FULL). Warp-uniform.
-static __device__ __forceinline__ int sa_warp_nv_min(int nv_a, int nv_b) {
-    int v = min(nv_a, nv_b);
-    for (int off = 16; off > 0; off >>= 1) v = min(v, __shfl_xor_sync(0xffffffffu, v, off));
-    return v;
-}
-
 // O's rows a, b rescaled by al_a, al_b.
 template <int ND>
 static __device__ __forceinline__ void sa_rescale(float o[ND][4], float al_a, float al_b) {

@@ -88,8 +88,7 @@ __global__ void __launch_bounds__(WG_MAX_ROWS * 2, 2)
     const int ra = r0 + g, rb = r0 + g + 8;
     const int nv_a = ra < nt ? count_le(keys, n_all, t0 + ra) : 0;
     const int nv_b = rb < nt ? count_le(keys, n_all, t0 + rb) : 0;
-    int nv_warp = max(nv_a, nv_b);
-    for (int off = 16; off > 0; off >>= 1) nv_warp = max(nv_warp, __shfl_xor_sync(0xffffffffu, nv_warp, off));
+    const int nv_warp = warp_max(max(nv_a, nv_b));
     if (lane == 0) warp_nv[warp] = nv_warp;
     __syncthreads();
     const int w0 = warp & ~3;
