@@ -11,7 +11,11 @@
 #    checkpoint bytes (the per-query gradients are added in a fixed order: no
 #    float atomics); --resume with another --device is refused (exit 2);
 #  - bench --k LIST --bsel LIST times each TTFT run once per configuration it
-#    belongs to (dense once, per query per k, block-shared per (k, b_sel > 1)).
+#    belongs to (dense once, per query per k, block-shared per (k, b_sel > 1));
+#  - a GPU allocation past SPINDLE_GPU_MEM_LIMIT (as one the card cannot hold)
+#    ends spindle with exit 1 and a message naming the sizes (no abort, no
+#    finished shard);
+#    the variable set to something else than a number is a usage error (2).
 # Exit 0 all pass, 1 a failure, 77 (CTest: skipped) without a usable GPU or in
 # a build without CUDA; with SPINDLE_REQUIRE_GPU=1 no GPU is a failure.
 set -u
@@ -107,5 +111,14 @@ sys.exit(0 if skip == ["ttft_indexer", "ttft_indexer_block"] and dense16 and
          timed == ["ttft_dense", "ttft_indexer", "ttft_indexer_block"] else 1)
 PY
 check "bench: the sparse runs skipped where k >= ctx (named why), timed where k < ctx" "[ $? = 0 ]"
+
+# Out of GPU memory: a limit of about 1 KB stops the teacher's first weight upload.
+oom=("$bin" teacher --model "$g" --ids "$work/ids.txt" --ctx 48 --seqs-per-shard 2 --device cuda)
+SPINDLE_GPU_MEM_LIMIT=0.000001 "${oom[@]}" --out "$work/t-oom" 2>"$work/oom.err"; rc=$?
+check "out of GPU memory (SPINDLE_GPU_MEM_LIMIT=0.000001): exit 1, the sizes named, no finished shard ($rc)" \
+  "[ $rc = 1 ] && grep -q 'spindle: out of GPU memory: .* GB asked .* SPINDLE_GPU_MEM_LIMIT is 0.00 GB' '$work/oom.err' &&
+   ! (ls '$work/t-oom' 2>/dev/null | grep -v '[.]tmp\$' | grep -q '^shard-')"
+SPINDLE_GPU_MEM_LIMIT=lots "${oom[@]}" --out "$work/t-oom2" 2>"$work/oom2.err"; rc=$?
+check "SPINDLE_GPU_MEM_LIMIT=lots: exit 2 naming it ($rc)" "[ $rc = 2 ] && grep -q 'SPINDLE_GPU_MEM_LIMIT=lots' '$work/oom2.err'"
 echo "$fails failure(s)"
 [ $fails = 0 ]

@@ -48,6 +48,7 @@ common=(train --synthetic qwen3-8b --device cuda --random-ids --ctx 256 --steps 
         --warmup 2 --ckpt-every 2 --seed 7)
 "$bin" "${common[@]}" --query-frac 0.08 --out full 2>full.log
 check "(a) synthetic qwen3-8b at ctx 256: exit 0, $steps steps" "[ -s full/checkpoints/$final ]"
+[ -s full/checkpoints/$final ] || tail -n 3 full.log  # why it stopped (out of GPU memory names the sizes)
 check "(a) every layer trained, the backbone in bf16, the random stream and the synthetic model named" \
   "grep -q 'online: random token ids (seed 7, vocabulary 151936), windows of 256 tokens; synthetic model qwen3-8b; the backbone (bf16.*) runs once per sequence, tapped at 36 layer(s), stopping after layer 35' full.log"
 check "(a) config.json: synthetic {qwen3-8b, seed 1}, source random" \
@@ -85,6 +86,7 @@ ctx=${CTX_LONG:-32768} n=${STEPS_LONG:-4}
     --out long 2>long.log
 rc=$?
 check "(b) synthetic qwen3-8b at ctx $ctx, $n steps, all layers: exit 0 ($rc)" "[ $rc = 0 ] && [ -s long/checkpoints/$(printf 'ckpt-%08d.bin' $n) ]"
+[ $rc = 0 ] || tail -n 3 long.log
 last=$(grep '"layer":0,' long/log.jsonl | tail -1)
 tps=$(echo "$last" | grep -o '"tokens_per_s":[0-9.]*' | cut -d: -f2)
 peak=$(echo "$last" | grep -o '"gpu_mem_peak_bytes":[0-9]*' | cut -d: -f2)

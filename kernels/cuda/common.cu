@@ -3,6 +3,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "cublas_check.cuh"
 #include "cuda_check.cuh"
@@ -95,10 +96,65 @@ static int use_pool(void) {
     return g_pool;
 }
 
-extern "C" void *cuda_malloc(size_t bytes) {
+static cudaError_t device_alloc(void **p, size_t bytes) {
+    return use_pool() ? cudaMallocAsync(p, bytes, 0) : cudaMalloc(p, bytes);
+}
+
+// SPINDLE_GPU_MEM_LIMIT (GiB, may be fractional): the most spindle's own
+// allocations may hold at once, for sharing a card; 0 or unset: no limit.
+static double mem_limit_bytes(void) {
+    static double lim = -1;
+    if (lim < 0) {
+        const char *v = getenv("SPINDLE_GPU_MEM_LIMIT");
+        char *end = NULL;
+        double g = v && *v ? strtod(v, &end) : 0;
+        if (v && *v && (*end || !(g >= 0))) {
+            fprintf(stderr, "spindle: SPINDLE_GPU_MEM_LIMIT=%s is not a number of GiB\n", v);
+            exit(2);
+        }
+        lim = g * 1073741824.0;
+    }
+    return lim;
+}
+
+// A request the card cannot hold is the machine's state (often another process
+// on the card, or a --ctx too long for it), not a fault in spindle: the pool
+// first gives back the memory it keeps for reuse and the request is tried once
+// more; if it still fails, spindle ends with exit 1 and the sizes.
+static void *alloc_or_exit(size_t bytes) {
     void *p = NULL;
-    if (use_pool()) CUDA_CHECK(cudaMallocAsync(&p, bytes ? bytes : 1, 0));
-    else CUDA_CHECK(cudaMalloc(&p, bytes ? bytes : 1));
+    double lim = mem_limit_bytes();
+    int over = lim > 0 && (double)(g_live + bytes) > lim;
+    cudaError_t err = over ? cudaErrorMemoryAllocation : device_alloc(&p, bytes);
+    if (err == cudaErrorMemoryAllocation && !over && use_pool()) {
+        (void)cudaGetLastError();
+        int dev = 0;
+        cudaMemPool_t pool;
+        CUDA_CHECK(cudaDeviceSynchronize());  // frees still queued on the stream count as unused after this
+        CUDA_CHECK(cudaGetDevice(&dev));
+        CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, dev));
+        CUDA_CHECK(cudaMemPoolTrimTo(pool, 0));
+        err = device_alloc(&p, bytes);
+    }
+    if (err == cudaErrorMemoryAllocation) {
+        (void)cudaGetLastError();
+        size_t free_b = 0, total_b = 0;
+        CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+        const double gb = 1e9;
+        fprintf(stderr,
+                "spindle: out of GPU memory: %.3f GB asked while spindle holds %.2f GB (peak %.2f GB); "
+                "the device has %.2f GB free of %.2f GB",
+                bytes / gb, g_live / gb, g_peak / gb, free_b / gb, total_b / gb);
+        if (over) fprintf(stderr, "; SPINDLE_GPU_MEM_LIMIT is %.2f GB", lim / gb);
+        fprintf(stderr, ". Another process may be using the card; a shorter --ctx needs less.\n");
+        exit(1);
+    }
+    CUDA_CHECK(err);
+    return p;
+}
+
+extern "C" void *cuda_malloc(size_t bytes) {
+    void *p = alloc_or_exit(bytes ? bytes : 1);
     for (size_t i = mem_slot(p), k = 0; k < MEM_SLOTS; i = (i + 1) % MEM_SLOTS, k++)
         if (!g_sizes[i].p) {
             g_sizes[i].p = p, g_sizes[i].n = bytes;

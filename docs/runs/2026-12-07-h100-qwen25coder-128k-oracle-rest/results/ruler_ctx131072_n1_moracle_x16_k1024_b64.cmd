@@ -1,0 +1,1 @@
+/root/src/build-device/spindle eval --model models/qwen25coder-1.5b-yarn --tasks-file /root/q25/tasks/tasks_128k_n1.jsonl --k 1024 --bsel 64 --modes oracle --exec-block 16 --device cuda --precision bf16 --json /root/q25/res/ruler_ctx131072_n1_moracle_x16_k1024_b64.json --predictions /root/q25/res/ruler_ctx131072_n1_moracle_x16_k1024_b64-preds.jsonl

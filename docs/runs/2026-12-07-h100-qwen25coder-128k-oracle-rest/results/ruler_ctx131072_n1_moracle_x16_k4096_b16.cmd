@@ -1,0 +1,1 @@
+/root/src/build-device/spindle eval --model models/qwen25coder-1.5b-yarn --tasks-file /root/q25/tasks/tasks_128k_n1.jsonl --k 4096 --bsel 16 --modes oracle --exec-block 16 --device cuda --precision bf16 --json /root/q25/res/ruler_ctx131072_n1_moracle_x16_k4096_b16.json --predictions /root/q25/res/ruler_ctx131072_n1_moracle_x16_k4096_b16-preds.jsonl
