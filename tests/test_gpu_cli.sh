@@ -116,7 +116,7 @@ check "bench: the sparse runs skipped where k >= ctx (named why), timed where k 
 oom=("$bin" teacher --model "$g" --ids "$work/ids.txt" --ctx 48 --seqs-per-shard 2 --device cuda)
 SPINDLE_GPU_MEM_LIMIT=0.000001 "${oom[@]}" --out "$work/t-oom" 2>"$work/oom.err"; rc=$?
 check "out of GPU memory (SPINDLE_GPU_MEM_LIMIT=0.000001): exit 1, the sizes named, no finished shard ($rc)" \
-  "[ $rc = 1 ] && grep -q 'spindle: out of GPU memory: .* GB asked .* SPINDLE_GPU_MEM_LIMIT is 0.00 GB' '$work/oom.err' &&
+  "[ $rc = 1 ] && grep -q 'spindle: out of GPU memory: .* GB asked .* SPINDLE_GPU_MEM_LIMIT is 1e-06 GiB' '$work/oom.err' &&
    ! (ls '$work/t-oom' 2>/dev/null | grep -v '[.]tmp\$' | grep -q '^shard-')"
 SPINDLE_GPU_MEM_LIMIT=lots "${oom[@]}" --out "$work/t-oom2" 2>"$work/oom2.err"; rc=$?
 check "SPINDLE_GPU_MEM_LIMIT=lots: exit 2 naming it ($rc)" "[ $rc = 2 ] && grep -q 'SPINDLE_GPU_MEM_LIMIT=lots' '$work/oom2.err'"

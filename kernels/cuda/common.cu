@@ -102,6 +102,7 @@ static cudaError_t device_alloc(void **p, size_t bytes) {
 
 // SPINDLE_GPU_MEM_LIMIT (GiB, may be fractional): the most spindle's own
 // allocations may hold at once, for sharing a card; 0 or unset: no limit.
+static double g_limit_gib = 0;
 static double mem_limit_bytes(void) {
     static double lim = -1;
     if (lim < 0) {
@@ -112,7 +113,7 @@ static double mem_limit_bytes(void) {
             fprintf(stderr, "spindle: SPINDLE_GPU_MEM_LIMIT=%s is not a number of GiB\n", v);
             exit(2);
         }
-        lim = g * 1073741824.0;
+        g_limit_gib = g, lim = g * 1073741824.0;
     }
     return lim;
 }
@@ -145,7 +146,7 @@ static void *alloc_or_exit(size_t bytes) {
                 "spindle: out of GPU memory: %.3f GB asked while spindle holds %.2f GB (peak %.2f GB); "
                 "the device has %.2f GB free of %.2f GB",
                 bytes / gb, g_live / gb, g_peak / gb, free_b / gb, total_b / gb);
-        if (over) fprintf(stderr, "; SPINDLE_GPU_MEM_LIMIT is %.2f GB", lim / gb);
+        if (over) fprintf(stderr, "; SPINDLE_GPU_MEM_LIMIT is %g GiB", g_limit_gib);
         fprintf(stderr, ". Another process may be using the card; a shorter --ctx needs less.\n");
         exit(1);
     }
