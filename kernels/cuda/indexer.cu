@@ -98,6 +98,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cublas_check.cuh"
 #include "cuda_check.cuh"
@@ -1022,6 +1023,53 @@ static size_t kl_smem(int dI, int dh) {
 // Rows per chunk of G (SPINDLE_KL_ROWS caps them, so that tests run several chunks on small inputs).
 static long kl_rows_cap(void) { return env_long("SPINDLE_KL_ROWS", 0, 0, 1L << 30); }
 
+// SPINDLE_STEP_PROFILE=1: each call of a loss entry point prints on stderr the device time of its
+// phases (gather and projections, tf32 split, lse pass, teacher copies, G zeroed, loss kernel, gradient
+// GEMMs, projections' backward), from CUDA events between consecutive marks, read once at the end of
+// the call: the marks add no synchronisation inside it. A knob for finding where the step's time goes;
+// results do not change.
+enum { PROF_MAX = 4096, PROF_PHASES = 16 };
+static struct {
+    int on, n;
+    cudaEvent_t ev[PROF_MAX];
+    const char *phase[PROF_MAX];
+} g_prof = {-1, 0, {}, {}};
+
+// The work on the stream since the previous mark was `phase` (the first mark of a call: "start").
+static void prof_mark(const char *phase) {
+    if (g_prof.on < 0) g_prof.on = env_long("SPINDLE_STEP_PROFILE", 0, 0, 1) == 1;
+    if (!g_prof.on || g_prof.n >= PROF_MAX) return;
+    if (!g_prof.ev[g_prof.n]) CUDA_CHECK(cudaEventCreate(&g_prof.ev[g_prof.n]));
+    CUDA_CHECK(cudaEventRecord(g_prof.ev[g_prof.n], 0));
+    g_prof.phase[g_prof.n++] = phase;
+}
+
+// One line for the call: the total, then each phase's sum in the order phases first appeared.
+static void prof_report(const char *fn, int nq, int n_keys) {
+    if (g_prof.on != 1) return;
+    if (g_prof.n >= 2) {
+        const char *names[PROF_PHASES];
+        double ms[PROF_PHASES], total = 0.0;
+        int nn = 0;
+        CUDA_CHECK(cudaEventSynchronize(g_prof.ev[g_prof.n - 1]));
+        for (int i = 1; i < g_prof.n; i++) {
+            float f = 0.0f;
+            CUDA_CHECK(cudaEventElapsedTime(&f, g_prof.ev[i - 1], g_prof.ev[i]));
+            int j = 0;
+            while (j < nn && strcmp(names[j], g_prof.phase[i]) != 0) j++;
+            if (j == nn) {
+                if (nn == PROF_PHASES) j = nn - 1;  // more phases than the table holds: into the last
+                else names[nn] = g_prof.phase[i], ms[nn++] = 0.0;
+            }
+            ms[j] += f, total += f;
+        }
+        fprintf(stderr, "spindle: step profile: %s, %d queries, %d keys: %.3f ms =", fn, nq, n_keys, total);
+        for (int j = 0; j < nn; j++) fprintf(stderr, "%s %s %.3f", j ? " +" : "", names[j], ms[j]);
+        fputc('\n', stderr);
+    }
+    g_prof.n = 0;
+}
+
 // What both loss entry points set up: the gathered query rows, q^I, k^I (with the key norm's saved
 // input and statistics when there are gradients), the rows the loss kernels stage from them (qs, ks:
 // ix_row_floats(d_I) a row, their tf32 split on the tensor path, else q and k themselves), lse^I of
@@ -1052,26 +1100,31 @@ static LossSetup loss_setup(int grads, const IndexerConfig *cfg, const float *pa
         L.dk = (float *)cuda_malloc(sizeof(float) * (size_t)n_keys * dI);
         cuda_memset(L.dk, 0, sizeof(float) * (size_t)n_keys * dI);
     }
+    prof_mark("start");
     gather_rows(L.xq, x, queries, nq, dm);
     queries_forward(L.q, cfg, params, L.xq, queries, nq, n_keys, 0);
     keys_forward(L.k, L.u, L.stat, cfg, params, x, n_keys, 0);
+    prof_mark("projections");
     L.qs = L.q, L.ks = L.k;
     if (ix_tc(dI)) {  // scores on tensor cores: q^I, k^I split once, staged by every pass
         L.qs = (float *)cuda_malloc(sizeof(float) * (size_t)nq * 2 * dI);
         L.ks = (float *)cuda_malloc(sizeof(float) * (size_t)n_keys * 2 * dI);
         tf32_split_rows(L.qs, L.q, nq, dI);
         tf32_split_rows(L.ks, L.k, n_keys, dI);
+        prof_mark("tf32 split");
     }
     const float c_col = 1.0f / sqrtf((float)dI);
     const size_t smem_lse = lse_smem(dI);
     CUDA_CHECK(cudaFuncSetAttribute(indexer_lse_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_lse));
     launch_checked(indexer_lse_kernel, (nq + BQ - 1) / BQ, NT, smem_lse, L.lse, L.qs, L.ks, queries, nq, dI, c_col);
+    prof_mark("lse pass");
     const size_t smem_kl = kl_smem(dI, dh);
     CUDA_CHECK(cudaFuncSetAttribute(indexer_kl_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_kl));
     if (bf16_teacher && (dh == 64 || dh == 128 || dh == 256)) {
         L.tqb = cuda_malloc(2 * (size_t)n_keys * Hq * dh), L.tkb = cuda_malloc(2 * (size_t)n_keys * Hkv * dh);
         cuda_f32_to_bf16(L.tqb, tq, (int64_t)n_keys * Hq * dh);
         cuda_f32_to_bf16(L.tkb, tk, (int64_t)n_keys * Hkv * dh);
+        prof_mark("teacher bf16 copies");
     }
     return L;
 }
@@ -1091,6 +1144,7 @@ static void loss_finish(LossSetup *L, float *grads, const IndexerConfig *cfg, co
     if (grads) {
         queries_backward(grads, L->dq, cfg, L->xq, queries, nq, n_keys);
         keys_backward(grads, L->dk, cfg, params, x, L->u, L->stat, n_keys);
+        prof_mark("projections backward");
     }
     if (L->qs != L->q) cuda_free(L->qs), cuda_free(L->ks);
     cuda_free(L->xq), cuda_free(L->q), cuda_free(L->k), cuda_free(L->lse), cuda_free(L->u), cuda_free(L->stat);
@@ -1139,23 +1193,26 @@ extern "C" double indexer_kl_loss_cuda(float *grads, const IndexerConfig *cfg, c
     for (int c0 = 0; c0 < nq; c0 += qc) {
         const int nc = nq - c0 < qc ? nq - c0 : qc, kend = hq[c0 + nc - 1] + 1;
         const int n_tiles = (nc + BQ - 1) / BQ, n_chunks = (kend + KCH - 1) / KCH;
-        if (G) cuda_memset(G, 0, sizeof(float) * (size_t)nc * kend);
+        if (G) cuda_memset(G, 0, sizeof(float) * (size_t)nc * kend), prof_mark("G zeroed");
         launch_checked(indexer_kl_kernel, dim3(n_tiles, n_chunks), NT, kl_smem(dI, dh), part + off, nullptr, nullptr,
                        L.qs + (int64_t)c0 * ix_row_floats(dI), L.ks, L.lse + c0, tq, tk, tlse,
                        (const __nv_bfloat16 *)L.tqb, (const __nv_bfloat16 *)L.tkb, queries + c0, nullptr, nullptr,
                        nullptr, nc, T, Hq, Hkv, dh, dI, scale, c_col, 1.0f / nq, 1.0f / Hq, G, (int64_t)kend, 0);
+        prof_mark("loss kernel");
         off += (int64_t)n_tiles * n_chunks;
-        if (G) loss_take_back(&L, G, c0, nc, kend, dI);
+        if (G) loss_take_back(&L, G, c0, nc, kend, dI), prof_mark("gradient GEMMs");
     }
     double *hpart = (double *)malloc(sizeof(double) * (size_t)n_part);
     if (!hpart) abort();
     cuda_to_host(hpart, part, sizeof(double) * (size_t)n_part);
+    prof_mark("partials to host");
     double loss = 0.0;
     for (int64_t b = 0; b < n_part; b++) loss += hpart[b];
     loss /= nq;
     free(hpart), free(hq);
     cuda_free(part), cuda_free(G);
     loss_finish(&L, grads, cfg, params, x, queries, nq, n_keys);
+    prof_report(__func__, nq, n_keys);
     return loss;
 }
 
@@ -1309,7 +1366,9 @@ extern "C" double indexer_objective_loss_cuda(float *grads, double *parts, const
     free(hpart), free(chunk_seg0);
     if (parts) parts[0] = l_query, parts[1] = l_block;
     cuda_free(G), cuda_free(cpart);
+    prof_mark("objective passes");  // the loss and gradient passes of the objective, together
     loss_finish(&L, grads, cfg, params, x, queries, nq, n_keys);
+    prof_report(__func__, nq, n_keys);
     cuda_free(part), cuda_free(pcol), cuda_free(qcol), cuda_free(rho), cuda_free(klb);
     cuda_free(d_seg_tile0), cuda_free(d_seg_ntile), cuda_free(d_seg_nb), cuda_free(d_seg_kend), cuda_free(d_seg_off);
     cuda_free(d_tile_off), cuda_free(d_tile_r0), cuda_free(d_tile_nr), cuda_free(d_tile_seg), cuda_free(d_tile_kend);

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <barrier>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -75,6 +76,15 @@ inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t n, cudaMemcpyK
     return cudaSuccess;
 }
 inline cudaError_t cudaGetDevice(int *d) { *d = 0; return cudaSuccess; }
+// Events: kernels run to completion at launch here, so an event is the host's clock when recorded.
+typedef double *cudaEvent_t;
+inline cudaError_t cudaEventCreate(cudaEvent_t *e) { *e = new double(0.0); return cudaSuccess; }
+inline cudaError_t cudaEventRecord(cudaEvent_t e, int = 0) {
+    *e = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count();
+    return cudaSuccess;
+}
+inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+inline cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a, cudaEvent_t b) { *ms = (float)(*b - *a); return cudaSuccess; }
 inline int emu_smem_optin = 232448;  // an H100 / H200's 227 KiB
 inline cudaError_t cudaDeviceGetAttribute(int *v, int attr, int) {
     // an H200's SMs and shared memory per SM; the opt-in limit a thread block may ask for
