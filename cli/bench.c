@@ -392,11 +392,13 @@ static void k_sparse_block_tc(void *p) {
     support_attention_block_tc_cuda(L->out, L->qb, L->kb, L->vb, L->T, L->c->n_heads, L->c->n_kv_heads,
                                     L->c->head_dim, L->scale, L->k, L->bsel, L->sel_b, L->n_sel_b, DT_F32);
 }
-static void k_sparse_block_wg(void *p) {  // the warpgroup-MMA kernel itself (the caller checked it launches)
-    Layer *L = p;
-    support_attention_block_wg_cuda(L->out, DT_F32, L->qb, L->kb, L->vb, L->T, L->c->n_heads, L->c->n_kv_heads,
-                                    L->c->head_dim, L->scale, L->k, L->bsel, L->sel_b, L->n_sel_b);
+static int sparse_block_wg(Layer *L, int minb) {  // the warpgroup-MMA kernel itself, minb thread blocks an SM
+    return support_attention_block_wg_minb_cuda(minb, L->out, DT_F32, L->qb, L->kb, L->vb, L->T, L->c->n_heads,
+                                                L->c->n_kv_heads, L->c->head_dim, L->scale, L->k, L->bsel, L->sel_b,
+                                                L->n_sel_b);
 }
+static void k_sparse_block_wg(void *p) { sparse_block_wg(p, 2); }   // the caller checked that it launches
+static void k_sparse_block_wg1(void *p) { sparse_block_wg(p, 1); }  // the variant (SPINDLE_SPARSE_WGMMA=2)
 static void k_oracle(void *p) {
     Layer *L = p;
     oracle_select_cuda(L->sel, L->n_sel, L->q, L->k_, L->lse, L->T, L->c->n_heads, L->c->n_kv_heads,
@@ -658,11 +660,15 @@ static void bench_layer(Bench *b, const ModelConfig *c, int T, int k, int bsel, 
         record(b, "sparse_attention_block_tc", T, ms, all, reps, sp_flops, k, bsel,
                "block-shared supports, bf16 tensor cores (mma.sync), fp32 accumulate");
     }
-    // The same op on the warpgroup-MMA kernel (SPINDLE_SPARSE_WGMMA=1) where it takes the shape and device.
-    if (support_attention_block_wg_cuda(L.out, DT_F32, L.qb, L.kb, L.vb, T, Hq, Hkv, dh, L.scale, k, bsel, L.sel_b,
-                                        L.n_sel_b) != 0) {
-        record_skip(b, "sparse_attention_block_wg", T, "the warpgroup-MMA kernel does not take this shape or device");
-    } else {
+    // The same op on the warpgroup-MMA kernel (SPINDLE_SPARSE_WGMMA=1) and its one-block-an-SM variant
+    // (SPINDLE_SPARSE_WGMMA=2) where they take the shape and device.
+    for (int wv = 0; wv < 2; wv++) {
+        void (*kern)(void *) = wv ? k_sparse_block_wg1 : k_sparse_block_wg;
+        const char *name = wv ? "sparse_attention_block_wg1" : "sparse_attention_block_wg";
+        if (sparse_block_wg(&L, wv ? 1 : 2) != 0) {
+            record_skip(b, name, T, "the warpgroup-MMA kernel does not take this shape or device");
+            continue;
+        }
         // Its output against the mma.sync kernel's on the first 2^24 values (both round P to bf16: ~1e-3).
         const int64_t n_out = (int64_t)T * Hq * dh, n_cmp = n_out < ((int64_t)1 << 24) ? n_out : (int64_t)1 << 24;
         float *o_wg = xmalloc(sizeof(float) * (size_t)n_cmp), *o_tc = xmalloc(sizeof(float) * (size_t)n_cmp);
@@ -676,12 +682,12 @@ static void bench_layer(Bench *b, const ModelConfig *c, int T, int k, int bsel, 
             if (fabs(o_tc[i]) > amax) amax = fabs(o_tc[i]);
         }
         free(o_wg), free(o_tc);
-        ms = measure(b, k_sparse_block_wg, &L, all, &reps);
+        ms = measure(b, kern, &L, all, &reps);
         snprintf(note, sizeof note,
-                 "block-shared supports, bf16 wgmma (SPINDLE_SPARSE_WGMMA=1); max|wg - mma.sync| / max|mma.sync| "
+                 "block-shared supports, bf16 wgmma (SPINDLE_SPARSE_WGMMA=%d%s); max|wg - mma.sync| / max|mma.sync| "
                  "%.1e on %lld outputs",
-                 amax > 0 ? dmax / amax : dmax, (long long)n_cmp);
-        record(b, "sparse_attention_block_wg", T, ms, all, reps, sp_flops, k, bsel, note);
+                 wv + 1, wv ? ": one thread block an SM" : "", amax > 0 ? dmax / amax : dmax, (long long)n_cmp);
+        record(b, name, T, ms, all, reps, sp_flops, k, bsel, note);
     }
     if (T <= max_oracle) {
         k_sdpa_lse(&L);

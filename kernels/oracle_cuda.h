@@ -88,9 +88,15 @@ int support_attention_block_tc_takes(int Hq, int Hkv, int dh, int topk, int bsel
 // or 128, a group of query heads whose rows hpc·bsel ≤ 128 are a multiple of 64). Returns 0 when it
 // launched, −1 when it does not take the call (shape, or a device that is not sm_90). Same semantics and
 // the same bf16 rounding of the weights as the mma.sync kernel. Twin check: tests/twins/oracle.c.
+// SPINDLE_SPARSE_WGMMA=2 runs its variant of one thread block an SM instead (the same values, a variant to
+// time; sparse_attention_wg.cu says why). ..._minb_cuda runs the kernel of minb thread blocks an SM
+// (2: the default, 1: the variant) whatever the environment says (bench times both).
 int support_attention_block_wg_cuda(void *out, DType out_type, const void *q, const void *k, const void *v, int T,
                                     int Hq, int Hkv, int dh, float scale, int topk, int bsel, const int32_t *sel,
                                     const int32_t *n_sel);
+int support_attention_block_wg_minb_cuda(int minb, void *out, DType out_type, const void *q, const void *k,
+                                         const void *v, int T, int Hq, int Hkv, int dh, float scale, int topk,
+                                         int bsel, const int32_t *sel, const int32_t *n_sel);
 int support_attention_block_wg_takes(int Hq, int Hkv, int dh, int bsel);
 
 // Per-query supports (sel [T, topk], n_sel [T]: support_attention_cuda's

@@ -2,8 +2,9 @@
 // over sorted key lists, warp-wide reductions (xor shuffles, every lane gets
 // the result), a thread block's sum in double in a fixed order, and the fp32
 // flash-attention step of one query row over a staged key tile, a store that
-// rounds fp32 to the destination's type; on the host, the grid size of a
-// grid-stride launch, a checked launch and a device attribute.
+// rounds fp32 to the destination's type, 2^x on the special-function unit; on
+// the host, the grid size of a grid-stride launch, a checked launch and a
+// device attribute.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -64,6 +65,25 @@ static __device__ __forceinline__ void store2(__nv_bfloat16 *p, float a, float b
     *(__nv_bfloat162 *)p = __floats2bfloat162_rn(a, b);
 }
 static __device__ __forceinline__ void store2(__half *p, float a, float b) { *(__half2 *)p = __floats2half2_rn(a, b); }
+
+// log2 e: e^x = 2^(x·LOG2E).
+static constexpr float LOG2E = 1.4426950408889634f;
+
+// 2^x on the special-function unit alone (ex2.approx.ftz): exp2f adds a range test and two predicated
+// multiplies to keep results below 2^-126 subnormal; here they are 0, as are the inputs below −126. The
+// softmax-style loops use it for attention weights and probabilities, where a term under 2^-126 is lost
+// in any fp32 sum beside the row's largest (1 after the max is taken out, or a probability of 1/T or
+// more). The same approximation as exp2f otherwise (its 2 ulp).
+static __device__ __forceinline__ float fast_exp2(float x) {
+#ifdef SPINDLE_CUDA_EMULATION
+    const float r = exp2f(x);
+    return r < 1.17549435e-38f ? 0.0f : r;  // FLT_MIN: a subnormal result flushed to zero
+#else
+    float r;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+    return r;
+#endif
+}
 
 // Number of entries ≤ t in the ascending keys[0..n).
 static __device__ __forceinline__ int count_le(const int32_t *keys, int n, int t) {

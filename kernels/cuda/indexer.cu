@@ -310,6 +310,7 @@ __device__ void teacher_tile_bf16(float *Ps, __nv_bfloat16 *Tqb, __nv_bfloat16 *
     constexpr int LDH = D + TILE_PAD, CH = D / 8;
     const int G = Hq / Hkv, warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, c = lane % 4;
     const int strip = warp / 4, nt = warp % 4;
+    const float scale_log2 = scale * LOG2E;
     const int ra = 16 * strip + g, rb = ra + 8;  // this lane's rows of the tile
     const int ta = ra < nr ? pos[ra] : -1, tb = rb < nr ? pos[rb] : -1;
     const int ka = 16 * nt + 2 * c;  // this lane's keys ka, ka + 1 (n-tile 0) and ka + 8, ka + 9 (n-tile 1)
@@ -335,14 +336,16 @@ __device__ void teacher_tile_bf16(float *Ps, __nv_bfloat16 *Tqb, __nv_bfloat16 *
             __syncthreads();
             float s[2][4];
             mma_qk_tile<D, 2>(s, qrow, Tkb + 16 * nt * LDH, LDH);
-            const float la = ta >= 0 ? tlse[(int64_t)h * T + ta] : 0.0f, lb = tb >= 0 ? tlse[(int64_t)h * T + tb] : 0.0f;
+            // e^(scale·s − lse) as 2^(s·scale·log2 e − lse·log2 e): one fused multiply-add and fast_exp2.
+            const float la = ta >= 0 ? tlse[(int64_t)h * T + ta] * LOG2E : 0.0f;
+            const float lb = tb >= 0 ? tlse[(int64_t)h * T + tb] * LOG2E : 0.0f;
 #pragma unroll
             for (int n = 0; n < 2; n++)
 #pragma unroll
                 for (int e = 0; e < 2; e++) {
                     const int kk = ka + 8 * n + e, j = j0 + kk;
-                    if (kk < nk && j <= ta) p[n][e] += expf(scale * s[n][e] - la);
-                    if (kk < nk && j <= tb) p[n][2 + e] += expf(scale * s[n][2 + e] - lb);
+                    if (kk < nk && j <= ta) p[n][e] += fast_exp2(fmaf(s[n][e], scale_log2, -la));
+                    if (kk < nk && j <= tb) p[n][2 + e] += fast_exp2(fmaf(s[n][2 + e], scale_log2, -lb));
                 }
         }
     }

@@ -149,11 +149,11 @@ __global__ void __launch_bounds__(IB_MAX_ROWS * 2)
                     float sum_a = 0.0f, sum_b = 0.0f;
 #pragma unroll
                     for (int j = 0; j < NS; j++) {
-                        sum_a += exp2f(s[j][0] - base_a) + exp2f(s[j][1] - base_a);
-                        sum_b += exp2f(s[j][2] - base_b) + exp2f(s[j][3] - base_b);
+                        sum_a += fast_exp2(s[j][0] - base_a) + fast_exp2(s[j][1] - base_a);
+                        sum_b += fast_exp2(s[j][2] - base_b) + fast_exp2(s[j][3] - base_b);
                     }
-                    l_a = l_a * exp2f(m_a - base_a) + quad_sum(sum_a);  // exp2(−∞) = 0 on a first tile
-                    l_b = l_b * exp2f(m_b - base_b) + quad_sum(sum_b);
+                    l_a = l_a * fast_exp2(m_a - base_a) + quad_sum(sum_a);  // exp2(−∞) = 0 on a first tile
+                    l_b = l_b * fast_exp2(m_b - base_b) + quad_sum(sum_b);
                     m_a = mn_a, m_b = mn_b;
                 }
             } else {

@@ -140,11 +140,11 @@ __global__ void __launch_bounds__(IW_ROWS * 2, 2)
                     float sum_a = 0.0f, sum_b = 0.0f;
 #pragma unroll
                     for (int j = 0; j < 8; j++) {
-                        sum_a += exp2f(s[4 * j] - base_a) + exp2f(s[4 * j + 1] - base_a);
-                        sum_b += exp2f(s[4 * j + 2] - base_b) + exp2f(s[4 * j + 3] - base_b);
+                        sum_a += fast_exp2(s[4 * j] - base_a) + fast_exp2(s[4 * j + 1] - base_a);
+                        sum_b += fast_exp2(s[4 * j + 2] - base_b) + fast_exp2(s[4 * j + 3] - base_b);
                     }
-                    l_a = l_a * exp2f(m_a - base_a) + quad_sum(sum_a);
-                    l_b = l_b * exp2f(m_b - base_b) + quad_sum(sum_b);
+                    l_a = l_a * fast_exp2(m_a - base_a) + quad_sum(sum_a);
+                    l_b = l_b * fast_exp2(m_b - base_b) + quad_sum(sum_b);
                     m_a = mn_a, m_b = mn_b;
                 }
             } else {
@@ -163,8 +163,8 @@ __global__ void __launch_bounds__(IW_ROWS * 2, 2)
                         for (int e = 0; e < 2; e++) {
                             const int r = 64 * jb + 8 * j + 2 * c + e, tq = t0 + r;  // the query row
                             const float L = lse_sm[r];
-                            const float pa = exp2f(s[4 * j + e] * c_log2 - L);
-                            const float pb = exp2f(s[4 * j + 2 + e] * c_log2 - L);
+                            const float pa = fast_exp2(fmaf(s[4 * j + e], c_log2, -L));
+                            const float pb = fast_exp2(fmaf(s[4 * j + 2 + e], c_log2, -L));
                             sum_a += !mask || ka <= tq ? pa : 0.0f;
                             sum_b += !mask || kb <= tq ? pb : 0.0f;
                         }

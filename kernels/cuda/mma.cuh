@@ -30,6 +30,8 @@
 #include <cuda_pipeline_primitives.h>
 #include <stdint.h>
 
+#include "device_util.cuh"
+
 #ifdef SPINDLE_CUDA_EMULATION
 // tests/emu: ldmatrix and mma.sync as exchanges among the warp's host threads.
 #include "emu_mma.h"
@@ -177,9 +179,10 @@ static __device__ __forceinline__ void cp_async_rows(__nv_bfloat16 *dst, const _
 // Keys-major sums (the block-shared selections, indexer_block_tc.cu and oracle_tc.cu): S transposed for one
 // warp, its 16 keys (krow: this lane's ldmatrix row pointer into the key tile, as for an A fragment) × the
 // 8·NQ query rows of Qrows (row-major [queries][D + TILE_PAD] bf16), and per key the sum over those
-// queries of p = 2^(s·scale_log2 − L) with L = lse[query] (log2 units; +∞ for rows past the last query):
-// this lane's keys ka, kb (rows g and g + 8 of the 16) add their share into *sum_a, *sum_b (the quad's
-// four lanes then hold the four parts). MASK: p = 0 where the key is after the query (query positions
+// queries of p = 2^(s·scale_log2 − L) with L = lse[query] (log2 units; +∞ for rows past the last query;
+// one fused multiply-add and fast_exp2 a score, a p under 2^-126 counting 0): this lane's keys ka, kb
+// (rows g and g + 8 of the 16) add their share into *sum_a, *sum_b (the quad's four lanes then hold the
+// four parts). MASK: p = 0 where the key is after the query (query positions
 // tq0 + r); without it every query of the chunk is at or after both keys.
 template <int D, int NQ, bool MASK>
 static __device__ __forceinline__ void key_sums_tile(float *sum_a, float *sum_b, const __nv_bfloat16 *krow,
@@ -192,8 +195,8 @@ static __device__ __forceinline__ void key_sums_tile(float *sum_a, float *sum_b,
     for (int j = 0; j < NQ; j++) {
         const int r = 8 * j + 2 * c, tq = tq0 + r;  // queries r, r + 1 of the chunk
         const float2 L = *(const float2 *)(lse + r);
-        const float a0 = exp2f(s[j][0] * scale_log2 - L.x), a1 = exp2f(s[j][1] * scale_log2 - L.y);
-        const float b0 = exp2f(s[j][2] * scale_log2 - L.x), b1 = exp2f(s[j][3] * scale_log2 - L.y);
+        const float a0 = fast_exp2(fmaf(s[j][0], scale_log2, -L.x)), a1 = fast_exp2(fmaf(s[j][1], scale_log2, -L.y));
+        const float b0 = fast_exp2(fmaf(s[j][2], scale_log2, -L.x)), b1 = fast_exp2(fmaf(s[j][3], scale_log2, -L.y));
         if (MASK) {
             *sum_a += (ka <= tq ? a0 : 0.0f) + (ka <= tq + 1 ? a1 : 0.0f);
             *sum_b += (kb <= tq ? b0 : 0.0f) + (kb <= tq + 1 ? b1 : 0.0f);

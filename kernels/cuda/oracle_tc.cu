@@ -185,8 +185,8 @@ __global__ void __launch_bounds__(NT)
                         const int col = c0 + 8 * j + 2 * c;
 #pragma unroll
                         for (int e = 0; e < 2; e++) {
-                            if (col + e <= ta) p[j][e] += exp2f(s[j][e] * scale_log2 - la);
-                            if (col + e <= tb) p[j][2 + e] += exp2f(s[j][2 + e] * scale_log2 - lb);
+                            if (col + e <= ta) p[j][e] += fast_exp2(fmaf(s[j][e], scale_log2, -la));
+                            if (col + e <= tb) p[j][2 + e] += fast_exp2(fmaf(s[j][2 + e], scale_log2, -lb));
                         }
                     }
                 }
@@ -424,8 +424,8 @@ static __device__ __forceinline__ void oq_tile(float *Ra, float *Rb, int ta, int
             const int col = k0 + 8 * j + 2 * c;
 #pragma unroll
             for (int e = 0; e < 2; e++) {
-                if (!MASK || col + e <= ta) p[j][e] += exp2f(s[j][e] * scale_log2 - la);
-                if (!MASK || col + e <= tb) p[j][2 + e] += exp2f(s[j][2 + e] * scale_log2 - lb);
+                if (!MASK || col + e <= ta) p[j][e] += fast_exp2(fmaf(s[j][e], scale_log2, -la));
+                if (!MASK || col + e <= tb) p[j][2 + e] += fast_exp2(fmaf(s[j][2 + e], scale_log2, -lb));
             }
         }
     }

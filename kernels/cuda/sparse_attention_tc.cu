@@ -319,8 +319,9 @@ extern "C" void support_attention_block_tc_cuda(void *out, const void *q, const 
     const int aligned = !(((uintptr_t)q | (uintptr_t)k | (uintptr_t)v) & 15);
     int rc = -1;
     if (aligned && tc_takes(Hq, Hkv, dh, topk, bsel)) {
-        // SPINDLE_SPARSE_WGMMA=1: the warpgroup-MMA kernel (sparse_attention_wg.cu) where it takes the shape.
-        if (env_long("SPINDLE_SPARSE_WGMMA", 0, 0, 1) == 1)
+        // SPINDLE_SPARSE_WGMMA=1 (2: its one-block variant): the warpgroup-MMA kernel (sparse_attention_wg.cu)
+        // where it takes the shape.
+        if (env_long("SPINDLE_SPARSE_WGMMA", 0, 0, 2) >= 1)
             rc = support_attention_block_wg_cuda(out, out_type, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel);
         if (rc != 0)
             rc = tc_launch_dh<false>(out, out_type, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel, UnionArgs{});

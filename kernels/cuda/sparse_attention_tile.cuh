@@ -41,13 +41,15 @@ static __device__ __forceinline__ void sa_stage_q(__nv_bfloat16 *Qs, const __nv_
 }
 
 // One key tile's online-softmax step for this lane's rows a, b: s (raw q·k) masked to the visible keys
-// (U: bits of the tile's 64 keys, else the first nv of the block's keys, tile start c0) and scaled to log2
-// units; the running maxima m and sums l updated; P = bf16(2^(s − m)) packed into pf, the A fragments of
-// the P·V product (the C layout of two n-tiles is the A layout of one k-step; l sums the rounded weights);
-// *al_a, *al_b the factors the O accumulators are to be rescaled by. A row that has seen nothing yet keeps
-// m = −∞, α = 1 and weights 0. FULL: the caller knows every key of the tile is visible to both rows (not
-// U; c0 + 8·NS ≤ nv_a, nv_b), so the mask, a no-op there, is not evaluated: the same values, fewer
-// integer instructions (the softmax's ALU work bounds these kernels).
+// (U: bits of the tile's 64 keys, else the first nv of the block's keys, tile start c0); the running maxima
+// m (log2 units) and sums l updated; P = bf16(2^(s·scale_log2 − m)) packed into pf, the A fragments of the
+// P·V product (the C layout of two n-tiles is the A layout of one k-step; l sums the rounded weights);
+// *al_a, *al_b the factors the O accumulators are to be rescaled by (exactly 1 where the maximum did not
+// move). A row that has seen nothing yet keeps m = −∞, α = 1 and weights 0. FULL: the caller knows every
+// key of the tile is visible to both rows (not U; c0 + 8·NS ≤ nv_a, nv_b), so the mask, a no-op there, is
+// not evaluated. The softmax's element-wise work bounds these kernels, so a score costs one max, one fused
+// multiply-add and one 2^x on the special-function unit (fast_exp2): the maximum is taken over the raw
+// scores and scaled once (scale_log2 > 0, so it commutes with the scaling).
 template <int NS, bool U, bool FULL = false>
 static __device__ __forceinline__ void sa_softmax_tile(float s[NS][4], uint32_t pf[NS / 2][4], int c0, int nv_a,
                                                        int nv_b, uint64_t bits_a, uint64_t bits_b, float scale_log2,
@@ -60,25 +62,29 @@ static __device__ __forceinline__ void sa_softmax_tile(float s[NS][4], uint32_t 
         const int col = c0 + 8 * j + 2 * c;
 #pragma unroll
         for (int e = 0; e < 2; e++) {
-            const int i = 8 * j + 2 * c + e;
-            const bool va = FULL || (U ? (bits_a >> i) & 1 : col + e < nv_a);
-            const bool vb = FULL || (U ? (bits_b >> i) & 1 : col + e < nv_b);
-            s[j][e] = va ? s[j][e] * scale_log2 : -INFINITY;
-            s[j][2 + e] = vb ? s[j][2 + e] * scale_log2 : -INFINITY;
+            if (!FULL) {
+                const int i = 8 * j + 2 * c + e;
+                const bool va = U ? (bits_a >> i) & 1 : col + e < nv_a;
+                const bool vb = U ? (bits_b >> i) & 1 : col + e < nv_b;
+                if (!va) s[j][e] = -INFINITY;
+                if (!vb) s[j][2 + e] = -INFINITY;
+            }
             mx_a = fmaxf(mx_a, s[j][e]);
             mx_b = fmaxf(mx_b, s[j][2 + e]);
         }
     }
-    const float mn_a = fmaxf(*m_a, quad_max(mx_a)), mn_b = fmaxf(*m_b, quad_max(mx_b));
-    *al_a = mn_a == -INFINITY ? 1.0f : exp2f(*m_a - mn_a);
-    *al_b = mn_b == -INFINITY ? 1.0f : exp2f(*m_b - mn_b);
-    const float base_a = mn_a == -INFINITY ? 0.0f : mn_a, base_b = mn_b == -INFINITY ? 0.0f : mn_b;
+    const float mn_a = fmaxf(*m_a, quad_max(mx_a) * scale_log2), mn_b = fmaxf(*m_b, quad_max(mx_b) * scale_log2);
+    *al_a = mn_a == *m_a ? 1.0f : fast_exp2(*m_a - mn_a);  // m = −∞ before: 2^−∞ = 0, nothing to keep
+    *al_b = mn_b == *m_b ? 1.0f : fast_exp2(*m_b - mn_b);
+    const float nbase_a = mn_a == -INFINITY ? 0.0f : -mn_a, nbase_b = mn_b == -INFINITY ? 0.0f : -mn_b;
     float sum_a = 0.0f, sum_b = 0.0f;
 #pragma unroll
     for (int j = 0; j < NS; j++) {
         float p0, p1, p2, p3;
-        const uint32_t lo = pack_bf16(exp2f(s[j][0] - base_a), exp2f(s[j][1] - base_a), &p0, &p1);
-        const uint32_t hi = pack_bf16(exp2f(s[j][2] - base_b), exp2f(s[j][3] - base_b), &p2, &p3);
+        const uint32_t lo = pack_bf16(fast_exp2(fmaf(s[j][0], scale_log2, nbase_a)),
+                                      fast_exp2(fmaf(s[j][1], scale_log2, nbase_a)), &p0, &p1);
+        const uint32_t hi = pack_bf16(fast_exp2(fmaf(s[j][2], scale_log2, nbase_b)),
+                                      fast_exp2(fmaf(s[j][3], scale_log2, nbase_b)), &p2, &p3);
         sum_a += p0 + p1, sum_b += p2 + p3;
         pf[j / 2][(j % 2) * 2 + 0] = lo;  // rows g: a0a1 (j even), a4a5 (j odd)
         pf[j / 2][(j % 2) * 2 + 1] = hi;  // rows g+8: a2a3, a6a7
@@ -87,9 +93,12 @@ static __device__ __forceinline__ void sa_softmax_tile(float s[NS][4], uint32_t 
     *m_a = mn_a, *m_b = mn_b;
 }
 
-// O's rows a, b rescaled by al_a, al_b.
-template <int ND>
+// O's rows a, b rescaled by al_a, al_b. SKIP: not at all (warp-uniform) where every row of the warp kept
+// its maximum, α = 1 exactly: the same values without the D/2 multiplies a thread (the wgmma kernel
+// rescales always: the branch there costs spills).
+template <int ND, bool SKIP = true>
 static __device__ __forceinline__ void sa_rescale(float o[ND][4], float al_a, float al_b) {
+    if (SKIP && !__any_sync(0xffffffffu, al_a != 1.0f || al_b != 1.0f)) return;
 #pragma unroll
     for (int n = 0; n < ND; n++) o[n][0] *= al_a, o[n][1] *= al_a, o[n][2] *= al_b, o[n][3] *= al_b;
 }

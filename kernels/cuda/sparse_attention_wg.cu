@@ -21,7 +21,11 @@
 // its landed copies into the async proxy before the tile's barrier. A warpgroup skips a tile none of
 // its 64 rows sees (the instruction is collective over the warpgroup). Shared memory: Qs [rows][D + 8]
 // + 4 tiles of 64 × D bf16 = 99,328 bytes at rows 128, D 128; two thread blocks of 8 warps an SM
-// (ptxas, nvcc 13: 126 registers at D 128, 108 at D 64, no spills).
+// (MINB 2; ptxas, nvcc 13: 128 registers at D 128, no spills). At that budget ptxas serializes the
+// wgmma instructions (its C7520: they sit under the warpgroup's skip, a branch it cannot prove uniform).
+// MINB 1 (SPINDLE_SPARSE_WGMMA=2, a variant to time): one thread block an SM, up to 255 registers (155 at
+// D 128), and no skip — every warpgroup takes every tile of the block, a tile none of its rows sees
+// adding zero weights — so nothing is serialized.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_pipeline_primitives.h>
@@ -31,6 +35,7 @@
 
 #include "cuda_check.cuh"
 #include "device_util.cuh"
+#include "env.h"
 #include "mma.cuh"
 #include "oracle_cuda.h"
 #include "sparse_attention_tile.cuh"
@@ -55,8 +60,8 @@ static __device__ __forceinline__ void wg_stage_rows(__nv_bfloat16 *dst, const _
     }
 }
 
-template <int D, typename OutT>
-__global__ void __launch_bounds__(WG_MAX_ROWS * 2, 2)
+template <int D, typename OutT, int MINB>
+__global__ void __launch_bounds__(WG_MAX_ROWS * 2, MINB)
     support_attention_block_wg_kernel(OutT *out, const __nv_bfloat16 *q, const __nv_bfloat16 *k,
                                       const __nv_bfloat16 *v, int T, int Hq, int Hkv, int hpc, float scale_log2,
                                       int topk, int bsel, const int32_t *sel, const int32_t *n_sel) {
@@ -114,7 +119,7 @@ __global__ void __launch_bounds__(WG_MAX_ROWS * 2, 2)
         wg_fence_proxy();          // … are visible to wgmma's reads …
         __syncthreads();           // … and so are every thread's
 
-        if (c0 < nv_group) {  // warpgroup-uniform
+        if (MINB == 1 || c0 < nv_group) {  // warpgroup-uniform
             // S = Q·Kᵀ over the tile's 64 keys: s[j] as the mma.sync kernel's (keys c0 + 8j …).
             uint32_t qa[KQ][4];
 #pragma unroll
@@ -132,7 +137,7 @@ __global__ void __launch_bounds__(WG_MAX_ROWS * 2, 2)
             uint32_t pf[WG_BK / 16][4];  // P as A fragments, one per 16 keys
             float al_a, al_b;
             sa_softmax_tile<NS, false>(s, pf, c0, nv_a, nv_b, 0, 0, scale_log2, &m_a, &m_b, &l_a, &l_b, &al_a, &al_b);
-            sa_rescale<ND>(o, al_a, al_b);
+            sa_rescale<ND, false>(o, al_a, al_b);
             // O += P·V: k-step kk = keys 16kk … 16kk + 15 (two key octets), column half hh = d 64hh ….
             const WgDesc vd = wg_desc(Vs, OCT, CORE);
             wg_fence();
@@ -154,7 +159,7 @@ __global__ void __launch_bounds__(WG_MAX_ROWS * 2, 2)
     sa_store_rows<D, OutT>(out, v, o, t0, nt, ra, rb, nv_a, nv_b, l_a, l_b, h, kh, nq, nkv);
 }
 
-template <int D, typename OutT>
+template <int D, typename OutT, int MINB>
 static int wg_launch(OutT *out, const void *q, const void *k, const void *v, int T, int Hq, int Hkv, float scale,
                      int topk, int bsel, const int32_t *sel, const int32_t *n_sel) {
     const int G = Hq / Hkv;
@@ -166,9 +171,9 @@ static int wg_launch(OutT *out, const void *q, const void *k, const void *v, int
     const size_t smem = sizeof(__nv_bfloat16) * ((size_t)rows * (D + TILE_PAD) + (size_t)4 * WG_BK * D);
     const int64_t n_blocks = (T + (int64_t)bsel - 1) / bsel, grid = n_blocks * Hkv * (G / hpc);
     if (grid > INT_MAX) return -1;
-    CUDA_CHECK(cudaFuncSetAttribute(support_attention_block_wg_kernel<D, OutT>,
+    CUDA_CHECK(cudaFuncSetAttribute(support_attention_block_wg_kernel<D, OutT, MINB>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    launch_checked(support_attention_block_wg_kernel<D, OutT>, dim3((unsigned)grid), dim3(32 * (rows / 16)), smem,
+    launch_checked(support_attention_block_wg_kernel<D, OutT, MINB>, dim3((unsigned)grid), dim3(32 * (rows / 16)), smem,
                    out, (const __nv_bfloat16 *)q, (const __nv_bfloat16 *)k, (const __nv_bfloat16 *)v, T, Hq, Hkv, hpc,
                    scale * 1.4426950408889634f, topk, bsel, sel, n_sel);
     return 0;
@@ -183,17 +188,37 @@ extern "C" int support_attention_block_wg_takes(int Hq, int Hkv, int dh, int bse
     return 0;
 }
 
-extern "C" int support_attention_block_wg_cuda(void *out, DType out_type, const void *q, const void *k, const void *v,
-                                               int T, int Hq, int Hkv, int dh, float scale, int topk, int bsel,
-                                               const int32_t *sel, const int32_t *n_sel) {
+// The kernel of MINB thread blocks an SM (2: the default; 1: the variant above).
+template <int MINB>
+static int wg_run(void *out, DType out_type, const void *q, const void *k, const void *v, int T, int Hq, int Hkv,
+                  int dh, float scale, int topk, int bsel, const int32_t *sel, const int32_t *n_sel) {
     if (!support_attention_block_wg_takes(Hq, Hkv, dh, bsel) || topk < 1) return -1;
     if (!wg_device_ok()) return -1;  // the code is sm_90a's
-#define WG_DT(D)                                                                                                    \
-    (out_type == DT_F32    ? wg_launch<D, float>((float *)out, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel, n_sel) \
-     : out_type == DT_BF16 ? wg_launch<D, __nv_bfloat16>((__nv_bfloat16 *)out, q, k, v, T, Hq, Hkv, scale, topk,   \
-                                                         bsel, sel, n_sel)                                          \
-                           : wg_launch<D, __half>((__half *)out, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel, n_sel))
+#define WG_DT(D)                                                                                                   \
+    (out_type == DT_F32 ? wg_launch<D, float, MINB>((float *)out, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel,     \
+                                                    n_sel)                                                         \
+     : out_type == DT_BF16                                                                                         \
+         ? wg_launch<D, __nv_bfloat16, MINB>((__nv_bfloat16 *)out, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel,    \
+                                             n_sel)                                                                \
+         : wg_launch<D, __half, MINB>((__half *)out, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel, n_sel))
     const int rc = dh == 64 ? WG_DT(64) : WG_DT(128);
 #undef WG_DT
     return rc;
+}
+
+extern "C" int support_attention_block_wg_cuda(void *out, DType out_type, const void *q, const void *k, const void *v,
+                                               int T, int Hq, int Hkv, int dh, float scale, int topk, int bsel,
+                                               const int32_t *sel, const int32_t *n_sel) {
+    if (env_long("SPINDLE_SPARSE_WGMMA", 0, 0, 2) == 2)
+        return wg_run<1>(out, out_type, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel);
+    return wg_run<2>(out, out_type, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel);
+}
+
+extern "C" int support_attention_block_wg_minb_cuda(int minb, void *out, DType out_type, const void *q,
+                                                    const void *k, const void *v, int T, int Hq, int Hkv, int dh,
+                                                    float scale, int topk, int bsel, const int32_t *sel,
+                                                    const int32_t *n_sel) {
+    if (minb == 1) return wg_run<1>(out, out_type, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel);
+    if (minb == 2) return wg_run<2>(out, out_type, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel);
+    return -1;
 }

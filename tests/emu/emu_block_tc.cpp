@@ -9,8 +9,9 @@
 //   support_attention_union_tc_cuda   per-query supports executed as the unions of blocks of 16 queries,
 //                                     with the union sizes it reports checked exactly;
 //   the same with SPINDLE_TC_ROWS=256 (the wide variant: up to 256 rows a thread block);
-//   support_attention_block_wg_cuda   the warpgroup-MMA kernel (SPINDLE_SPARSE_WGMMA=1, wgmma emulated by
-//                                     tests/emu/emu_wgmma.h) on block-shared supports.
+//   support_attention_block_wg_cuda   the warpgroup-MMA kernel (SPINDLE_SPARSE_WGMMA=1, and its one-block-an-SM
+//                                     variant, =2; wgmma emulated by tests/emu/emu_wgmma.h) on block-shared
+//                                     supports.
 // Tolerance as the GPU twin test's (tests/twins/oracle.c, "support_attention_block_tc"): nmse 2e-5 and
 // max |err| 2⁻⁶·max(1, max |cpu|) — the kernel rounds its softmax weights to bf16 before P·V. Indexing,
 // masks, barriers and the fragment algebra without a GPU, nothing about speed. Build and run:
@@ -128,13 +129,18 @@ int main(int argc, char **argv) {
     unsetenv("SPINDLE_TC_ROWS");
     // The warpgroup-MMA kernel (SPINDLE_SPARSE_WGMMA=1, sparse_attention_wg.cu; wgmma emulated,
     // tests/emu/emu_wgmma.h) on the shapes it takes: rows of 64 (one warpgroup) and 128 (two).
-    setenv("SPINDLE_SPARSE_WGMMA", "1", 1);
-    check_wg(40, 8, 2, 64, 16, 16);     // 4 heads × 16 rows: one warpgroup, one key tile
-    check_wg(70, 4, 2, 128, 100, 32);   // 2 heads × 32 rows, two key tiles, a partial last block
-    check_wg(130, 8, 8, 64, 70, 64);    // MHA, 1 head × 64 rows
-    if (!quick) {
-        check_wg(100, 16, 2, 128, 150, 64);  // 2 heads × 64 rows: two warpgroups, three key tiles
-        check_wg(90, 12, 2, 128, 40, 32);    // Qwen2.5's 12:2 at b_sel 32: 2 heads × 32 rows (b_sel 16 is not taken)
+    // Both of its kernels: two thread blocks an SM (=1, a warpgroup skips the tiles none of its rows sees)
+    // and one (=2, every warpgroup takes every tile).
+    for (const char *wv : {"1", "2"}) {
+        setenv("SPINDLE_SPARSE_WGMMA", wv, 1);
+        check_wg(40, 8, 2, 64, 16, 16);     // 4 heads × 16 rows: one warpgroup, one key tile
+        check_wg(70, 4, 2, 128, 100, 32);   // 2 heads × 32 rows, two key tiles, a partial last block
+        check_wg(130, 8, 8, 64, 70, 64);    // MHA, 1 head × 64 rows
+        check_wg(250, 2, 1, 128, 200, 128); // 128 queries a block: its two warpgroups see different key counts
+        if (!quick) {
+            check_wg(100, 16, 2, 128, 150, 64);  // 2 heads × 64 rows: two warpgroups, three key tiles
+            check_wg(90, 12, 2, 128, 40, 32);    // Qwen2.5's 12:2 at b_sel 32: 2 heads × 32 rows (b_sel 16 is not taken)
+        }
     }
     unsetenv("SPINDLE_SPARSE_WGMMA");
     printf("emu_block_tc: %s (%d failure%s)\n", failures ? "FAIL" : "PASS", failures, failures == 1 ? "" : "s");

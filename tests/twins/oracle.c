@@ -36,7 +36,10 @@
 //   support_attention_block_wg
 //                      the same op and judgement with SPINDLE_SPARSE_WGMMA=1: the
 //                      warpgroup-MMA kernel (sparse_attention_wg.cu) on the
-//                      shapes it takes, after a check that it launches here.
+//                      shapes it takes, after a check that it launches here;
+//   support_attention_block_wg1
+//                      the same with SPINDLE_SPARSE_WGMMA=2 (its kernel of one
+//                      thread block an SM).
 //   oracle_select bf16 the same judgement as oracle_select, on bf16-rounded
 //                      layers, at dh 64 / 128 / 256 (Gemma 3 270M's 4 / 1 heads:
 //                      tensor cores per query and bsel 16 / 64, the fp32
@@ -805,16 +808,19 @@ void twins_oracle(int quick) {
                            : "a shape reported on the wrong path");
             cuda_free(one), cuda_free(z), cuda_free(o);
         }
-        setenv("SPINDLE_SPARSE_WGMMA", "1", 1);
-        block_tc_op = "support_attention_block_wg";
-        for (int it = 0; it < n_T; it++)
-            for (int is = 0; is < 5; is++)  // the d_h 64 / 128 shapes
-                for (int ik = 0; ik < (tc_Ts[it] >= 1000 ? 3 : 2); ik++)
-                    for (int ib = 0; ib < (quick ? 2 : 3); ib++)
-                        if (support_attention_block_wg_takes(tc_shapes[is][0], tc_shapes[is][1], tc_shapes[is][2],
-                                                             tc_bsels[ib]))
-                            check_support_block_tc(tc_Ts[it], tc_shapes[is][0], tc_shapes[is][1], tc_shapes[is][2],
-                                                   tc_ks[ik], tc_bsels[ib], 0);
+        // Both of its kernels: two thread blocks an SM (SPINDLE_SPARSE_WGMMA=1) and one (=2).
+        for (int wv = 1; wv <= 2; wv++) {
+            setenv("SPINDLE_SPARSE_WGMMA", wv == 1 ? "1" : "2", 1);
+            block_tc_op = wv == 1 ? "support_attention_block_wg" : "support_attention_block_wg1";
+            for (int it = 0; it < n_T; it++)
+                for (int is = 0; is < 5; is++)  // the d_h 64 / 128 shapes
+                    for (int ik = 0; ik < (tc_Ts[it] >= 1000 ? 3 : 2); ik++)
+                        for (int ib = 0; ib < (quick ? 2 : 3); ib++)
+                            if (support_attention_block_wg_takes(tc_shapes[is][0], tc_shapes[is][1],
+                                                                 tc_shapes[is][2], tc_bsels[ib]))
+                                check_support_block_tc(tc_Ts[it], tc_shapes[is][0], tc_shapes[is][1],
+                                                       tc_shapes[is][2], tc_ks[ik], tc_bsels[ib], 0);
+        }
         block_tc_op = "support_attention_block_tc";
         unsetenv("SPINDLE_SPARSE_WGMMA");
         // Per-query supports as block unions: blocks of 16 and 64 queries (unions of up to
