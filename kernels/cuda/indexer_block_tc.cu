@@ -196,7 +196,7 @@ static int launch(float *A, int64_t ld, const void *q, const void *k, int T, flo
     CUDA_CHECK(cudaFuncSetAttribute(indexer_block_scores_kernel2<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)smem));
     launch_checked(indexer_block_scores_kernel2<D>, dim3((nb + NB - 1) / NB), dim3(32 * (rows / 16)), smem, A, ld,
-                   (const __nv_bfloat16 *)q, (const __nv_bfloat16 *)k, T, c_col * 1.4426950408889634f, bsel, b0, nb,
+                   (const __nv_bfloat16 *)q, (const __nv_bfloat16 *)k, T, c_col * LOG2E, bsel, b0, nb,
                    NB);
     return 0;
 }

@@ -191,7 +191,7 @@ static int iw_launch(float *A, int64_t ld, const void *q, const void *k, int T, 
     CUDA_CHECK(cudaFuncSetAttribute(indexer_block_scores_wg_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     (int)smem));
     launch_checked(indexer_block_scores_wg_kernel<D>, dim3((nb + 1) / 2), dim3(2 * IW_ROWS), smem, A, ld,
-                   (const __nv_bfloat16 *)q, (const __nv_bfloat16 *)k, T, c_col * 1.4426950408889634f, b0, nb);
+                   (const __nv_bfloat16 *)q, (const __nv_bfloat16 *)k, T, c_col * LOG2E, b0, nb);
     return 0;
 }
 

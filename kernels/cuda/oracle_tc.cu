@@ -122,7 +122,7 @@ __global__ void __launch_bounds__(NT)
     const int kt0 = OT_SPLIT * blockIdx.y, kt1 = min(n_tiles, kt0 + OT_SPLIT);  // this block's key tiles
     if (kt0 >= kt1) return;  // the range starts after the last row (whole block)
     const int64_t nq = (int64_t)Hq * D, nkv = (int64_t)Hkv * D;
-    const float inv_h = 1.0f / Hq, log2e = 1.4426950408889634f;
+    const float inv_h = 1.0f / Hq;
 
     const int r0 = 16 * wr;
     const int ta = r0 + g < nt ? t0 + r0 + g : -1, tb = r0 + g + 8 < nt ? t0 + r0 + g + 8 : -1;
@@ -141,7 +141,7 @@ __global__ void __launch_bounds__(NT)
         }
         for (int e = threadIdx.x; e < G * M; e += blockDim.x) {
             const int hh = e / M, r = e % M;
-            lse2[e] = r < nt ? lse[(int64_t)(h0 + hh) * T + t0 + r] * log2e : INFINITY;
+            lse2[e] = r < nt ? lse[(int64_t)(h0 + hh) * T + t0 + r] * LOG2E : INFINITY;
         }
         cp_async_rows<D, OT_BK, false>(Kb + (kt0 & 1) * OT_BK * LDH, k + (int64_t)kt0 * OT_BK * nkv + (int64_t)kh * D,
                                        nkv, NULL, t1 - kt0 * OT_BK);
@@ -273,7 +273,7 @@ static __device__ __forceinline__ void ot_stage_begin(__nv_bfloat16 *Kb, __nv_bf
     __pipeline_commit();
     for (int e = threadIdx.x; e < G * M; e += blockDim.x) {
         const int hh = e / M, r = e % M;
-        lse2[e] = r < nt ? lse[(int64_t)(h0 + hh) * T + t0 + r] * 1.4426950408889634f : INFINITY;
+        lse2[e] = r < nt ? lse[(int64_t)(h0 + hh) * T + t0 + r] * LOG2E : INFINITY;
     }
 }
 
@@ -505,7 +505,7 @@ static void ot_launch(float *R, int64_t ld, const void *q, const void *k, const 
         HW > 1 ? oracle_scores_tc_kernel1<D, OT_MAX_THREADS> : oracle_scores_tc_kernel1<D, OT_MAX_ROWS * 2>;
     CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     launch_checked(kern, dim3(n_ctas, n_split), dim3(32 * (M / 16) * HW), smem, R, ld, (const __nv_bfloat16 *)q,
-                   (const __nv_bfloat16 *)k, lse, T, Hq, Hkv, scale * 1.4426950408889634f, block, bsel, row0, tend, HS,
+                   (const __nv_bfloat16 *)k, lse, T, Hq, Hkv, scale * LOG2E, block, bsel, row0, tend, HS,
                    HW);
 }
 
@@ -622,7 +622,7 @@ static void ok_launch(float *A, int64_t ld, const void *q, const void *k, const 
     const int n_split = ((key_end + OT_BK - 1) / OT_BK + OK_SPLIT - 1) / OK_SPLIT;
     CUDA_CHECK(cudaFuncSetAttribute(oracle_block_keys_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     launch_checked(oracle_block_keys_kernel<D>, dim3(n_ctas, n_split), dim3(32 * (OT_BK / 16) * HK), smem, A, ld,
-                   (const __nv_bfloat16 *)q, (const __nv_bfloat16 *)k, lse, T, Hq, Hkv, scale * 1.4426950408889634f,
+                   (const __nv_bfloat16 *)q, (const __nv_bfloat16 *)k, lse, T, Hq, Hkv, scale * LOG2E,
                    bsel, row0, HS, HK);
 }
 
@@ -634,7 +634,7 @@ static void oq_launch(float *R, int64_t ld, const void *q, const void *k, const 
                                                                          : oracle_query_tc_kernel<D, 2>;
     CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     launch_checked(kern, dim3(n_ctas, n_split), dim3(32 * 4 * KS), smem, R, ld, (const __nv_bfloat16 *)q,
-                   (const __nv_bfloat16 *)k, lse, T, Hq, Hkv, scale * 1.4426950408889634f, row0, tend, HS);
+                   (const __nv_bfloat16 *)k, lse, T, Hq, Hkv, scale * LOG2E, row0, tend, HS);
 }
 
 // The shapes the kernel does not take: the fp32 oracle on widened q, k.

@@ -242,7 +242,7 @@ static int support_attention_block_tc_launch(OutT *out, const void *q, const voi
                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     launch_checked(support_attention_block_tc_kernel2<D, OutT, U, MAXR>, dim3((unsigned)grid), dim3(32 * (rows / 16)),
                    smem, out, (const __nv_bfloat16 *)q, (const __nv_bfloat16 *)k, (const __nv_bfloat16 *)v, T, Hq,
-                   Hkv, hpc, scale * 1.4426950408889634f, topk, bsel, sel, n_sel, ua);
+                   Hkv, hpc, scale * LOG2E, topk, bsel, sel, n_sel, ua);
     return 0;
 }
 

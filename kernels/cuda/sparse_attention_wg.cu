@@ -175,7 +175,7 @@ static int wg_launch(OutT *out, const void *q, const void *k, const void *v, int
                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     launch_checked(support_attention_block_wg_kernel<D, OutT, MINB>, dim3((unsigned)grid), dim3(32 * (rows / 16)), smem,
                    out, (const __nv_bfloat16 *)q, (const __nv_bfloat16 *)k, (const __nv_bfloat16 *)v, T, Hq, Hkv, hpc,
-                   scale * 1.4426950408889634f, topk, bsel, sel, n_sel);
+                   scale * LOG2E, topk, bsel, sel, n_sel);
     return 0;
 }
 
