@@ -102,20 +102,19 @@ static cudaError_t device_alloc(void **p, size_t bytes) {
 
 // SPINDLE_GPU_MEM_LIMIT (GiB, may be fractional): the most spindle's own
 // allocations may hold at once, for sharing a card; 0 or unset: no limit.
-static double g_limit_gib = 0;
-static double mem_limit_bytes(void) {
-    static double lim = -1;
-    if (lim < 0) {
+static double mem_limit_gib(void) {
+    static double gib = -1;
+    if (gib < 0) {
         const char *v = getenv("SPINDLE_GPU_MEM_LIMIT");
         char *end = NULL;
-        double g = v && *v ? strtod(v, &end) : 0;
+        const double g = v && *v ? strtod(v, &end) : 0;
         if (v && *v && (*end || !(g >= 0))) {
             fprintf(stderr, "spindle: SPINDLE_GPU_MEM_LIMIT=%s is not a number of GiB\n", v);
             exit(2);
         }
-        g_limit_gib = g, lim = g * 1073741824.0;
+        gib = g;
     }
-    return lim;
+    return gib;
 }
 
 // A request the card cannot hold is the machine's state (often another process
@@ -124,8 +123,8 @@ static double mem_limit_bytes(void) {
 // more; if it still fails, spindle ends with exit 1 and the sizes.
 static void *alloc_or_exit(size_t bytes) {
     void *p = NULL;
-    double lim = mem_limit_bytes();
-    int over = lim > 0 && (double)(g_live + bytes) > lim;
+    const double gib = mem_limit_gib();
+    const int over = gib > 0 && (double)(g_live + bytes) > gib * 1073741824.0;
     cudaError_t err = over ? cudaErrorMemoryAllocation : device_alloc(&p, bytes);
     if (err == cudaErrorMemoryAllocation && !over && use_pool()) {
         (void)cudaGetLastError();
@@ -146,7 +145,7 @@ static void *alloc_or_exit(size_t bytes) {
                 "spindle: out of GPU memory: %.3f GB asked while spindle holds %.2f GB (peak %.2f GB); "
                 "the device has %.2f GB free of %.2f GB",
                 bytes / gb, g_live / gb, g_peak / gb, free_b / gb, total_b / gb);
-        if (over) fprintf(stderr, "; SPINDLE_GPU_MEM_LIMIT is %g GiB", g_limit_gib);
+        if (over) fprintf(stderr, "; SPINDLE_GPU_MEM_LIMIT is %g GiB", gib);
         fprintf(stderr, ". Another process may be using the card; a shorter --ctx needs less.\n");
         exit(1);
     }
