@@ -23,9 +23,11 @@
 // + 4 tiles of 64 × D bf16 = 99,328 bytes at rows 128, D 128; two thread blocks of 8 warps an SM
 // (MINB 2; ptxas, nvcc 13: 128 registers at D 128, no spills). At that budget ptxas serializes the
 // wgmma instructions (its C7520: they sit under the warpgroup's skip, a branch it cannot prove uniform).
-// MINB 1 (SPINDLE_SPARSE_WGMMA=2, a variant to time): one thread block an SM, up to 255 registers (155 at
-// D 128), and no skip — every warpgroup takes every tile of the block, a tile none of its rows sees
-// adding zero weights — so nothing is serialized.
+// MINB 1 (SPINDLE_SPARSE_WGMMA=2): one thread block an SM, up to 255 registers (155 at D 128), and no
+// skip — every warpgroup takes every tile of the block, a tile none of its rows sees adding zero
+// weights — so nothing is serialized. Measured slower (H100, 128K: 32.6 against 22.7 ms,
+// docs/performance.md): half the warps an SM hide less latency than the unserialized products gain. It
+// stays as the baseline for a pipelined version with a producer warp.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_pipeline_primitives.h>

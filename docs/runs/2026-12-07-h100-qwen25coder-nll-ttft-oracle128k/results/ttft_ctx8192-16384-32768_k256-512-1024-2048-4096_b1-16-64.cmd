@@ -1,0 +1,1 @@
+/root/src/build-device/spindle bench --model models/qwen25coder-1.5b --no-kernels --ctx 8192,16384,32768 --k 256,512,1024,2048,4096 --bsel 1,16,64 --ttft dense,indexer_block,oracle_block,indexer,oracle --max-oracle-ttft-ctx 32768 --device cuda --json /root/q25/res/ttft_ctx8192-16384-32768_k256-512-1024-2048-4096_b1-16-64.json
