@@ -212,6 +212,8 @@ int cmd_bench(int argc, char **argv) {
 #include "synthetic.h"
 #include "train_gpu.h"
 
+extern char **environ;  // POSIX: the process's environment, for the SPINDLE_* knobs a run was given
+
 // ---- timing ----------------------------------------------------------------------------
 
 typedef struct {
@@ -1101,6 +1103,16 @@ int cmd_bench(int argc, char **argv) {
     cJSON_AddNumberToObject(env, "d_index", indexer_config_default(c->hidden).d_index);
     cJSON_AddStringToObject(env, "flop_convention",
                             "causal dense attention: 2*T^2*d_h*Hq; sparse: 4*|S|*d_h*Hq per query");
+    // The SPINDLE_* knobs this run was given (kernel variants, workspace, limits): part of what was timed.
+    cJSON *knobs = cJSON_AddObjectToObject(env, "spindle_env");
+    for (char **e = environ; knobs && e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        if (strncmp(*e, "SPINDLE_", 8) != 0 || !eq || eq - *e >= 64) continue;
+        char name[64];
+        memcpy(name, *e, (size_t)(eq - *e));
+        name[eq - *e] = 0;
+        cJSON_AddStringToObject(knobs, name, eq + 1);
+    }
     Bench b = {cJSON_CreateArray(), max_reps, env, args_get(flags, nf, "--json"), {0}, 0};
     progress_start(&b.pr, CMD, "measurement", 0);
     FwdCuda *f = NULL;

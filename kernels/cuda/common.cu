@@ -290,12 +290,34 @@ extern "C" void cuda_half_to_f32(float *dst, const void *src, int64_t n, HalfTyp
 
 static cublasHandle_t g_cublas = NULL;
 
+// SPINDLE_CUBLAS_WORKSPACE_MB=N: the handle's GEMMs get a workspace of N MiB of
+// their own (cublasSetWorkspace; cuBLAS's guide suggests 32 MiB on Hopper), so
+// that its heuristics may pick kernels that need one; unset or 0: cuBLAS's own
+// default. A knob to time the GEMMs with and without (docs/performance.md).
+static size_t cublas_workspace_bytes(void) {
+    const char *v = getenv("SPINDLE_CUBLAS_WORKSPACE_MB");
+    if (!v || !*v) return 0;
+    char *end = NULL;
+    const long mb = strtol(v, &end, 10);
+    if (*end || mb < 0 || mb > 4096) {
+        fprintf(stderr, "spindle: SPINDLE_CUBLAS_WORKSPACE_MB=%s is not a whole number of MiB in 0..4096\n", v);
+        exit(2);
+    }
+    return (size_t)mb << 20;
+}
+
 cublasHandle_t cuda_cublas_handle(void) {
     if (!g_cublas) {
         CUBLAS_CHECK(cublasCreate(&g_cublas));
         // No TF32 for fp32 GEMMs; bf16 GEMMs may not reduce split-K partial sums in bf16.
         CUBLAS_CHECK(cublasSetMathMode(
             g_cublas, (cublasMath_t)(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
+        const size_t ws = cublas_workspace_bytes();
+        if (ws) {  // held for the process's life, as the handle is
+            void *p = NULL;
+            CUDA_CHECK(cudaMalloc(&p, ws));
+            CUBLAS_CHECK(cublasSetWorkspace(g_cublas, p, ws));
+        }
     }
     return g_cublas;
 }
