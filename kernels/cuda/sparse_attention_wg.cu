@@ -208,14 +208,6 @@ static int wg_run(void *out, DType out_type, const void *q, const void *k, const
     return rc;
 }
 
-extern "C" int support_attention_block_wg_cuda(void *out, DType out_type, const void *q, const void *k, const void *v,
-                                               int T, int Hq, int Hkv, int dh, float scale, int topk, int bsel,
-                                               const int32_t *sel, const int32_t *n_sel) {
-    if (env_long("SPINDLE_SPARSE_WGMMA", 0, 0, 2) == 2)
-        return wg_run<1>(out, out_type, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel);
-    return wg_run<2>(out, out_type, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel);
-}
-
 extern "C" int support_attention_block_wg_minb_cuda(int minb, void *out, DType out_type, const void *q,
                                                     const void *k, const void *v, int T, int Hq, int Hkv, int dh,
                                                     float scale, int topk, int bsel, const int32_t *sel,
@@ -223,4 +215,13 @@ extern "C" int support_attention_block_wg_minb_cuda(int minb, void *out, DType o
     if (minb == 1) return wg_run<1>(out, out_type, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel);
     if (minb == 2) return wg_run<2>(out, out_type, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel);
     return -1;
+}
+
+// SPINDLE_SPARSE_WGMMA=2 picks the one-block variant, anything else the default kernel.
+extern "C" int support_attention_block_wg_cuda(void *out, DType out_type, const void *q, const void *k, const void *v,
+                                               int T, int Hq, int Hkv, int dh, float scale, int topk, int bsel,
+                                               const int32_t *sel, const int32_t *n_sel) {
+    const int minb = env_long("SPINDLE_SPARSE_WGMMA", 0, 0, 2) == 2 ? 1 : 2;
+    return support_attention_block_wg_minb_cuda(minb, out, out_type, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, sel,
+                                                n_sel);
 }
