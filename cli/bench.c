@@ -392,7 +392,7 @@ static void k_sparse_block(void *p) {
 static void k_sparse_block_tc(void *p) {
     Layer *L = p;
     support_attention_block_tc_cuda(L->out, L->qb, L->kb, L->vb, L->T, L->c->n_heads, L->c->n_kv_heads,
-                                    L->c->head_dim, L->scale, L->k, L->bsel, L->sel_b, L->n_sel_b, DT_F32);
+                                    L->c->head_dim, L->scale, L->k, L->bsel, L->sel_b, L->n_sel_b, DT_F32, NULL);
 }
 static int sparse_block_wg(Layer *L, int minb) {  // the warpgroup-MMA kernel itself, minb thread blocks an SM
     return support_attention_block_wg_minb_cuda(minb, L->out, DT_F32, L->qb, L->kb, L->vb, L->T, L->c->n_heads,

@@ -46,6 +46,20 @@ void support_attention_cuda(float *out, float *recall, float *support, const flo
                             const float *v, const float *lse, int T, int Hq, int Hkv, int dh, float scale, int topk,
                             int bsel, const int32_t *sel, const int32_t *n_sel);
 
+// recall[t] += (1/Hq)·Σ_h mass[t·Hq + h] (mass [T, Hq]: each row's Σ_{j∈S_t} P_t(j))
+// and support[t] += |S_t| (1 for a query that attends to {t} alone), one thread a
+// query, no atomics; either may be NULL (recall needs mass). The statistics step
+// of support_attention_cuda and of the tensor-core kernels. (sparse_attention.cu)
+void support_attention_counts_cuda(float *recall, float *support, const float *mass, int T, int Hq, int topk, int bsel,
+                                   const int32_t *sel, const int32_t *n_sel);
+
+// What a tensor-core support attention adds up besides its output, as
+// support_attention_cuda does (recall needs lse [Hq, T]; either sum may be NULL).
+typedef struct {
+    float *recall, *support;
+    const float *lse;
+} SupportStatsDev;
+
 // support_attention_cuda at bsel 1 through the shared-tile kernel (one thread
 // block per query and KV head, the group's heads sharing each staged key tile),
 // slower on an H200 than the default warp kernel; for comparison in the twin
@@ -57,8 +71,10 @@ void support_attention_query_tile_cuda(float *out, float *recall, float *support
 // support_attention_cuda from bf16 q, k, v (void*, [T, H·dh] as the fp32 ones),
 // on tensor cores where the kernel takes the shape; out [T, Hq·dh] of type
 // out_type (DT_F32, or DT_BF16 / DT_F16 rounded to nearest even: the
-// o-projection's operand, the bits fp32 out and cuda_f32_to_half give); no
-// recall / support (the statistics stay with support_attention_cuda). Same
+// o-projection's operand, the bits fp32 out and cuda_f32_to_half give). With st
+// (else NULL) also recall / support as support_attention_cuda adds them, a row's
+// mass taken from the same bf16-rounded weights its output is made of (the
+// warpgroup-MMA kernel is then not used). Same
 // semantics: query t of block b = t / bsel attends every head to the keys of
 // sel[b] that are ≤ t, or to {t} alone. On the tensor-core path the attention
 // weights are rounded to bf16 before they multiply v (as in any bf16 flash
@@ -70,7 +86,7 @@ void support_attention_query_tile_cuda(float *out, float *recall, float *support
 // any launch. Twin check: tests/twins/oracle.c. (sparse_attention_tc.cu)
 void support_attention_block_tc_cuda(void *out, const void *q, const void *k, const void *v, int T, int Hq, int Hkv,
                                      int dh, float scale, int topk, int bsel, const int32_t *sel, const int32_t *n_sel,
-                                     DType out_type);
+                                     DType out_type, const SupportStatsDev *st);
 // Σ_b |U_b| over the blocks of ublock consecutive queries (aligned to 0, the
 // last one possibly shorter): U_b = ∪_{t ∈ b} (the keys of S_t that are ≤ t, or
 // {t} when there is none) — what a block-wise execution of per-query supports
@@ -109,12 +125,14 @@ int support_attention_block_wg_takes(int Hq, int Hkv, int dh, int bsel);
 // with the same bf16 rounding of the weights; the union's bitmap lives in
 // shared memory (8 bytes per 32 keys: T up to about 900K on an H200). Shapes
 // that path does not take run support_attention_cuda (bsel 1) on fp32 copies.
-// *union_keys (may be NULL) = Σ_b |U_b|, the keys the blocks gathered.
+// st (may be NULL): recall / support per query as support_attention_block_tc_cuda
+// adds them. *union_keys (may be NULL) = Σ_b |U_b|, the keys the blocks gathered.
 // Synchronises once (the union sizes come to the host to place the arrays).
 // Twin check: tests/twins/oracle.c. (sparse_attention_tc.cu)
 void support_attention_union_tc_cuda(void *out, const void *q, const void *k, const void *v, int T, int Hq, int Hkv,
                                      int dh, float scale, int topk, int ublock, const int32_t *sel,
-                                     const int32_t *n_sel, DType out_type, int64_t *union_keys);
+                                     const int32_t *n_sel, DType out_type, const SupportStatsDev *st,
+                                     int64_t *union_keys);
 // 1 when support_attention_union_tc_cuda takes the tensor-core path.
 int support_attention_union_tc_takes(int T, int Hq, int Hkv, int dh, int topk, int ublock);
 

@@ -630,30 +630,37 @@ static void attend_supports(CudaPass *p, const AttendPlan *a, const int32_t *sel
     const ModelConfig *c = &f->m->cfg;
     const int T = p->T, Hq = c->n_heads, Hkv = c->n_kv_heads, dh = c->head_dim;
     const float scale = (float)c->attn_scale;
-    if (p->bf16_attn && a->bsel == 1 && a->exec_block > 1 && !a->stats) {
+    // Statistics in the bf16 mode come from the tensor-core kernels themselves (recall from each row's
+    // final maximum and sum, i.e. from the bf16-rounded weights the output is made of: the deployed
+    // kernels' numbers), unless SPINDLE_STATS_FP32=1 keeps them on the fp32 kernel over q, k widened from
+    // the same bf16 values (fp32 weights; about 10× slower at 64K and beyond).
+    const SupportStatsDev st = {rec, sup, lse};
+    const int tc = p->bf16_attn && (!a->stats || !env_long("SPINDLE_STATS_FP32", 0, 0, 1));
+    if (tc && a->bsel == 1 && a->exec_block > 1) {
         // Per-query supports in blocks of exec_block queries: their union as tensor-core tiles.
         p->att_bf16 = f->half == HALF_BF16;
         int64_t uk = 0;
         support_attention_union_tc_cuda(p->att_bf16 ? p->ob : (void *)p->att, p->qb, p->kb, p->vb, T, Hq, Hkv,
                                         dh, scale, a->topk, a->exec_block, sel, n_sel, p->att_bf16 ? DT_BF16 : DT_F32,
-                                        &uk);
-        p->union_keys += (double)uk, p->union_blocks += (T + a->exec_block - 1) / a->exec_block;
-    } else if (p->bf16_attn && a->bsel > 1 && !a->stats) {
+                                        a->stats ? &st : NULL, &uk);
+        if (!a->stats) p->union_keys += (double)uk, p->union_blocks += (T + a->exec_block - 1) / a->exec_block;
+    } else if (tc && a->bsel > 1) {
         p->att_bf16 = f->half == HALF_BF16;
         support_attention_block_tc_cuda(p->att_bf16 ? p->ob : (void *)p->att, p->qb, p->kb, p->vb, T, Hq, Hkv,
-                                        dh, scale, a->topk, a->bsel, sel, n_sel, p->att_bf16 ? DT_BF16 : DT_F32);
+                                        dh, scale, a->topk, a->bsel, sel, n_sel, p->att_bf16 ? DT_BF16 : DT_F32,
+                                        a->stats ? &st : NULL);
     } else {
         support_attention_cuda(p->att, rec, sup, p->q, p->k, p->v, lse, T, Hq, Hkv, dh, scale, a->topk, a->bsel, sel,
                                n_sel);
-        // Statistics of per-query supports: the union each block of union_stat queries would load
-        // (SparseStats.union_bsel), from the indexer's selection.
-        if (a->mode == ATTEND_INDEXER && a->stats && a->bsel == 1 && p->union_stat > 0) {
-            const int64_t uk = support_union_keys_cuda(sel, n_sel, T, a->topk, p->union_stat);
-            if (uk >= 0) p->union_keys += (double)uk, p->union_blocks += (T + p->union_stat - 1) / p->union_stat;
-            else if (!p->union_refused++)  // the row then carries no union fields; say why, once a pass
-                fprintf(stderr, "spindle: union statistics not counted: %d keys are more than the union's bitmap "
-                                "holds in this GPU's shared memory\n", T);
-        }
+    }
+    // Statistics of per-query supports: the union each block of union_stat queries would load
+    // (SparseStats.union_bsel), from the indexer's selection.
+    if (a->mode == ATTEND_INDEXER && a->stats && a->bsel == 1 && p->union_stat > 0) {
+        const int64_t uk = support_union_keys_cuda(sel, n_sel, T, a->topk, p->union_stat);
+        if (uk >= 0) p->union_keys += (double)uk, p->union_blocks += (T + p->union_stat - 1) / p->union_stat;
+        else if (!p->union_refused++)  // the row then carries no union fields; say why, once a pass
+            fprintf(stderr, "spindle: union statistics not counted: %d keys are more than the union's bitmap "
+                            "holds in this GPU's shared memory\n", T);
     }
 }
 

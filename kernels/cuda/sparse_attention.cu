@@ -297,11 +297,20 @@ static void support_attention_run(float *out, float *recall, float *support, con
     else if (dh <= 128) SA_LAUNCH(4);
     else SA_LAUNCH(8);
 #undef SA_LAUNCH
-    if (recall || support) {
-        launch_checked(support_attention_counts_kernel1, dim3((T + 255) / 256), dim3(256), 0, recall, support,
-                       (const float *)mass, T, Hq, topk, bsel, sel, n_sel);
-    }
+    support_attention_counts_cuda(recall, support, mass, T, Hq, topk, bsel, sel, n_sel);
     cuda_free(mass);  // cudaFree waits for the kernels that use it
+}
+
+extern "C" void support_attention_counts_cuda(float *recall, float *support, const float *mass, int T, int Hq,
+                                              int topk, int bsel, const int32_t *sel, const int32_t *n_sel) {
+    if (T <= 0 || (!recall && !support)) return;
+    if (recall && !mass) {
+        fprintf(stderr, "spindle: support_attention_counts_cuda: recall needs the rows' masses (%s:%d)\n", __FILE__,
+                __LINE__);
+        abort();
+    }
+    launch_checked(support_attention_counts_kernel1, dim3((T + 255) / 256), dim3(256), 0, recall, support, mass, T, Hq,
+                   topk, bsel, sel, n_sel);
 }
 
 extern "C" void support_attention_cuda(float *out, float *recall, float *support, const float *q, const float *k,

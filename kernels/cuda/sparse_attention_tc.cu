@@ -3,8 +3,11 @@
 // support_attention_cuda / support_attention_cpu for bsel > 1: row b = t / bsel
 // of sel holds n_sel[b] sorted key indices; query t attends with every head to
 // those ≤ t, or to {t} alone when there is none. q, k, v are bf16, the output
-// and every accumulation fp32; no recall / support statistics (those stay with
-// support_attention_cuda). Judged against the CPU twin on bf16-rounded inputs
+// and every accumulation fp32. Statistics (SupportStatsDev, oracle_cuda.h): each
+// row's mass Σ_{j∈S_t} exp(s·q·k − lse) comes from its final maximum m and sum l
+// (l·2^(m − lse·log2 e): the same bf16-rounded weights the output is made of), and
+// support_attention_counts_cuda adds their head average to recall and |S_t| to
+// support, as support_attention_cuda does. Judged against the CPU twin on bf16-rounded inputs
 // by tests/twins/oracle.c ("support_attention_block_tc"). The bf16 forward
 // uses it for block-shared supports. The output is fp32, bf16 or f16 (DType).
 //
@@ -110,11 +113,38 @@ struct UnionArgs {
     const uint32_t *mask;
 };
 
+// Statistics: mass[t, h] = Σ_{j∈S_t} exp(s·q·k − lse[h, t]) for this lane's rows a, b (head h, queries
+// t0 + ra, t0 + rb below nt), from the row's final maximum m (log2 units) and sum l of its bf16-rounded
+// weights: l·2^(m − lse·log2 e). A row with no visible key attends to t alone: exp(s·q_t·k_t − lse), its
+// score a dot product of the bf16 rows that the quad of lanes sharing the row splits four ways (taken for
+// both rows whatever they need, so that the quad's shuffles see all four lanes). Lane c = 0 writes.
+template <int D>
+static __device__ void tc_store_mass(float *mass, const float *lse, const __nv_bfloat16 *q, const __nv_bfloat16 *k,
+                                     int T, int Hq, int t0, int nt, int ra, int rb, int nv_a, int nv_b, float m_a,
+                                     float m_b, float l_a, float l_b, int h, int kh, int64_t nq, int64_t nkv,
+                                     float scale_log2) {
+    const int c = threadIdx.x % 4;
+#pragma unroll
+    for (int half = 0; half < 2; half++) {
+        const int r = half ? rb : ra, t = t0 + min(r, nt - 1);  // rows past the block read a valid row, write nothing
+        const __nv_bfloat16 *qr = q + (int64_t)t * nq + (int64_t)h * D, *kr = k + (int64_t)t * nkv + (int64_t)kh * D;
+        float dot = 0.0f;
+        for (int d = c; d < D; d += 4) dot = fmaf(__bfloat162float(qr[d]), __bfloat162float(kr[d]), dot);
+        dot = quad_sum(dot);
+        if (r >= nt || c != 0) continue;
+        const float l2 = lse[(int64_t)h * T + t] * LOG2E;
+        const float w = (half ? nv_b : nv_a) == 0 ? exp2f(dot * scale_log2 - l2)
+                                                   : (half ? l_b : l_a) * exp2f((half ? m_b : m_a) - l2);
+        mass[(int64_t)t * Hq + h] = w;
+    }
+}
+
 template <int D, typename OutT, bool U, int MAXR>
 __global__ void __launch_bounds__(MAXR * 2, D > 128 || MAXR > TC_MAX_ROWS ? 1 : 2)
     support_attention_block_tc_kernel2(OutT *out, const __nv_bfloat16 *q, const __nv_bfloat16 *k,
                                        const __nv_bfloat16 *v, int T, int Hq, int Hkv, int hpc, float scale_log2,
-                                       int topk, int bsel, const int32_t *sel, const int32_t *n_sel, UnionArgs ua) {
+                                       int topk, int bsel, const int32_t *sel, const int32_t *n_sel, UnionArgs ua,
+                                       float *mass, const float *lse) {
     constexpr int LDH = D + TILE_PAD;  // Qs, Ks, Vs rows (bf16 elements)
     constexpr int ND = D / 8;        // n-tiles of O
     constexpr int NS = TC_BK / 8;    // n-tiles of S per key tile
@@ -221,6 +251,8 @@ __global__ void __launch_bounds__(MAXR * 2, D > 128 || MAXR > TC_MAX_ROWS ? 1 : 
 
     // out = O / l; a row with no visible key attends to t alone.
     sa_store_rows<D, OutT>(out, v, o, t0, nt, ra, rb, nv_a, nv_b, l_a, l_b, h, kh, nq, nkv);
+    if (mass) tc_store_mass<D>(mass, lse, q, k, T, Hq, t0, nt, ra, rb, nv_a, nv_b, m_a, m_b, l_a, l_b, h, kh, nq, nkv,
+                               scale_log2);
 }
 
 // ---- launcher ---------------------------------------------------------------------------
@@ -228,7 +260,7 @@ __global__ void __launch_bounds__(MAXR * 2, D > 128 || MAXR > TC_MAX_ROWS ? 1 : 
 template <int D, typename OutT, bool U, int MAXR>
 static int support_attention_block_tc_launch(OutT *out, const void *q, const void *k, const void *v, int T, int Hq,
                                              int Hkv, float scale, int topk, int bsel, const int32_t *sel,
-                                             const int32_t *n_sel, UnionArgs ua) {
+                                             const int32_t *n_sel, UnionArgs ua, float *mass, const float *lse) {
     const int G = Hq / Hkv;
     int hpc = 1;  // heads per thread block: the largest divisor of G with hpc·bsel ≤ MAXR
     for (int d = 1; d <= G; d++)
@@ -242,44 +274,48 @@ static int support_attention_block_tc_launch(OutT *out, const void *q, const voi
                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     launch_checked(support_attention_block_tc_kernel2<D, OutT, U, MAXR>, dim3((unsigned)grid), dim3(32 * (rows / 16)),
                    smem, out, (const __nv_bfloat16 *)q, (const __nv_bfloat16 *)k, (const __nv_bfloat16 *)v, T, Hq,
-                   Hkv, hpc, scale * LOG2E, topk, bsel, sel, n_sel, ua);
+                   Hkv, hpc, scale * LOG2E, topk, bsel, sel, n_sel, ua, mass, lse);
     return 0;
 }
 
 // The launch for head size D with the output type chosen at run time.
 template <int D, bool U, int MAXR>
 static int tc_launch_dt(void *out, DType out_type, const void *q, const void *k, const void *v, int T, int Hq, int Hkv,
-                        float scale, int topk, int bsel, const int32_t *sel, const int32_t *n_sel, UnionArgs ua) {
+                        float scale, int topk, int bsel, const int32_t *sel, const int32_t *n_sel, UnionArgs ua,
+                        float *mass, const float *lse) {
     if (out_type == DT_F32)
         return support_attention_block_tc_launch<D, float, U, MAXR>((float *)out, q, k, v, T, Hq, Hkv, scale, topk,
-                                                                    bsel, sel, n_sel, ua);
+                                                                    bsel, sel, n_sel, ua, mass, lse);
     if (out_type == DT_BF16)
         return support_attention_block_tc_launch<D, __nv_bfloat16, U, MAXR>((__nv_bfloat16 *)out, q, k, v, T, Hq, Hkv,
-                                                                            scale, topk, bsel, sel, n_sel, ua);
+                                                                            scale, topk, bsel, sel, n_sel, ua, mass,
+                                                                            lse);
     return support_attention_block_tc_launch<D, __half, U, MAXR>((__half *)out, q, k, v, T, Hq, Hkv, scale, topk, bsel,
-                                                                 sel, n_sel, ua);
+                                                                 sel, n_sel, ua, mass, lse);
 }
 
 // The rows variant (tc_rows) for head size D.
 template <int D, bool U>
 static int tc_launch_rows(void *out, DType out_type, const void *q, const void *k, const void *v, int T, int Hq,
                           int Hkv, float scale, int topk, int bsel, const int32_t *sel, const int32_t *n_sel,
-                          UnionArgs ua) {
+                          UnionArgs ua, float *mass, const float *lse) {
     if (tc_rows(D) == TC_WIDE_ROWS)  // the ternary keeps d_h 256 from instantiating the wide kernel
         return tc_launch_dt<D, U, (D <= 128 ? TC_WIDE_ROWS : TC_MAX_ROWS)>(out, out_type, q, k, v, T, Hq, Hkv, scale,
-                                                                           topk, bsel, sel, n_sel, ua);
-    return tc_launch_dt<D, U, TC_MAX_ROWS>(out, out_type, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel, n_sel, ua);
+                                                                           topk, bsel, sel, n_sel, ua, mass, lse);
+    return tc_launch_dt<D, U, TC_MAX_ROWS>(out, out_type, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel, n_sel, ua, mass,
+                                           lse);
 }
 
 // The launch for the head size dh (64, 128 or 256).
 template <bool U>
 static int tc_launch_dh(void *out, DType out_type, const void *q, const void *k, const void *v, int T, int Hq, int Hkv,
                         int dh, float scale, int topk, int bsel, const int32_t *sel, const int32_t *n_sel,
-                        UnionArgs ua) {
-    if (dh == 64) return tc_launch_rows<64, U>(out, out_type, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel, n_sel, ua);
-    if (dh == 128)
-        return tc_launch_rows<128, U>(out, out_type, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel, n_sel, ua);
-    return tc_launch_rows<256, U>(out, out_type, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel, n_sel, ua);
+                        UnionArgs ua, float *mass, const float *lse) {
+#define TC_ROWS(D) tc_launch_rows<D, U>(out, out_type, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel, n_sel, ua, mass, lse)
+    if (dh == 64) return TC_ROWS(64);
+    if (dh == 128) return TC_ROWS(128);
+    return TC_ROWS(256);
+#undef TC_ROWS
 }
 
 // The shape checks of the kernel: 1 when it takes the call.
@@ -292,9 +328,10 @@ extern "C" int support_attention_block_tc_takes(int Hq, int Hkv, int dh, int top
     return tc_takes(Hq, Hkv, dh, topk, bsel);
 }
 
-// The calls the kernel does not take: support_attention_cuda on fp32 copies.
+// The calls the kernel does not take: support_attention_cuda on fp32 copies (with st: its statistics).
 static void tc_widened(void *out, DType out_type, const void *q, const void *k, const void *v, int T, int Hq, int Hkv,
-                       int dh, float scale, int topk, int bsel, const int32_t *sel, const int32_t *n_sel) {
+                       int dh, float scale, int topk, int bsel, const int32_t *sel, const int32_t *n_sel,
+                       const SupportStatsDev *st) {
     const int64_t nq = (int64_t)T * Hq * dh, nkv = (int64_t)T * Hkv * dh;
     float *q32 = (float *)cuda_malloc(sizeof(float) * (size_t)nq);
     float *k32 = (float *)cuda_malloc(sizeof(float) * (size_t)nkv);
@@ -303,7 +340,8 @@ static void tc_widened(void *out, DType out_type, const void *q, const void *k, 
     cuda_bf16_to_f32(q32, q, nq);
     cuda_bf16_to_f32(k32, k, nkv);
     cuda_bf16_to_f32(v32, v, nkv);
-    support_attention_cuda(o32, NULL, NULL, q32, k32, v32, NULL, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel);
+    support_attention_cuda(o32, st ? st->recall : NULL, st ? st->support : NULL, q32, k32, v32, st ? st->lse : NULL, T,
+                           Hq, Hkv, dh, scale, topk, bsel, sel, n_sel);
     if (out_type != DT_F32) {
         cuda_f32_to_half(out, o32, nq, out_type == DT_BF16 ? HALF_BF16 : HALF_F16);
         cuda_free(o32);
@@ -311,22 +349,45 @@ static void tc_widened(void *out, DType out_type, const void *q, const void *k, 
     cuda_free(q32), cuda_free(k32), cuda_free(v32);  // stream-ordered: after the kernels that read them
 }
 
+// The statistics of a tensor-core run from its rows' masses [T, Hq] (bsel 1: per-query supports), the
+// scratch freed after the kernel that reads it.
+static void tc_stats(const SupportStatsDev *st, float *mass, int T, int Hq, int topk, int bsel, const int32_t *sel,
+                     const int32_t *n_sel) {
+    support_attention_counts_cuda(st->recall, st->support, mass, T, Hq, topk, bsel, sel, n_sel);
+    cuda_free(mass);
+}
+
+// A [T, Hq] scratch for the rows' masses when st asks for recall (which needs st->lse), else NULL.
+static float *tc_mass(const SupportStatsDev *st, int T, int Hq) {
+    if (!st || !st->recall) return NULL;
+    if (!st->lse) {
+        fprintf(stderr, "spindle: tensor-core support attention: recall needs lse (%s:%d)\n", __FILE__, __LINE__);
+        abort();
+    }
+    return (float *)cuda_malloc(sizeof(float) * (size_t)T * Hq);
+}
+
 extern "C" void support_attention_block_tc_cuda(void *out, const void *q, const void *k, const void *v, int T, int Hq,
                                                 int Hkv, int dh, float scale, int topk, int bsel, const int32_t *sel,
-                                                const int32_t *n_sel, DType out_type) {
+                                                const int32_t *n_sel, DType out_type, const SupportStatsDev *st) {
     if (T <= 0) return;
     // cp.async and the uint4 loads of q need 16-byte aligned rows (cudaMalloc gives 256).
     const int aligned = !(((uintptr_t)q | (uintptr_t)k | (uintptr_t)v) & 15);
     int rc = -1;
     if (aligned && tc_takes(Hq, Hkv, dh, topk, bsel)) {
         // SPINDLE_SPARSE_WGMMA=1 (2: its one-block variant): the warpgroup-MMA kernel (sparse_attention_wg.cu)
-        // where it takes the shape.
-        if (env_long("SPINDLE_SPARSE_WGMMA", 0, 0, 2) >= 1)
+        // where it takes the shape; not for statistics, which the mma.sync kernel keeps.
+        if (!st && env_long("SPINDLE_SPARSE_WGMMA", 0, 0, 2) >= 1)
             rc = support_attention_block_wg_cuda(out, out_type, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel);
-        if (rc != 0)
-            rc = tc_launch_dh<false>(out, out_type, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel, UnionArgs{});
+        if (rc != 0) {
+            float *mass = tc_mass(st, T, Hq);
+            rc = tc_launch_dh<false>(out, out_type, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel, UnionArgs{},
+                                     mass, st ? st->lse : NULL);
+            if (rc == 0 && st) tc_stats(st, mass, T, Hq, topk, bsel, sel, n_sel);
+            else cuda_free(mass);
+        }
     }
-    if (rc != 0) tc_widened(out, out_type, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel);
+    if (rc != 0) tc_widened(out, out_type, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel, st);
 }
 
 // ---- per-query supports as block unions --------------------------------------------------
@@ -440,12 +501,12 @@ extern "C" int support_attention_union_tc_takes(int T, int Hq, int Hkv, int dh, 
 extern "C" void support_attention_union_tc_cuda(void *out, const void *q, const void *k, const void *v, int T, int Hq,
                                                 int Hkv, int dh, float scale, int topk, int ublock,
                                                 const int32_t *sel, const int32_t *n_sel, DType out_type,
-                                                int64_t *union_keys) {
+                                                const SupportStatsDev *st, int64_t *union_keys) {
     if (union_keys) *union_keys = 0;
     if (T <= 0) return;
     const int aligned = !(((uintptr_t)q | (uintptr_t)k | (uintptr_t)v) & 15);
     if (!aligned || !support_attention_union_tc_takes(T, Hq, Hkv, dh, topk, ublock)) {
-        tc_widened(out, out_type, q, k, v, T, Hq, Hkv, dh, scale, topk, 1, sel, n_sel);
+        tc_widened(out, out_type, q, k, v, T, Hq, Hkv, dh, scale, topk, 1, sel, n_sel, st);
         return;
     }
     const int nb = (T + ublock - 1) / ublock;
@@ -479,8 +540,14 @@ extern "C" void support_attention_union_tc_cuda(void *out, const void *q, const 
     launch_checked(union_fill_kernel, dim3(nb), dim3(256), smem, d_keys, d_mask, d_vis, (const int64_t *)d_off,
                    (const int64_t *)(d_off + nb), (const int32_t *)d_mw, sel, n_sel, T, topk, ublock);
     UnionArgs ua = {d_keys, d_nu, d_mw, d_vis, d_off, d_off + nb, d_mask};
-    if (tc_launch_dh<true>(out, out_type, q, k, v, T, Hq, Hkv, dh, scale, topk, ublock, sel, n_sel, ua) != 0)
-        tc_widened(out, out_type, q, k, v, T, Hq, Hkv, dh, scale, topk, 1, sel, n_sel);
+    float *mass = tc_mass(st, T, Hq);
+    if (tc_launch_dh<true>(out, out_type, q, k, v, T, Hq, Hkv, dh, scale, topk, ublock, sel, n_sel, ua, mass,
+                           st ? st->lse : NULL) != 0) {
+        cuda_free(mass);
+        tc_widened(out, out_type, q, k, v, T, Hq, Hkv, dh, scale, topk, 1, sel, n_sel, st);
+    } else if (st) {
+        tc_stats(st, mass, T, Hq, topk, 1, sel, n_sel);
+    }
     if (union_keys) *union_keys = nk;
     cuda_free(d_nu), cuda_free(d_keys), cuda_free(d_mask), cuda_free(d_vis), cuda_free(d_mw), cuda_free(d_off);
     free(nu), free(off);

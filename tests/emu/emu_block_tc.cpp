@@ -8,6 +8,8 @@
 //                                     (the {t} fallback);
 //   support_attention_union_tc_cuda   per-query supports executed as the unions of blocks of 16 queries,
 //                                     with the union sizes it reports checked exactly;
+//   both with statistics              (SupportStatsDev) recall and support against the CPU twin's, the output
+//                                     unchanged bit for bit;
 //   the same with SPINDLE_TC_ROWS=256 (the wide variant: up to 256 rows a thread block);
 //   support_attention_block_wg_cuda   the warpgroup-MMA kernel (SPINDLE_SPARSE_WGMMA=1, and its one-block-an-SM
 //                                     variant, =2; wgmma emulated by tests/emu/emu_wgmma.h) on block-shared
@@ -48,9 +50,9 @@ static void check(int T, int Hq, int Hkv, int dh, int topk, int bsel, int ublock
         for (auto &e : *x) e = bf16r(e);
     std::vector<int32_t> sel, n_sel;
     random_supports(sel, n_sel, T, topk, per);
-    std::vector<float> ref((size_t)nq);
-    support_attention_cpu(ref.data(), NULL, NULL, q.data(), k.data(), v.data(), T, Hq, Hkv, dh, scale, topk, per,
-                          sel.data(), n_sel.data());
+    std::vector<float> ref((size_t)nq), rec_c((size_t)T, 0.25f), sup_c((size_t)T, 0.25f);
+    support_attention_cpu(ref.data(), rec_c.data(), sup_c.data(), q.data(), k.data(), v.data(), T, Hq, Hkv, dh, scale,
+                          topk, per, sel.data(), n_sel.data());
     std::vector<__nv_bfloat16> qb((size_t)nq), kb((size_t)nkv), vb((size_t)nkv);
     cuda_f32_to_half(qb.data(), q.data(), nq, HALF_BF16);
     cuda_f32_to_half(kb.data(), k.data(), nkv, HALF_BF16);
@@ -61,10 +63,10 @@ static void check(int T, int Hq, int Hkv, int dh, int topk, int bsel, int ublock
                                  : support_attention_block_tc_takes(Hq, Hkv, dh, topk, bsel);
     if (ublock > 0)
         support_attention_union_tc_cuda(out, qb.data(), kb.data(), vb.data(), T, Hq, Hkv, dh, scale, topk, ublock,
-                                        sel.data(), n_sel.data(), DT_F32, &got_union);
+                                        sel.data(), n_sel.data(), DT_F32, NULL, &got_union);
     else
         support_attention_block_tc_cuda(out, qb.data(), kb.data(), vb.data(), T, Hq, Hkv, dh, scale, topk, bsel,
-                                        sel.data(), n_sel.data(), DT_F32);
+                                        sel.data(), n_sel.data(), DT_F32, NULL);
     double mx = 1.0, err = 0.0;  // max |err| against max(1, max |cpu|); a NaN fails
     for (int64_t i = 0; i < nq; i++) {
         mx = std::max(mx, (double)fabsf(ref[i]));
@@ -92,6 +94,49 @@ static void check(int T, int Hq, int Hkv, int dh, int topk, int bsel, int ublock
                  (long long)got_union, (long long)want);
         expect(what, got_union == want ? 0.0 : 1.0, 0.0);
     }
+    // With statistics (the dense lse in double; recall and support start at 0.25 and are added to): the same
+    // output bit for bit, recall within 2⁻⁶ of the CPU twin's (the weights' bf16 rounding), |S_t| exactly.
+    // Statistics always run the mma.sync kernel: the warpgroup-MMA cases stop here.
+    if (getenv("SPINDLE_SPARSE_WGMMA")) {
+        cuda_free(out);
+        return;
+    }
+    std::vector<float> lse((size_t)Hq * T), rec((size_t)T, 0.25f), sup((size_t)T, 0.25f);
+    for (int h = 0; h < Hq; h++)
+        for (int t = 0; t < T; t++) {
+            const float *qr = &q[((size_t)t * Hq + h) * dh];
+            std::vector<double> s((size_t)t + 1);
+            double mxs = -INFINITY, sum = 0;
+            for (int j = 0; j <= t; j++) {
+                const float *kr = &k[((size_t)j * Hkv + h / (Hq / Hkv)) * dh];
+                double d = 0;
+                for (int e = 0; e < dh; e++) d += (double)qr[e] * kr[e];
+                s[j] = scale * d, mxs = std::max(mxs, s[j]);
+            }
+            for (int j = 0; j <= t; j++) sum += exp(s[j] - mxs);
+            lse[(size_t)h * T + t] = (float)(mxs + log(sum));
+        }
+    const SupportStatsDev st = {rec.data(), sup.data(), lse.data()};
+    float *out2 = (float *)cuda_malloc(sizeof(float) * (size_t)nq);
+    if (ublock > 0)
+        support_attention_union_tc_cuda(out2, qb.data(), kb.data(), vb.data(), T, Hq, Hkv, dh, scale, topk, ublock,
+                                        sel.data(), n_sel.data(), DT_F32, &st, NULL);
+    else
+        support_attention_block_tc_cuda(out2, qb.data(), kb.data(), vb.data(), T, Hq, Hkv, dh, scale, topk, bsel,
+                                        sel.data(), n_sel.data(), DT_F32, &st);
+    int same = 1;
+    double e_rec = 0, e_sup = 0;
+    for (int64_t i = 0; i < nq; i++) same &= memcmp(&out[i], &out2[i], sizeof(float)) == 0;
+    for (int t = 0; t < T; t++) {
+        const double er = fabs((double)rec[t] - rec_c[t]), es = fabs((double)sup[t] - sup_c[t]);
+        if (!(er <= e_rec)) e_rec = er;
+        if (!(es <= e_sup)) e_sup = es;
+    }
+    char sw[200];
+    snprintf(sw, sizeof sw, "%s: statistics (output %s, max |recall err| %.2e, max |support err| %g)", what,
+             same ? "bit-equal" : "DIFFERS", e_rec, e_sup);
+    expect(sw, same && e_sup == 0 ? e_rec * 64 : 2.0, 1.0);
+    cuda_free(out2);
     cuda_free(out);
 }
 

@@ -532,8 +532,9 @@ static void check_support_block_tc(int T, int Hq, int Hkv, int dh, int topk, int
     int32_t *sel = zalloc((size_t)rows * topk, sizeof *sel), *n_sel = zalloc((size_t)rows, sizeof *n_sel);
     if (ublock > 0) random_query_supports(sel, n_sel, T, topk);
     else random_supports(sel, n_sel, T, topk, bsel);
-    float *out_c = host_alloc(T * nq);
-    support_attention_cpu(out_c, NULL, NULL, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel);
+    float *out_c = host_alloc(T * nq), *rec_c = host_alloc(T), *sup_c = host_alloc(T);
+    for (int t = 0; t < T; t++) rec_c[t] = sup_c[t] = 0.25f;
+    support_attention_cpu(out_c, rec_c, sup_c, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel);
 
     float *d_q = dev_from(q, T * nq), *d_k = dev_from(k, T * nkv), *d_v = dev_from(v, T * nkv);
     void *b_q = cuda_malloc(2 * (size_t)(T * nq)), *b_k = cuda_malloc(2 * (size_t)(T * nkv)),
@@ -547,10 +548,45 @@ static void check_support_block_tc(int T, int Hq, int Hkv, int dh, int topk, int
     int64_t got_union = -1;
     if (ublock > 0)
         support_attention_union_tc_cuda(d_out, b_q, b_k, b_v, T, Hq, Hkv, dh, scale, topk, ublock, d_sel, d_n, DT_F32,
-                                        &got_union);
-    else support_attention_block_tc_cuda(d_out, b_q, b_k, b_v, T, Hq, Hkv, dh, scale, topk, bsel, d_sel, d_n, DT_F32);
+                                        NULL, &got_union);
+    else
+        support_attention_block_tc_cuda(d_out, b_q, b_k, b_v, T, Hq, Hkv, dh, scale, topk, bsel, d_sel, d_n, DT_F32,
+                                        NULL);
     float *out_g = host_from_dev(d_out, T * nq);
     compare(op, shape, out_g, out_c, T * nq, TC_NMSE, TC_MAX);
+    // With statistics (lse from the fp32 flash kernel over the same values; recall and support start at
+    // 0.25 and are added to): the same output bit for bit; recall as the CPU twin's within the bf16
+    // rounding of the weights (≤ 2⁻⁸ relative each: TC_MAX absolute on a head-averaged mass ≤ 1);
+    // |S_t| exactly.
+    {
+        float *init = host_alloc(T);
+        for (int t = 0; t < T; t++) init[t] = 0.25f;
+        float *d_lse = dev_poisoned((int64_t)Hq * T), *d_tmp = dev_poisoned(T * nq), *d_out2 = dev_poisoned(T * nq);
+        float *d_rec = dev_from(init, T), *d_sup = dev_from(init, T);
+        attention_forward_cuda(d_tmp, d_lse, d_q, d_k, d_v, T, Hq, Hkv, dh, scale, 0);
+        const SupportStatsDev st = {d_rec, d_sup, d_lse};
+        int64_t u2 = -1;
+        if (ublock > 0)
+            support_attention_union_tc_cuda(d_out2, b_q, b_k, b_v, T, Hq, Hkv, dh, scale, topk, ublock, d_sel, d_n,
+                                            DT_F32, &st, &u2);
+        else
+            support_attention_block_tc_cuda(d_out2, b_q, b_k, b_v, T, Hq, Hkv, dh, scale, topk, bsel, d_sel, d_n,
+                                            DT_F32, &st);
+        float *out2 = host_from_dev(d_out2, T * nq), *rec_g = host_from_dev(d_rec, T), *sup_g = host_from_dev(d_sup, T);
+        snprintf(name, sizeof name, "%s stats out", op);
+        compare(name, shape, out2, out_g, T * nq, 0.0, 0.0);
+        snprintf(name, sizeof name, "%s recall", op);
+        compare(name, shape, rec_g, rec_c, T, TC_NMSE, TC_MAX);
+        snprintf(name, sizeof name, "%s support", op);
+        compare(name, shape, sup_g, sup_c, T, 0.0, 0.0);
+        if (ublock > 0) {
+            char got[96];
+            snprintf(got, sizeof got, "Σ|U_b| with statistics %lld, without %lld", (long long)u2, (long long)got_union);
+            record(op, shape, u2 == got_union, got);
+        }
+        cuda_free(d_lse), cuda_free(d_tmp), cuda_free(d_out2), cuda_free(d_rec), cuda_free(d_sup);
+        free(out2), free(rec_g), free(sup_g), free(init);
+    }
     if (ublock > 0 && takes) {  // the keys the blocks gathered: the exact union sizes
         const int64_t want = union_total(sel, n_sel, T, topk, ublock);
         char got[96];
@@ -564,10 +600,10 @@ static void check_support_block_tc(int T, int Hq, int Hkv, int dh, int topk, int
         cuda_memset(b_out, 0xFF, 2 * (size_t)(T * nq));  // a NaN in either type
         if (ublock > 0)
             support_attention_union_tc_cuda(b_out, b_q, b_k, b_v, T, Hq, Hkv, dh, scale, topk, ublock, d_sel, d_n,
-                                            h == 0 ? DT_BF16 : DT_F16, NULL);
+                                            h == 0 ? DT_BF16 : DT_F16, NULL, NULL);
         else
             support_attention_block_tc_cuda(b_out, b_q, b_k, b_v, T, Hq, Hkv, dh, scale, topk, bsel, d_sel, d_n,
-                                            h == 0 ? DT_BF16 : DT_F16);
+                                            h == 0 ? DT_BF16 : DT_F16, NULL);
         cuda_half_to_f32(d_wide, b_out, T * nq, h == 0 ? HALF_BF16 : HALF_F16);
         float *out_16 = host_from_dev(d_wide, T * nq);
         for (int64_t i = 0; i < T * nq; i++) want[i] = h == 0 ? bf16_round(out_g[i]) : f16_round(out_g[i]);
@@ -579,7 +615,7 @@ static void check_support_block_tc(int T, int Hq, int Hkv, int dh, int topk, int
     free(out_g);
     cuda_free(d_q), cuda_free(d_k), cuda_free(d_v), cuda_free(b_q), cuda_free(b_k), cuda_free(b_v);
     cuda_free(d_sel), cuda_free(d_n), cuda_free(d_out);
-    free(q), free(k), free(v), free(sel), free(n_sel), free(out_c);
+    free(q), free(k), free(v), free(sel), free(n_sel), free(out_c), free(rec_c), free(sup_c);
 }
 
 // Which path the two bf16 ops say they take: the tensor-core kernels' shapes
