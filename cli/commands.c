@@ -22,6 +22,7 @@
 #include "fileio.h"
 #include "forward.h"
 #include "corpus.h"
+#include "env.h"
 #include "eval.h"
 #include "export.h"
 #include "fingerprint.h"
@@ -587,6 +588,20 @@ static int refine_check(int refine, const char *indexer, const int *ks, int n_k)
 
 // spindle eval --tasks-file: RULER tasks (scripts/ruler-tasks.py) answered by
 // greedy decoding after each configuration's prefill (eval/ruler.h).
+// --exec-block B (0: not given) of spindle eval: the GPU's bf16 tensor-core path, B a multiple of 16 up to
+// 128, with sparse rows to execute. 0, or 1 after the message (usage).
+static int exec_block_check(int exec_block, const Flag *flags, int nf, int n_k) {
+    if (!exec_block) return 0;
+    const char *dev = args_get(flags, nf, "--device"), *pr = args_get(flags, nf, "--precision");
+    const char *why = !dev || strcmp(dev, "cuda") || !pr || strcmp(pr, "bf16")
+                          ? "it runs with --device cuda --precision bf16 (the tensor-core path)"
+                      : exec_block % 16 || exec_block > 128 ? "give a multiple of 16, at most 128"
+                      : !n_k ? "it executes the sparse rows: give --k" : NULL;
+    if (!why) return 0;
+    fprintf(stderr, "spindle eval: --exec-block %d: %s\n", exec_block, why);
+    return 1;
+}
+
 static int eval_tasks(int argc, char **argv) {
     Flag flags[] = {
         {"--model", 1, "model folder", NULL},
@@ -636,17 +651,7 @@ static int eval_tasks(int argc, char **argv) {
         ((v = args_get(flags, nf, "--exec-block")) && cli_positive("eval", "--exec-block", v, &exec_block)))
         goto usage;
     if (refine_check(refine, args_get(flags, nf, "--indexer"), ks, n_k)) goto usage;
-    if (exec_block) {
-        const char *dev = args_get(flags, nf, "--device"), *pr = args_get(flags, nf, "--precision");
-        const char *why = !dev || strcmp(dev, "cuda") || !pr || strcmp(pr, "bf16")
-                              ? "it runs with --device cuda --precision bf16 (the tensor-core path)"
-                          : exec_block % 16 || exec_block > 128 ? "give a multiple of 16, at most 128"
-                          : !n_k ? "it executes the sparse rows: give --k" : NULL;
-        if (why) {
-            fprintf(stderr, "spindle eval: --exec-block %d: %s\n", exec_block, why);
-            goto usage;
-        }
-    }
+    if (exec_block_check(exec_block, flags, nf, n_k)) goto usage;
     if (args_get(flags, nf, "--bsel") && !n_k) {
         fprintf(stderr, "spindle eval: --bsel needs --k\n");
         goto usage;
@@ -843,6 +848,7 @@ int cmd_eval(int argc, char **argv) {
         {"--sinks", 1, "hybrid supports: each query also keeps the first S keys, comma-separated S >= 0 (default 0; CPU only)", NULL},
         {"--union-bsel", 1, "per-query rows (b_sel 1): also measure the union of the supports of each block of B consecutive queries, B in {1,2,4,8,16,32,64} (with --device cuda: the indexer rows only)", NULL},
         {"--refine", 1, "two-stage supports for the indexer rows at b_sel > 1: each block takes N candidate keys by its aggregate, then each query its own top-k of them (N >= every k)", NULL},
+        {"--exec-block", 1, "with --device cuda --precision bf16: run the per-query rows (b_sel 1) as the unions of the supports of blocks of B consecutive queries on tensor cores (B a multiple of 16, at most 128): the same per-query attention in bf16 tiles, faster at long context (default: per-query gathers)", NULL},
         {"--k-layers", 1, "per-layer budgets: JSON {\"weights\": [w, ...]}, one w > 0 per full-attention layer (normalised to mean 1); a row of k keeps round(k*w) keys per support at each layer (CPU only; scripts/calibrate-k-layers.py makes one)", NULL},
         {"--tasks-file", 1, "RULER tasks (scripts/ruler-tasks.py) instead of text: greedy answers scored by string match; its own flags: spindle eval --tasks-file F --help", NULL},
         {"--bos", 0, "each window is the model's BOS token (tokenizer_config.json bos_token) then ctx - 1 tokens of the text, the way the model met text in training (Gemma 3 sets add_bos_token); default: windows of ctx tokens of the text", NULL},
@@ -859,7 +865,7 @@ int cmd_eval(int argc, char **argv) {
     const Flag *text = &flags[1];
     const char *ids_path = args_get(flags, nf, "--ids"), *v;
     int use_cuda, prec, ks[64], bsels[64], n_k, n_b, ctx, n_seq = 0;
-    int recents[64] = {0}, sinks[64] = {0}, n_rec = 1, n_sink = 1, union_bsel = 0, refine = 0;
+    int recents[64] = {0}, sinks[64] = {0}, n_rec = 1, n_sink = 1, union_bsel = 0, refine = 0, exec_block = 0;
     RetrievalKind tasks[8];
     double depths[64] = {0, 0.5, 1};
     int n_tasks = 0, n_depths = 3, task_n = 4, seed = 1;
@@ -887,9 +893,11 @@ int cmd_eval(int argc, char **argv) {
         ((v = args_get(flags, nf, "--task-n")) && cli_positive("eval", "--task-n", v, &task_n)) ||
         ((v = args_get(flags, nf, "--seed")) && cli_positive("eval", "--seed", v, &seed)) ||
         ((v = args_get(flags, nf, "--union-bsel")) && cli_positive("eval", "--union-bsel", v, &union_bsel)) ||
-        ((v = args_get(flags, nf, "--refine")) && cli_positive("eval", "--refine", v, &refine)))
+        ((v = args_get(flags, nf, "--refine")) && cli_positive("eval", "--refine", v, &refine)) ||
+        ((v = args_get(flags, nf, "--exec-block")) && cli_positive("eval", "--exec-block", v, &exec_block)))
         goto usage;
     if (refine_check(refine, args_get(flags, nf, "--indexer"), ks, n_k)) goto usage;
+    if (exec_block_check(exec_block, flags, nf, n_k)) goto usage;
     if (union_bsel && 64 % union_bsel) {
         fprintf(stderr, "spindle eval: --union-bsel %d: give a divisor of 64 (1, 2, 4, 8, 16, 32 or 64)\n",
                 union_bsel);
@@ -1060,6 +1068,7 @@ int cmd_eval(int argc, char **argv) {
     o.layer_weights = layer_w;
     o.recents = recents, o.n_recent = n_rec, o.sinks = sinks, o.n_sinks = n_sink;
     o.union_bsel = union_bsel;
+    o.exec_block = exec_block;
     o.refine = refine;
     o.bos_windows = bos, o.bos_id = bos_id;
     if (eval_run(&m, ids, n, &o, &res, &n_res, &st)) goto done;
@@ -1069,11 +1078,25 @@ int cmd_eval(int argc, char **argv) {
     const char **sum_ptrs = xmalloc(sizeof(char *) * (size_t)n_files);
     for (int i = 0; i < n_files; i++) sum_ptrs[i] = sums[i];
     const char *prec_name = !use_cuda ? "fp32" : args_get(flags, nf, "--precision") ? args_get(flags, nf, "--precision") : "fp32";
+    // What ran the sparse rows on the GPU (model/forward_cuda.c attend_supports): in bf16 the tensor-core
+    // kernels, with their own statistics unless SPINDLE_STATS_FP32=1; else the fp32 support kernel.
+    char execution[256];
+    if (strcmp(prec_name, "bf16"))
+        snprintf(execution, sizeof execution, "every sparse row on the fp32 support kernel");
+    else if (env_long("SPINDLE_STATS_FP32", 0, 0, 1))
+        snprintf(execution, sizeof execution, "every sparse row and its recall on the fp32 support kernel over the "
+                                              "bf16 pass's q, k (SPINDLE_STATS_FP32=1)");
+    else if (exec_block)
+        snprintf(execution, sizeof execution, "bf16 tensor cores, per-query rows as unions of blocks of %d queries; "
+                                              "recall from the kernels' own rows", exec_block);
+    else
+        snprintf(execution, sizeof execution, "block-shared rows on bf16 tensor cores, per-query rows by gathers on "
+                                              "the fp32 support kernel; recall from the kernels that ran each row");
     const EvalProvenance prov = {flags[0].value, fp, L, full_layers, n_full, ix_dir, ix_layers, n_ix,
                                  ids_path ? "ids" : "text", (const char *const *)files, sum_ptrs, n_files,
                                  ks, bsels, n_k, n_b, ctx, use_cuda ? "cuda" : "cpu", prec_name, cmdline,
                                  spindle_version(), date, recents, sinks, n_rec, n_sink, k_layers, full_w,
-                                 bos ? bos_id : -1};
+                                 bos ? bos_id : -1, use_cuda ? execution : NULL};
     const int wrc = eval_write(res, n_res, &prov, json, csv, md, &st);
     free(sum_ptrs);
     if (wrc) goto done;

@@ -62,6 +62,7 @@ static Sparsity config_of(const EvalOpts *o, int c) {
     sp.bsel = o->bsels[g % o->n_bsel], g /= o->n_bsel;
     sp.topk = o->ks[g];
     if (mode_of(o, c) == EVAL_INDEXER && sp.bsel > 1) sp.refine = o->refine;
+    if (sp.bsel == 1) sp.exec_block = o->exec_block;
     return sp;
 }
 

@@ -105,6 +105,9 @@ typedef struct {
     // > 0 runs the indexer rows at b_sel > 1 as per-query supports drawn from
     // this many candidates per block (Sparsity.refine). 0: block-shared.
     int refine;
+    // > 0 (GPU, bf16): the per-query rows (b_sel 1) run as the unions of the supports of blocks of this
+    // many queries on tensor cores (Sparsity.exec_block): the same per-query attention. 0: per-query gathers.
+    int exec_block;
     // Windows that start with the tokenizer's BOS (eval --bos): each window is
     // bos_id followed by the next ctx − 1 tokens of the stream (models such as
     // Gemma 3 are trained on text that starts with it). 0: plain ctx-token windows.
@@ -147,6 +150,7 @@ typedef struct {
     const char *k_layers;           // the per-layer budget file (--k-layers), or NULL
     const double *k_layer_weights;  // its weights, one per full-attention layer, normalised to mean 1
     int window_bos;                 // ≥ 0: every window starts with this token id (eval --bos); -1: plain windows
+    const char *execution;          // how the GPU ran the sparse rows and their statistics (NULL: the CPU twin)
 } EvalProvenance;
 
 // The layers that ran sparse in a row of this mode (dense: none, oracle: every

@@ -103,6 +103,7 @@ static cJSON *provenance_json(const EvalProvenance *p) {
     }
     cJSON_AddStringToObject(o, "device", p->device);
     cJSON_AddStringToObject(o, "precision", p->precision);
+    if (p->execution) cJSON_AddStringToObject(o, "execution", p->execution);
     cJSON_AddStringToObject(o, "input_kind", p->input_kind);
     if (p->window_bos >= 0) cJSON_AddNumberToObject(o, "window_bos", p->window_bos);  // eval --bos
     cJSON *in = cJSON_AddArrayToObject(o, "inputs");

@@ -47,7 +47,9 @@
 #   ruler FILE         as before: one spindle eval --tasks-file FILE at RULER_K × RULER_BSEL
 #   nll LEN [K] [BSEL] spindle eval on held-out text (.dev/c1/text/heldout.txt) at ctx LEN: NLL, ΔNLL,
 #                      logit KL, top-1 agreement, mass recall of dense, oracle and indexer, one call per k,
-#                      n-seq = max(1, NLL_POSITIONS / LEN) (NLL_POSITIONS default 65536); windows start
+#                      n-seq = max(1, NLL_POSITIONS / LEN) (NLL_POSITIONS default 65536; EXEC_BLOCK=B:
+#                      eval --exec-block B, the names carry _xB; SPINDLE_STATS_FP32=1: recall and every
+#                      sparse row on the fp32 support kernel, the names carry _fp32stats); windows start
 #                      with BOS (eval --bos) where the model's tokenizer_config.json sets add_bos_token (Gemma 3)
 #   ttft LENS [K] [BSEL]  spindle bench --no-kernels on the same model, one call per group of LENS (≤ 32K on
 #                      the plain folder, above on the YaRN one) with the whole K and BSEL as lists (the model
@@ -278,14 +280,16 @@ stage_nll() {  # LEN [K] [BSEL]
     [ "$n" -ge 1 ] || n=1
     ix=$(indexer_args "$MM")
     [ -n "$ix" ] || say "no indexer in $IDX (stage train): oracle rows only"
-    local tag=${INDEXER_TAG:+_i$INDEXER_TAG}
+    local tag=${INDEXER_TAG:+_i$INDEXER_TAG} ex=()
     [ -n "$ix" ] && [ -n "${REFINE_X:-}" ] && tag+=_r${REFINE_X}x
+    if [ -n "${EXEC_BLOCK:-}" ]; then ex=(--exec-block "$EXEC_BLOCK"); tag+=_x${EXEC_BLOCK}; fi
+    [ "${SPINDLE_STATS_FP32:-0}" = 1 ] && tag+=_fp32stats
     local bos
     bos=$(bos_flag "$MM")
     for k in ${ks//,/ }; do
         [ "$k" -lt "$L" ] || { say "k $k >= ctx $L: no sparse row (spindle eval refuses it)"; continue; }
         call "nll_ctx${L}_n${n}${tag}_k${k}_b${bs//,/-}" "$SPINDLE" eval --model "$MM" --ids "$ids" --ctx "$L" \
-            --n-seq "$n" --k "$k" --bsel "$bs" $bos $ix $(refine_args "$k") $(dev_flags) \
+            --n-seq "$n" --k "$k" --bsel "$bs" "${ex[@]}" $bos $ix $(refine_args "$k") $(dev_flags) \
             --json "$RES/nll_ctx${L}_n${n}${tag}_k${k}_b${bs//,/-}.json" || rc=1
     done
     return $rc
