@@ -135,6 +135,9 @@ expect 2 "--query-frac must be" "$bin" bench --synthetic qwen3-8b --ctx 1024 --t
 expect 2 "--teacher-precision must be fp32 or bf16 \(got \"half\"\)" "$bin" bench --synthetic qwen3-8b --ctx 1024 --train-online --teacher-precision half --json "$work/b.json"
 expect 2 "--exec-block 16: it runs with --device cuda --precision bf16" "$bin" eval --model "$work/none" --tasks-file "$work/t.jsonl" --json "$work/e.json" --k 8 --exec-block 16
 expect 2 "--exec-block 0 must be|--exec-block must be a positive integer" "$bin" eval --model "$work/none" --tasks-file "$work/t.jsonl" --json "$work/e.json" --k 8 --exec-block 0
+# The held-out rows take --exec-block too, with the same checks.
+expect 2 "--exec-block 16: it runs with --device cuda --precision bf16" "$bin" eval --model "$good" --ids "$good/ids.txt" --ctx 16 --k 8 --bsel 1 --json "$work/e.json" --exec-block 16
+expect 2 "--exec-block must be a positive integer" "$bin" eval --model "$good" --ids "$good/ids.txt" --ctx 16 --k 8 --bsel 1 --json "$work/e.json" --exec-block x
 expect 2 "--decode must be a positive integer \(got \"0\"\)" "$bin" bench --synthetic qwen3-8b --ctx 1024 --decode 0 --json "$work/b.json"
 expect 2 "--decode runs with the TTFT runs" "$bin" bench --synthetic qwen3-8b --ctx 1024 --decode 8 --no-ttft --json "$work/b.json"
 check "a refused eval or bench wrote nothing" "[ ! -e '$work/e.json' ] && [ ! -e '$work/b.json' ]"
