@@ -1,0 +1,1 @@
+/root/src/build-device/spindle bench --model models/qwen25coder-1.5b-yarn --no-kernels --ctx 131072 --k 256,512 --bsel 1,16,64 --ttft dense,oracle_block,oracle_union --union-block 16 --max-oracle-ttft-ctx 131072 --device cuda --json /root/q25/res/ttft_ctx131072_x16_moracle_k256-512_b1-16-64.json
