@@ -141,6 +141,10 @@ if(SPINDLE_CUDA)
   add_test(NAME gpu_teacher_bf16 COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_gpu_teacher_bf16.sh
            $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/gpu_teacher_bf16)
   set_tests_properties(gpu_teacher_bf16 PROPERTIES SKIP_RETURN_CODE 77)
+  # eval's rows with statistics on the tensor-core kernels against the fp32 support kernel (SPINDLE_STATS_FP32=1).
+  add_test(NAME gpu_eval_stats COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_gpu_eval_stats.sh
+           $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/gpu_eval_stats)
+  set_tests_properties(gpu_eval_stats PROPERTIES SKIP_RETURN_CODE 77)
   # Online training on the synthetic Qwen3-8B (all 36 layers, --random-ids): exact
   # resume after a stop and after SIGKILL at ctx 256 (also --batch 2), then tokens/s
   # and peak memory at ctx 32768.
