@@ -62,6 +62,16 @@ def load(path):
         fail(f"{path}: unreadable JSON ({e})")
 
 
+def nll_path(prov):
+    """What ran an NLL file's sparse rows: "tc" (the GPU's bf16 tensor-core kernels, their own statistics: the
+    provenance's `execution` names them), "fp32" (the GPU's fp32 support kernel: every GPU file before that
+    field, and SPINDLE_STATS_FP32=1) or "cpu" (the CPU twin)."""
+    if prov.get("device") != "cuda":
+        return "cpu"
+    ex = prov.get("execution") or ""
+    return "tc" if "tensor cores" in ex and "SPINDLE_STATS_FP32" not in ex else "fp32"
+
+
 def key(mode, k, bsel, refine=0):
     """A configuration: (mode, k, b_sel); an indexer row with two-stage supports (eval --refine) is mode
     "two-stage" (its candidates per block are in the row's "refine")."""
@@ -121,7 +131,7 @@ class Frontier:
                 if kk[0] == "dense":
                     self.dense_nll_spread.setdefault(L, [self.nll[L][kk]["nll"]]).append(r["nll"])
                 continue
-            self.nll[L][kk] = dict(r, cmd=cid)
+            self.nll[L][kk] = dict(r, cmd=cid, path=nll_path(prov))
 
     def add_ruler(self, path, rows):
         rows = [r for r in rows if "task" in r]
@@ -245,7 +255,7 @@ class Frontier:
                     for m in ("nll", "dnll", "dnll_ci95", "logit_kl", "top1_agree", "mass_recall", "sparsity",
                               "n_seq", "n_scored"):
                         row[m] = n.get(m)
-                    row["nll_cmd"] = n["cmd"]
+                    row["nll_cmd"], row["nll_path"] = n["cmd"], n["path"]
                 if r:
                     row["ruler"], row["ruler_ci95"], row["ruler_n"] = r["accuracy"], r.get("accuracy_ci95"), r.get("n_seq")
                     row["ruler_s_per_task"] = r.get("seconds_per_task")
@@ -466,9 +476,18 @@ def markdown(rows, fr, args):
              "commands below. A per-query TTFT marked (unions) ran its supports as unions of blocks of queries "
              "on tensor cores, the path of the RULER calls with --exec-block (their names carry _x); (gathers) "
              "marks one timed with per-query gathers (bench's `indexer` / `oracle` runs), the path of the NLL "
-             "calls and of RULER calls without --exec-block. A configuration with k ≥ ctx keeps every key "
+             "and RULER calls without --exec-block. A configuration with k ≥ ctx keeps every key "
              "(dense under a sparse label): its rows are left out.")
     o.append("")
+    mixed = len({r["nll_path"] for r in rows if r.get("nll_path") and r["mode"] != "dense"}) > 1
+    if mixed:
+        o.append("The NLL rows come from two paths, marked in the NLL column: (tc) the GPU's bf16 tensor-core "
+                 "kernels, the ones the TTFT times, with their recall from their own rows (block-shared rows, and "
+                 "per-query rows as unions of blocks with --exec-block: file names _x); (fp32) the fp32 support "
+                 "kernel over the bf16 pass's q, k (every earlier GPU file, and SPINDLE_STATS_FP32=1). On the row "
+                 "measured both ways (64K, the oracle at k 2048, b_sel 64) they agree to 10⁻⁴ in NLL and to the "
+                 "printed digit in logit KL and recall (docs/gpu.md, \"Statistics on the tensor cores\").")
+        o.append("")
     o.append("| ctx | mode | k | b_sel | NLL | ΔNLL | logit KL | top-1 | mass recall | sparsity | RULER | ΔRULER | "
              "TTFT (ms) | speedup | from |")
     o.append("|" + "---|" * 15)
@@ -491,7 +510,8 @@ def markdown(rows, fr, args):
             t += f" ({gpu_name(r.get('ttft_gpu'))})"
         sp = f"{r['speedup']:.2f}×" if r.get("speedup") else "–"
         src = ", ".join(f"C{r[c]}" for c in ("nll_cmd", "ruler_cmd", "ttft_cmd") if r.get(c))
-        o.append(f"| {ctx_name(r['ctx'])}{y} | {r['mode']} | {k} | {s} | {f(r.get('nll'))} | "
+        nl = f(r.get("nll")) + (f" ({r['nll_path']})" if mixed and r.get("nll_path") and r["mode"] != "dense" else "")
+        o.append(f"| {ctx_name(r['ctx'])}{y} | {r['mode']} | {k} | {s} | {nl} | "
                  f"{dn if r['mode'] != 'dense' else '–'} | {f(r.get('logit_kl'))} | {f(r.get('top1_agree'))} | "
                  f"{f(r.get('mass_recall'))} | {f(r.get('sparsity'))} | {ru} | {dr} | {t} | {sp} | {src or '–'} |")
     o.append("")
