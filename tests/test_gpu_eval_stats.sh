@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # test_gpu_eval_stats.sh SPINDLE GOLDENS WORK: eval's sparse rows with statistics in a bf16 GPU pass, on
 # the tensor-core kernels (block-shared rows; per-query rows as unions with --exec-block 16) against the
-# same rows on the fp32 support kernel (SPINDLE_STATS_FP32=1). The two differ only in the bf16 rounding of
-# the attention weights: every row's NLL, logit KL and top-1 agreement must agree closely, its mass recall
-# within 2^-6 (a weight is rounded by at most 2^-9 of itself), its sparsity exactly; and each JSON's
-# provenance must name the path that ran. The checkpoint is a Gemma 3 golden of head size 64, a shape the
+# same rows on the fp32 support kernel (SPINDLE_STATS_FP32=1). The two differ in the bf16 rounding of the
+# attention weights (and, through the layers after the first, in the q, k the oracle selects from, so a
+# near-tie key may flip): every row's NLL and logit KL must agree within 10^-2, top-1 within 0.05, mass
+# recall within 2^-6 (a weight is rounded by at most 2^-9 of itself), sparsity within 10^-2; a wrong mass
+# or a wrong attention moves them far more. Each JSON's provenance must name the path that ran. The checkpoint is a Gemma 3 golden of head size 64, a shape the
 # tensor-core kernels take (at the head sizes they do not take, the op falls back to the fp32 kernel).
 # Exit 0 pass, 1 a failure, 77 (CTest: skipped) without a usable GPU or python3.
 set -u
@@ -38,8 +39,8 @@ say(len(sparse) == 6, f"{len(sparse)} sparse rows (oracle at k 8, 24 × b_sel 1,
 for r in sparse:
     s = rows32[key(r)]
     d = {m: abs(r[m] - s[m]) for m in ("nll", "logit_kl", "top1_agree", "mass_recall", "sparsity")}
-    ok = d["nll"] <= 5e-3 and d["logit_kl"] <= 5e-3 and d["top1_agree"] <= 0.05 and d["mass_recall"] <= 2 ** -6 \
-        and d["sparsity"] == 0 and 0 < r["mass_recall"] <= 1
+    ok = d["nll"] <= 1e-2 and d["logit_kl"] <= 1e-2 and d["top1_agree"] <= 0.05 and d["mass_recall"] <= 2 ** -6 \
+        and d["sparsity"] <= 1e-2 and 0 < r["mass_recall"] <= 1
     say(ok, f"{r['mode']} k {r['k']} b_sel {r['bsel']}: NLL {r['nll']:.5f} / {s['nll']:.5f}, recall "
             f"{r['mass_recall']:.5f} / {s['mass_recall']:.5f}, KL {r['logit_kl']:.2e} / {s['logit_kl']:.2e}, "
             f"sparsity {r['sparsity']:.4f} / {s['sparsity']:.4f} (tensor cores / fp32 kernel)")
