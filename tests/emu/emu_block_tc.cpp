@@ -28,6 +28,8 @@
 #include "emu_harness.h"
 
 extern "C" {
+void attention_forward_cpu(float *out, float *lse, const float *q, const float *k, const float *v, int T, int Hq,
+                           int Hkv, int dh, float scale, int window);
 void support_attention_cpu(float *out, float *recall, float *support, const float *q, const float *k,
                            const float *v, int T, int Hq, int Hkv, int dh, float scale, int topk, int bsel,
                            const int *given_sel, const int *given_n);
@@ -94,28 +96,15 @@ static void check(int T, int Hq, int Hkv, int dh, int topk, int bsel, int ublock
                  (long long)got_union, (long long)want);
         expect(what, got_union == want ? 0.0 : 1.0, 0.0);
     }
-    // With statistics (the dense lse in double; recall and support start at 0.25 and are added to): the same
+    // With statistics (lse from the CPU twin of dense attention; recall and support start at 0.25, added to): the same
     // output bit for bit, recall within 2⁻⁶ of the CPU twin's (the weights' bf16 rounding), |S_t| exactly.
     // Statistics always run the mma.sync kernel: the warpgroup-MMA cases stop here.
     if (getenv("SPINDLE_SPARSE_WGMMA")) {
         cuda_free(out);
         return;
     }
-    std::vector<float> lse((size_t)Hq * T), rec((size_t)T, 0.25f), sup((size_t)T, 0.25f);
-    for (int h = 0; h < Hq; h++)
-        for (int t = 0; t < T; t++) {
-            const float *qr = &q[((size_t)t * Hq + h) * dh];
-            std::vector<double> s((size_t)t + 1);
-            double mxs = -INFINITY, sum = 0;
-            for (int j = 0; j <= t; j++) {
-                const float *kr = &k[((size_t)j * Hkv + h / (Hq / Hkv)) * dh];
-                double d = 0;
-                for (int e = 0; e < dh; e++) d += (double)qr[e] * kr[e];
-                s[j] = scale * d, mxs = std::max(mxs, s[j]);
-            }
-            for (int j = 0; j <= t; j++) sum += exp(s[j] - mxs);
-            lse[(size_t)h * T + t] = (float)(mxs + log(sum));
-        }
+    std::vector<float> lse((size_t)Hq * T), dense((size_t)nq), rec((size_t)T, 0.25f), sup((size_t)T, 0.25f);
+    attention_forward_cpu(dense.data(), lse.data(), q.data(), k.data(), v.data(), T, Hq, Hkv, dh, scale, 0);
     const SupportStatsDev st = {rec.data(), sup.data(), lse.data()};
     float *out2 = (float *)cuda_malloc(sizeof(float) * (size_t)nq);
     if (ublock > 0)
