@@ -479,7 +479,13 @@ def markdown(rows, fr, args):
              "and RULER calls without --exec-block. A configuration with k ≥ ctx keeps every key "
              "(dense under a sparse label): its rows are left out.")
     o.append("")
-    mixed = len({r["nll_path"] for r in rows if r.get("nll_path") and r["mode"] != "dense"}) > 1
+    paths = {r["nll_path"] for r in rows if r.get("nll_path") and r["mode"] != "dense"}
+    mixed = len(paths) > 1
+    if paths == {"tc"}:
+        o.append("Every sparse NLL row ran on the GPU's bf16 tensor-core kernels, the ones the TTFT times, with "
+                 "its recall from their own rows (block-shared rows, and per-query rows as unions of blocks with "
+                 "--exec-block: file names _x; docs/gpu.md, \"Statistics on the tensor cores\").")
+        o.append("")
     if mixed:
         o.append("The NLL rows come from two paths, marked in the NLL column: (tc) the GPU's bf16 tensor-core "
                  "kernels, the ones the TTFT times, with their recall from their own rows (block-shared rows, and "

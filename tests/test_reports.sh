@@ -264,6 +264,8 @@ if "within 1 RULER point and 0.01 nats/token of dense at 1 of 2 configurations (
 if "TTFT speedup of 2.00×" not in v: bad.append("verdict speedup")
 if "| 128K (YaRN) | indexer | 256 | 64 | 1.5040 (tc) |" not in md or "| 32K | indexer | 256 | 64 | 1.5300 (fp32) |" not in md:
     bad.append("the NLL column marks the tensor-core (tc) and fp32-kernel (fp32) rows")
+if "The NLL rows come from two paths" not in md or "Every sparse NLL row ran on" in md:
+    bad.append("mixed paths: the two-path paragraph, not the one-path sentence")
 if "**128K** (YaRN" not in v or "| 128K (YaRN) | indexer | 256 | 64 |" not in md: bad.append("YaRN label at 128K")
 if "RULER alone (no NLL row): within 1 point of dense at 1 of 1 configurations (k 256, b_sel 1), none of them timed" \
         not in v: bad.append("RULER-alone verdict at 16K")
@@ -297,6 +299,13 @@ rp = {"model": "models/q-yarn", "rope": "yarn (factor 4, original 32768, theta 1
       "command": "spindle eval --tasks-file t64.jsonl --k 512 --bsel 1,16"}
 json.dump([{"mode": "indexer", "k": 512, "bsel": 1, "ctx": 65536, "task": "average", "n_seq": 1, "accuracy": 57.0,
             "accuracy_ci95": 0.0, "provenance": rp}], open(os.path.join(d, "ruler_ctx65536_k512.json.partial"), "w"))
+# NLL rows all on the tensor-core statistics: one sentence says so, and no row carries a mark.
+np_ = {"model": "models/q-yarn", "device": "cuda", "precision": "bf16", "command": "spindle eval --ctx 65536",
+       "execution": "bf16 tensor cores, per-query rows as unions of blocks of 16 queries; recall from the kernels' own rows"}
+json.dump([{"mode": m, "k": k, "bsel": b, "ctx": 65536, "n_seq": 1, "n_scored": 65535, "nll": 1.5 + x, "dnll": x,
+            "dnll_ci95": 0.001, "logit_kl": x, "top1_agree": 0.99, "mass_recall": 0.9, "sparsity": 0.9,
+            "provenance": np_} for m, k, b, x in (("dense", 0, 0, 0.0), ("indexer", 256, 64, 0.004))],
+          open(os.path.join(d, "nll_ctx65536_k256.json"), "w"))
 PY
 python3 "$src/scripts/qwen-frontier.py" --results "$qf/in2" "$qf/in2/ruler_ctx65536_k512.json.partial" --md "$qf/g.md" \
     --json "$qf/g.json" >"$qf/log2" 2>&1
@@ -313,6 +322,9 @@ if not near(rows[(65536, "indexer", 4096, 64)].get("speedup"), 2.0): bad.append(
 if "| 500.0 (H100) | 2.00× |" not in md or "| 200.0 (H200) | 4.00× |" not in md: bad.append("card marks")
 if rows.get((65536, "indexer", 512, 1), {}).get("ruler") != 57.0: bad.append("the partial file's row")
 if "stopped: the rows it had finished" not in md: bad.append("the partial call named as stopped")
+if "Every sparse NLL row ran on the GPU's bf16 tensor-core kernels" not in md or "(tc)" in md \
+        or "The NLL rows come from two paths" in md:
+    bad.append("one path: the one-path sentence, no marks")
 print("qwen-frontier.py (two cards):", "ok" if not bad else bad)
 sys.exit(1 if bad else 0)
 PY

@@ -1,0 +1,1 @@
+/root/src/build-device/spindle eval --model models/qwen25coder-1.5b --ids /root/q25/ids-heldout.txt --ctx 16384 --n-seq 4 --k 1024 --bsel 1,16,64 --exec-block 16 --indexer /root/q25/idx --device cuda --precision bf16 --json /root/q25/res/nll_ctx16384_n4_x16_k1024_b1-16-64.json

@@ -1,0 +1,1 @@
+/root/src/build-device/spindle eval --model models/qwen25coder-1.5b --ids /root/q25/ids-heldout.txt --ctx 32768 --n-seq 2 --k 512 --bsel 1,16,64 --exec-block 16 --indexer /root/q25/idx --device cuda --precision bf16 --json /root/q25/res/nll_ctx32768_n2_x16_k512_b1-16-64.json

@@ -1,0 +1,1 @@
+/root/src/build-device/spindle eval --model models/qwen25coder-1.5b --ids /root/q25/ids-heldout.txt --ctx 8192 --n-seq 8 --k 4096 --bsel 1,16,64 --exec-block 16 --indexer /root/q25/idx --device cuda --precision bf16 --json /root/q25/res/nll_ctx8192_n8_x16_k4096_b1-16-64.json
