@@ -481,18 +481,16 @@ def markdown(rows, fr, args):
     o.append("")
     paths = {r["nll_path"] for r in rows if r.get("nll_path") and r["mode"] != "dense"}
     mixed = len(paths) > 1
+    tc_path = ("the GPU's bf16 tensor-core kernels, the ones the TTFT times, with the recall from their own rows "
+               "(block-shared rows, and per-query rows as unions of blocks with --exec-block: file names _x")
     if paths == {"tc"}:
-        o.append("Every sparse NLL row ran on the GPU's bf16 tensor-core kernels, the ones the TTFT times, with "
-                 "its recall from their own rows (block-shared rows, and per-query rows as unions of blocks with "
-                 "--exec-block: file names _x; docs/gpu.md, \"Statistics on the tensor cores\").")
+        o.append(f"Every sparse NLL row ran on {tc_path}; docs/gpu.md, \"Statistics on the tensor cores\").")
         o.append("")
-    if mixed:
-        o.append("The NLL rows come from two paths, marked in the NLL column: (tc) the GPU's bf16 tensor-core "
-                 "kernels, the ones the TTFT times, with their recall from their own rows (block-shared rows, and "
-                 "per-query rows as unions of blocks with --exec-block: file names _x); (fp32) the fp32 support "
-                 "kernel over the bf16 pass's q, k (every earlier GPU file, and SPINDLE_STATS_FP32=1). On the row "
-                 "measured both ways (64K, the oracle at k 2048, b_sel 64) they agree to 10⁻⁴ in NLL and to the "
-                 "printed digit in logit KL and recall (docs/gpu.md, \"Statistics on the tensor cores\").")
+    elif mixed:
+        o.append(f"The NLL rows come from two paths, marked in the NLL column: (tc) {tc_path}); (fp32) the fp32 "
+                 "support kernel over the bf16 pass's q, k (every earlier GPU file, and SPINDLE_STATS_FP32=1). On "
+                 "the row measured both ways (64K, the oracle at k 2048, b_sel 64) they agree to 10⁻⁴ in NLL and "
+                 "to the printed digit in logit KL and recall (docs/gpu.md, \"Statistics on the tensor cores\").")
         o.append("")
     o.append("| ctx | mode | k | b_sel | NLL | ΔNLL | logit KL | top-1 | mass recall | sparsity | RULER | ΔRULER | "
              "TTFT (ms) | speedup | from |")
