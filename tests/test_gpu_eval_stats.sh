@@ -5,8 +5,9 @@
 # attention weights (and, through the layers after the first, in the q, k the oracle selects from, so a
 # near-tie key may flip): every row's NLL and logit KL must agree within 10^-2, top-1 within 0.05, mass
 # recall within 2^-6 (a weight is rounded by at most 2^-9 of itself), sparsity within 10^-2; a wrong mass
-# or a wrong attention moves them far more. Each JSON's provenance must name the path that ran. The checkpoint is a Gemma 3 golden of head size 64, a shape the
-# tensor-core kernels take (at the head sizes they do not take, the op falls back to the fp32 kernel).
+# or a wrong attention moves them far more. Each JSON's provenance must name the path that ran. The
+# checkpoint is a Gemma 3 golden of head size 64, a shape the tensor-core kernels take (at the head sizes
+# they do not take, the op falls back to the fp32 kernel).
 # Exit 0 pass, 1 a failure, 77 (CTest: skipped) without a usable GPU or python3.
 set -u
 bin=$1 goldens=$2 work=$3
