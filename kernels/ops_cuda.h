@@ -4,7 +4,7 @@
 // order (outputs → inputs → dimensions) and its semantics; the CPU twin is the
 // reference, and tests/test_cuda_twins.c judges every op here against it.
 //
-// Launches go to the default stream; ops are asynchronous like any kernel
+// Launches go to the default stream (or a side stream: cuda_stream_use); ops are asynchronous like any kernel
 // launch, and cuda_sync() waits for them. Device faults abort with the failing
 // statement, function, file and line (kernels/cuda/cuda_check.cuh): they are
 // never a user's input error.
@@ -35,6 +35,16 @@ void cuda_copy_cols(float *dst, const float *src, int rows, int C, int c0, int n
 // the tests poison outputs with it before each op).
 void cuda_memset(void *p, int value, size_t bytes);
 void cuda_sync(void);
+// Two side streams (1, 2; 0 is the default stream) for overlapping independent
+// work. cuda_stream_use(s) sends spindle's own kernel launches (launch_checked,
+// device_util.cuh) to stream s until the next call; cuBLAS, copies, memsets and
+// allocations stay on the default stream. cuda_stream_after(w, s): what is
+// queued on w from now on waits for what is queued on s so far. The side
+// streams are blocking streams: the default stream waits for them and they for
+// it, so work on them overlaps only with each other, between two operations of
+// the default stream; a caller allocates its buffers before and frees them after.
+void cuda_stream_use(int s);
+void cuda_stream_after(int waiter, int signaler);
 // Bytes allocated through cuda_malloc and not freed; the peak of that since the
 // last reset (library workspaces — cuBLAS, cuDNN — are not counted).
 size_t cuda_mem_live(void);

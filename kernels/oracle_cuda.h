@@ -98,6 +98,13 @@ int64_t support_union_keys_cuda(const int32_t *sel, const int32_t *n_sel, int T,
 // 1 when support_attention_block_tc_cuda takes the tensor-core path for this
 // shape (aligned pointers assumed), 0 when it falls back (for benchmarks).
 int support_attention_block_tc_takes(int Hq, int Hkv, int dh, int topk, int bsel);
+// support_attention_block_tc_cuda without statistics, for the query blocks [b0, b0 + nb) only (rows
+// b0·bsel … of out; the mma.sync kernel whatever SPINDLE_SPARSE_WGMMA says), so that a selection
+// computed a chunk of blocks at a time can be attended chunk by chunk. -1, nothing launched, where that
+// kernel does not take the call (support_attention_block_tc_takes, or rows not 16-byte aligned).
+int support_attention_block_tc_range_cuda(void *out, const void *q, const void *k, const void *v, int T, int Hq,
+                                          int Hkv, int dh, float scale, int topk, int bsel, const int32_t *sel,
+                                          const int32_t *n_sel, DType out_type, int b0, int nb);
 
 // The same attention on Hopper's warpgroup MMA (sparse_attention_wg.cu, sm_90a): what
 // support_attention_block_tc_cuda runs under SPINDLE_SPARSE_WGMMA=1 where this takes the shape (d_h 64

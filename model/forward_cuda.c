@@ -710,6 +710,44 @@ static void oracle_attend_bf16(CudaPass *p, const AttendPlan *a, float *rec, flo
     cuda_free(n_sel);
 }
 
+// The block-shared indexer's selection overlapped with the attention over its supports
+// (indexer_select_blocks_overlap_cuda): both kernels are latency-bound at a few thread blocks an SM
+// (docs/performance.md), and a chunk's attention can share the SMs with the next chunk's selection.
+// SPINDLE_ATTEND_OVERLAP = the number of chunks (0: one after the other, as with statistics or
+// profiling, which time the two apart). The results are the sequential path's, bit for bit.
+typedef struct {
+    CudaPass *p;
+    const AttendPlan *a;
+} OverlapCtx;
+
+static void overlap_attend_chunk(void *ctx, int b0, int nb) {
+    const OverlapCtx *o = ctx;
+    CudaPass *p = o->p;
+    const ModelConfig *c = &p->f->m->cfg;
+    if (support_attention_block_tc_range_cuda(p->att_bf16 ? p->ob : (void *)p->att, p->qb, p->kb, p->vb, p->T,
+                                              c->n_heads, c->n_kv_heads, c->head_dim, (float)c->attn_scale,
+                                              o->a->topk, o->a->bsel, p->sel, p->n_sel,
+                                              p->att_bf16 ? DT_BF16 : DT_F32, b0, nb) != 0) {
+        fprintf(stderr, "spindle: the tensor-core sparse attention declined a shape it was checked to take\n");
+        abort();
+    }
+}
+
+static int attend_overlapped(CudaPass *p, int l, const AttendPlan *a) {
+    const ModelConfig *c = &p->f->m->cfg;
+    const int chunks = (int)env_long("SPINDLE_ATTEND_OVERLAP", 8, 0, 1 << 20);
+    if (chunks == 0 || a->stats || p->prof || a->recent || a->sinks || !p->bf16_attn || a->bsel <= 1 ||
+        p->scores != IX_SCORES_BF16 || env_long("SPINDLE_SPARSE_WGMMA", 0, 0, 2) != 0 ||
+        !support_attention_block_tc_takes(c->n_heads, c->n_kv_heads, c->head_dim, a->topk, a->bsel))
+        return -1;
+    p->att_bf16 = p->f->half == HALF_BF16;
+    OverlapCtx o = {p, a};
+    const int rc = indexer_select_blocks_overlap_cuda(p->sel, p->n_sel, a->ix_cfg, p->ip[l], p->xn_all, p->T, a->topk,
+                                                      a->bsel, chunks, overlap_attend_chunk, &o);
+    if (rc != 0) p->att_bf16 = 0;
+    return rc;
+}
+
 static void cuda_attend(void *tw, int l, const AttendPlan *a) {
     CudaPass *p = tw;
     const FwdCuda *f = p->f;
@@ -734,6 +772,7 @@ static void cuda_attend(void *tw, int l, const AttendPlan *a) {
             attend_supports(p, &per_query, p->sel, p->n_sel, p->lse, rec, sup);
             return;
         }
+        if (attend_overlapped(p, l, a) == 0) return;
         indexer_select_cuda(p->sel, p->n_sel, a->ix_cfg, p->ip[l], p->xn_all, T, a->topk, a->bsel, p->scores);
         select_lap(p, t0);
         attend_supports(p, a, p->sel, p->n_sel, p->lse, rec, sup);

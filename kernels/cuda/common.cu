@@ -250,6 +250,36 @@ extern "C" void cuda_memset(void *p, int value, size_t bytes) { CUDA_CHECK(cudaM
 
 extern "C" void cuda_sync(void) { CUDA_CHECK(cudaDeviceSynchronize()); }
 
+// The side streams (ops_cuda.h), created on first use with the default flags
+// (blocking: ordered against the legacy default stream both ways), and the one
+// event cuda_stream_after records (a wait takes the event's state when it is
+// queued, so one event serves every call).
+static cudaStream_t g_streams[3];  // [0]: the default stream
+static int g_stream_cur = 0;
+static cudaEvent_t g_stream_ev;
+
+static cudaStream_t side_stream(int s) {
+    if (s < 0 || s > 2) {
+        fprintf(stderr, "spindle: stream %d: only 0, 1 and 2 exist (%s:%d)\n", s, __FILE__, __LINE__);
+        abort();
+    }
+    if (s > 0 && !g_streams[s]) CUDA_CHECK(cudaStreamCreate(&g_streams[s]));
+    return g_streams[s];
+}
+
+cudaStream_t cuda_launch_stream(void) { return g_streams[g_stream_cur]; }
+
+extern "C" void cuda_stream_use(int s) {
+    side_stream(s);
+    g_stream_cur = s;
+}
+
+extern "C" void cuda_stream_after(int waiter, int signaler) {
+    if (!g_stream_ev) CUDA_CHECK(cudaEventCreateWithFlags(&g_stream_ev, cudaEventDisableTiming));
+    CUDA_CHECK(cudaEventRecord(g_stream_ev, side_stream(signaler)));
+    CUDA_CHECK(cudaStreamWaitEvent(side_stream(waiter), g_stream_ev, 0));
+}
+
 extern "C" void cuda_f32_to_bf16(void *dst, const float *src, int64_t n) {
     if (n <= 0) return;
     f32_to_bf16_kernel<<<grid_for(n, 256), 256>>>((__nv_bfloat16 *)dst, src, n);

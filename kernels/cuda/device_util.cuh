@@ -28,12 +28,17 @@
 #define DYNAMIC_SMEM_AS(T, name) extern __shared__ __align__(128) T name[]
 #endif
 
+#ifndef SPINDLE_CUDA_EMULATION
+// The stream spindle's launches go to (cuda_stream_use, ops_cuda.h; common.cu).
+cudaStream_t cuda_launch_stream(void);
+#endif
+
 template <typename... P, typename... A>
 static void launch_checked(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, A... args) {
 #ifdef SPINDLE_CUDA_EMULATION
     emu_launch(kernel, grid, block, smem, args...);
 #else
-    kernel<<<grid, block, smem>>>(args...);
+    kernel<<<grid, block, smem, cuda_launch_stream()>>>(args...);
 #endif
     CUDA_CHECK(cudaGetLastError());
 }

@@ -1539,6 +1539,52 @@ extern "C" void indexer_select_cuda(int32_t *sel, int32_t *n_sel, const IndexerC
     cuda_free(q), cuda_free(kk);
 }
 
+extern "C" int indexer_select_blocks_overlap_cuda(int32_t *sel, int32_t *n_sel, const IndexerConfig *cfg,
+                                                  const float *params, const float *x, int T, int k, int bsel,
+                                                  int n_chunks, void (*attend)(void *ctx, int b0, int nb),
+                                                  void *ctx) {
+    if (T < 0 || k < 1 || bsel < 1 || n_chunks < 1) {
+        fprintf(stderr, "spindle: %s: bad arguments T = %d, k = %d, bsel = %d, chunks = %d\n", __func__, T, k, bsel,
+                n_chunks);
+        abort();
+    }
+    if (T == 0) return 0;
+    require_collapsed(cfg, __func__);
+    const int dI = cfg->d_index;
+    if ((dI != 64 && dI != 128) || bsel < 16 || bsel > 128 || bsel % 16) return -1;  // the block kernel's shapes
+    const float c_col = 1.0f / sqrtf((float)dI);
+    float *q, *kk;
+    project_all(&q, &kk, cfg, params, x, T, 1);
+    void *qb = cuda_malloc(2 * (size_t)T * dI), *kb = cuda_malloc(2 * (size_t)T * dI);
+    cuda_f32_to_bf16(qb, q, (int64_t)T * dI);
+    cuda_f32_to_bf16(kb, kk, (int64_t)T * dI);
+    cuda_free(q), cuda_free(kk);
+    // Chunks of equal numbers of blocks (at most what select_blocks_bf16 takes at once).
+    const int n_blocks = (T + bsel - 1) / bsel;
+    int64_t cb = (n_blocks + (int64_t)n_chunks - 1) / n_chunks, cap = 4 * CHUNK_FLOATS / T;
+    cb = cb > cap ? cap : cb;
+    cb = cb < 1 ? 1 : cb;
+    float *A = (float *)cuda_malloc(sizeof(float) * (size_t)cb * T);
+    for (int b0 = 0; b0 < n_blocks; b0 += (int)cb) {
+        const int nb = n_blocks - b0 < cb ? n_blocks - b0 : (int)cb;
+        // Stream 1: the chunk's ranking values and top-k (A is free again: the previous chunk's top-k, which
+        // read it, is queued before on the same stream). Stream 2: the caller's work on those rows, after them.
+        cuda_stream_use(1);
+        if (indexer_block_scores_bf16_cuda(A, T, qb, kb, T, dI, c_col, bsel, b0, nb) != 0) {
+            fprintf(stderr, "spindle: %s: the block kernel declined d_index %d, bsel %d (%s:%d)\n", __func__, dI,
+                    bsel, __FILE__, __LINE__);
+            abort();
+        }
+        topk_rows_cuda(sel + (int64_t)b0 * k, n_sel + b0, A, nb, T, (b0 + 1) * bsel, bsel, T, k);
+        cuda_stream_after(2, 1);
+        cuda_stream_use(2);
+        attend(ctx, b0, nb);
+    }
+    cuda_stream_use(0);  // the frees below wait for both side streams (blocking streams)
+    cuda_free(qb), cuda_free(kb), cuda_free(A);
+    return 0;
+}
+
 extern "C" void indexer_select_refined_cuda(int32_t *sel, int32_t *n_sel, const IndexerConfig *cfg,
                                             const float *params, const float *x, int T, int k, int bsel, int cand,
                                             IndexerScores scores) {

@@ -144,7 +144,7 @@ __global__ void __launch_bounds__(MAXR * 2, D > 128 || MAXR > TC_MAX_ROWS ? 1 : 
     support_attention_block_tc_kernel2(OutT *out, const __nv_bfloat16 *q, const __nv_bfloat16 *k,
                                        const __nv_bfloat16 *v, int T, int Hq, int Hkv, int hpc, float scale_log2,
                                        int topk, int bsel, const int32_t *sel, const int32_t *n_sel, UnionArgs ua,
-                                       float *mass, const float *lse) {
+                                       float *mass, const float *lse, int b_first) {
     constexpr int LDH = D + TILE_PAD;  // Qs, Ks, Vs rows (bf16 elements)
     constexpr int ND = D / 8;        // n-tiles of O
     constexpr int NS = TC_BK / 8;    // n-tiles of S per key tile
@@ -157,7 +157,7 @@ __global__ void __launch_bounds__(MAXR * 2, D > 128 || MAXR > TC_MAX_ROWS ? 1 : 
 
     const int G = Hq / Hkv, warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
     int b, kh, hg, h, r0, t0, nt;
-    sa_block(T, Hq, Hkv, hpc, bsel, &b, &kh, &hg, &h, &r0, &t0, &nt);
+    sa_block(T, Hq, Hkv, hpc, bsel, b_first, &b, &kh, &hg, &h, &r0, &t0, &nt);
     const int64_t nq = (int64_t)Hq * D, nkv = (int64_t)Hkv * D;
     const int32_t *keys = U ? ua.keys + ua.koff[b] : sel + (int64_t)b * topk;
     const int n_all = U ? ua.n_union[b] : min(max(n_sel[b], 0), topk);
@@ -257,10 +257,16 @@ __global__ void __launch_bounds__(MAXR * 2, D > 128 || MAXR > TC_MAX_ROWS ? 1 : 
 
 // ---- launcher ---------------------------------------------------------------------------
 
+// The query blocks a launch takes: [b0, b0 + nb); nb < 0: b0 to the last.
+struct BlockRange {
+    int b0, nb;
+};
+
 template <int D, typename OutT, bool U, int MAXR>
 static int support_attention_block_tc_launch(OutT *out, const void *q, const void *k, const void *v, int T, int Hq,
                                              int Hkv, float scale, int topk, int bsel, const int32_t *sel,
-                                             const int32_t *n_sel, UnionArgs ua, float *mass, const float *lse) {
+                                             const int32_t *n_sel, UnionArgs ua, float *mass, const float *lse,
+                                             BlockRange br) {
     const int G = Hq / Hkv;
     int hpc = 1;  // heads per thread block: the largest divisor of G with hpc·bsel ≤ MAXR
     for (int d = 1; d <= G; d++)
@@ -268,13 +274,15 @@ static int support_attention_block_tc_launch(OutT *out, const void *q, const voi
     const int rows = hpc * bsel;
     const size_t smem = sizeof(__nv_bfloat16) * (size_t)(rows + 4 * TC_BK) * (D + TILE_PAD);
     if (smem > (size_t)device_attr(cudaDevAttrMaxSharedMemoryPerBlockOptin)) return -1;
-    const int64_t n_blocks = (T + (int64_t)bsel - 1) / bsel, grid = n_blocks * Hkv * (G / hpc);
+    const int64_t n_all = (T + (int64_t)bsel - 1) / bsel, n_blocks = br.nb < 0 ? n_all - br.b0 : br.nb;
+    const int64_t grid = n_blocks * Hkv * (G / hpc);
     if (grid > INT_MAX) return -1;
+    if (grid <= 0) return 0;
     CUDA_CHECK(cudaFuncSetAttribute(support_attention_block_tc_kernel2<D, OutT, U, MAXR>,
                                     cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     launch_checked(support_attention_block_tc_kernel2<D, OutT, U, MAXR>, dim3((unsigned)grid), dim3(32 * (rows / 16)),
                    smem, out, (const __nv_bfloat16 *)q, (const __nv_bfloat16 *)k, (const __nv_bfloat16 *)v, T, Hq,
-                   Hkv, hpc, scale * LOG2E, topk, bsel, sel, n_sel, ua, mass, lse);
+                   Hkv, hpc, scale * LOG2E, topk, bsel, sel, n_sel, ua, mass, lse, br.b0);
     return 0;
 }
 
@@ -282,36 +290,37 @@ static int support_attention_block_tc_launch(OutT *out, const void *q, const voi
 template <int D, bool U, int MAXR>
 static int tc_launch_dt(void *out, DType out_type, const void *q, const void *k, const void *v, int T, int Hq, int Hkv,
                         float scale, int topk, int bsel, const int32_t *sel, const int32_t *n_sel, UnionArgs ua,
-                        float *mass, const float *lse) {
+                        float *mass, const float *lse, BlockRange br) {
     if (out_type == DT_F32)
         return support_attention_block_tc_launch<D, float, U, MAXR>((float *)out, q, k, v, T, Hq, Hkv, scale, topk,
-                                                                    bsel, sel, n_sel, ua, mass, lse);
+                                                                    bsel, sel, n_sel, ua, mass, lse, br);
     if (out_type == DT_BF16)
         return support_attention_block_tc_launch<D, __nv_bfloat16, U, MAXR>((__nv_bfloat16 *)out, q, k, v, T, Hq, Hkv,
                                                                             scale, topk, bsel, sel, n_sel, ua, mass,
-                                                                            lse);
+                                                                            lse, br);
     return support_attention_block_tc_launch<D, __half, U, MAXR>((__half *)out, q, k, v, T, Hq, Hkv, scale, topk, bsel,
-                                                                 sel, n_sel, ua, mass, lse);
+                                                                 sel, n_sel, ua, mass, lse, br);
 }
 
 // The rows variant (tc_rows) for head size D.
 template <int D, bool U>
 static int tc_launch_rows(void *out, DType out_type, const void *q, const void *k, const void *v, int T, int Hq,
                           int Hkv, float scale, int topk, int bsel, const int32_t *sel, const int32_t *n_sel,
-                          UnionArgs ua, float *mass, const float *lse) {
+                          UnionArgs ua, float *mass, const float *lse, BlockRange br) {
     if (tc_rows(D) == TC_WIDE_ROWS)  // the ternary keeps d_h 256 from instantiating the wide kernel
         return tc_launch_dt<D, U, (D <= 128 ? TC_WIDE_ROWS : TC_MAX_ROWS)>(out, out_type, q, k, v, T, Hq, Hkv, scale,
-                                                                           topk, bsel, sel, n_sel, ua, mass, lse);
+                                                                           topk, bsel, sel, n_sel, ua, mass, lse, br);
     return tc_launch_dt<D, U, TC_MAX_ROWS>(out, out_type, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel, n_sel, ua, mass,
-                                           lse);
+                                           lse, br);
 }
 
 // The launch for the head size dh (64, 128 or 256).
 template <bool U>
 static int tc_launch_dh(void *out, DType out_type, const void *q, const void *k, const void *v, int T, int Hq, int Hkv,
                         int dh, float scale, int topk, int bsel, const int32_t *sel, const int32_t *n_sel,
-                        UnionArgs ua, float *mass, const float *lse) {
-#define TC_ROWS(D) tc_launch_rows<D, U>(out, out_type, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel, n_sel, ua, mass, lse)
+                        UnionArgs ua, float *mass, const float *lse, BlockRange br = BlockRange{0, -1}) {
+#define TC_ROWS(D) \
+    tc_launch_rows<D, U>(out, out_type, q, k, v, T, Hq, Hkv, scale, topk, bsel, sel, n_sel, ua, mass, lse, br)
     if (dh == 64) return TC_ROWS(64);
     if (dh == 128) return TC_ROWS(128);
     return TC_ROWS(256);
@@ -388,6 +397,22 @@ extern "C" void support_attention_block_tc_cuda(void *out, const void *q, const 
         }
     }
     if (rc != 0) tc_widened(out, out_type, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel, st);
+}
+
+extern "C" int support_attention_block_tc_range_cuda(void *out, const void *q, const void *k, const void *v, int T,
+                                                    int Hq, int Hkv, int dh, float scale, int topk, int bsel,
+                                                    const int32_t *sel, const int32_t *n_sel, DType out_type, int b0,
+                                                    int nb) {
+    const int n_blocks = T > 0 && bsel > 0 ? (T + bsel - 1) / bsel : 0;
+    if (b0 < 0 || nb < 0 || b0 + (int64_t)nb > n_blocks) {
+        fprintf(stderr, "spindle: %s: blocks [%d, %d + %d) outside the %d of T = %d, bsel = %d\n", __func__, b0, b0, nb,
+                n_blocks, T, bsel);
+        abort();
+    }
+    if (((uintptr_t)q | (uintptr_t)k | (uintptr_t)v) & 15 || !tc_takes(Hq, Hkv, dh, topk, bsel)) return -1;
+    if (nb == 0) return 0;
+    return tc_launch_dh<false>(out, out_type, q, k, v, T, Hq, Hkv, dh, scale, topk, bsel, sel, n_sel, UnionArgs{},
+                               NULL, NULL, BlockRange{b0, nb});
 }
 
 // ---- per-query supports as block unions --------------------------------------------------

@@ -14,12 +14,12 @@
 #include "mma.cuh"
 
 // Where a thread block and this thread stand: thread block blockIdx.x is (query block *b, KV head *kh, head
-// group *hg) with b the slowest; its rows are hpc·bsel (query head major), warp w's 16 of them head *h, rows
-// *r0 … *r0 + 15 of the block's *nt queries from *t0; G = Hq / Hkv.
-static __device__ __forceinline__ void sa_block(int T, int Hq, int Hkv, int hpc, int bsel, int *b, int *kh, int *hg,
-                                                int *h, int *r0, int *t0, int *nt) {
+// group *hg) with b the slowest, counted from query block b_first; its rows are hpc·bsel (query head major),
+// warp w's 16 of them head *h, rows *r0 … *r0 + 15 of the block's *nt queries from *t0; G = Hq / Hkv.
+static __device__ __forceinline__ void sa_block(int T, int Hq, int Hkv, int hpc, int bsel, int b_first, int *b, int *kh,
+                                                int *hg, int *h, int *r0, int *t0, int *nt) {
     const int G = Hq / Hkv, n_hg = G / hpc, warp = threadIdx.x / 32, strips = bsel / 16;
-    *b = blockIdx.x / (Hkv * n_hg);
+    *b = b_first + blockIdx.x / (Hkv * n_hg);
     const int rest = blockIdx.x % (Hkv * n_hg);
     *kh = rest / n_hg, *hg = rest % n_hg;
     *h = *kh * G + *hg * hpc + warp / strips, *r0 = 16 * (warp % strips);

@@ -78,7 +78,7 @@ __global__ void __launch_bounds__(WG_MAX_ROWS * 2, MINB)
 
     const int G = Hq / Hkv, warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4;
     int b, kh, hg, h, r0, t0, nt;
-    sa_block(T, Hq, Hkv, hpc, bsel, &b, &kh, &hg, &h, &r0, &t0, &nt);
+    sa_block(T, Hq, Hkv, hpc, bsel, 0, &b, &kh, &hg, &h, &r0, &t0, &nt);
     const int64_t nq = (int64_t)Hq * D, nkv = (int64_t)Hkv * D;
     const int32_t *keys = sel + (int64_t)b * topk;
     const int n_all = min(max(n_sel[b], 0), topk);

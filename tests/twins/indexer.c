@@ -55,6 +55,10 @@
 //     exactly except at near ties within the fp32 sums' error bound (see
 //     check_select_fused); through indexer_select_cuda (SPINDLE_FUSED_SELECT=1)
 //     by check_select's bf16 rule.
+//   the block-shared selection overlapped with the sparse attention
+//     (indexer_select_blocks_overlap_cuda, chunks on side streams): its
+//     selection and bf16 attention output equal the sequential path's bit for
+//     bit, for 1, 3 and more chunks than blocks (check_select_overlap).
 //   AdamW: parameters, m and v within 1 ulp of the CPU twin (the kernel repeats
 //     its operations with explicit rounding, so 0 ulp is expected: the count of
 //     inexact values is printed). grad_clip: the norm relative 1e-12 (double
@@ -72,6 +76,7 @@
 #include "indexer_ops.h"
 #include "ops.h"
 #include "ops_cuda.h"
+#include "oracle_cuda.h"
 #include "twins.h"
 
 #define GRAD_NMSE 1e-9
@@ -587,6 +592,69 @@ static void check_block_scores_bf16(int T, int dI, int bsel, int b0, int nb) {
 // and next values lie within tol (either may be picked; every pick must then
 // be within tol of the k-th). ints: q, k integers in −2 … 2, so every score is
 // c times an exact integer: many ties, no tolerance, the tie rule exactly.
+// The block-shared selection overlapped with the attention over its supports
+// (indexer_select_blocks_overlap_cuda + support_attention_block_tc_range_cuda, what the bf16 forward
+// runs for a block-shared indexer): sel, n_sel and the bf16 output must be the sequential path's
+// (indexer_select_cuda, IX_SCORES_BF16, then support_attention_block_tc_cuda) bit for bit, for any
+// number of chunks (one; several; more than there are blocks).
+typedef struct {
+    void *out;
+    const void *q, *k, *v;
+    const int32_t *sel, *n_sel;
+    int T, Hq, Hkv, dh, topk, bsel, fails;
+    float scale;
+} OverlapArgs;
+
+static void overlap_chunk(void *ctx, int b0, int nb) {
+    OverlapArgs *o = ctx;
+    o->fails += support_attention_block_tc_range_cuda(o->out, o->q, o->k, o->v, o->T, o->Hq, o->Hkv, o->dh, o->scale,
+                                                      o->topk, o->bsel, o->sel, o->n_sel, DT_BF16, b0, nb) != 0;
+}
+
+static void check_select_overlap(const Case *c, int k, int bsel, int chunks) {
+    const char *op = "indexer select bf16 (blocks) overlapped with attention";
+    char shape[160];
+    snprintf(shape, sizeof shape, "T=%d Hq=%d Hkv=%d dh=%d dI=%d k=%d bsel=%d chunks=%d", c->T, c->Hq, c->Hkv, c->dh,
+             c->dI, k, bsel, chunks);
+    Setup s = setup_build(c);
+    const int T = c->T, rows = (T + bsel - 1) / bsel;
+    const int64_t nq = (int64_t)T * c->Hq * c->dh, nkv = (int64_t)T * c->Hkv * c->dh;
+    float *hq = randn(nq, 1.0f), *hk = randn(nkv, 1.0f), *hv = randn(nkv, 1.0f);
+    float *dq = dev_from(hq, nq), *dk = dev_from(hk, nkv), *dv = dev_from(hv, nkv);
+    void *bq = cuda_malloc(2 * (size_t)nq), *bk = cuda_malloc(2 * (size_t)nkv), *bv = cuda_malloc(2 * (size_t)nkv);
+    cuda_f32_to_bf16(bq, dq, nq), cuda_f32_to_bf16(bk, dk, nkv), cuda_f32_to_bf16(bv, dv, nkv);
+    const float scale = 1.0f / sqrtf((float)c->dh);
+    // Sequential.
+    int32_t *sel1 = (int32_t *)dev_poisoned((int64_t)rows * k), *n1 = (int32_t *)dev_poisoned(rows);
+    void *out1 = cuda_malloc(2 * (size_t)nq), *out2 = cuda_malloc(2 * (size_t)nq);
+    cuda_memset(out1, 0xFF, 2 * (size_t)nq), cuda_memset(out2, 0xFF, 2 * (size_t)nq);
+    indexer_select_cuda(sel1, n1, &s.cfg, s.d_params, s.d_x, T, k, bsel, IX_SCORES_BF16);
+    support_attention_block_tc_cuda(out1, bq, bk, bv, T, c->Hq, c->Hkv, c->dh, scale, k, bsel, sel1, n1, DT_BF16, NULL);
+    // Overlapped.
+    int32_t *sel2 = (int32_t *)dev_poisoned((int64_t)rows * k), *n2 = (int32_t *)dev_poisoned(rows);
+    OverlapArgs o = {out2, bq, bk, bv, sel2, n2, T, c->Hq, c->Hkv, c->dh, k, bsel, 0, scale};
+    const int rc = indexer_select_blocks_overlap_cuda(sel2, n2, &s.cfg, s.d_params, s.d_x, T, k, bsel, chunks,
+                                                      overlap_chunk, &o);
+    cuda_sync();
+    int32_t *hs1 = host_from_dev_i32(sel1, (int64_t)rows * k), *hs2 = host_from_dev_i32(sel2, (int64_t)rows * k);
+    int32_t *hn1 = host_from_dev_i32(n1, rows), *hn2 = host_from_dev_i32(n2, rows);
+    uint16_t *ho1 = malloc(2 * (size_t)nq), *ho2 = malloc(2 * (size_t)nq);
+    if (!ho1 || !ho2) abort();
+    cuda_to_host(ho1, out1, 2 * (size_t)nq), cuda_to_host(ho2, out2, 2 * (size_t)nq);
+    int64_t sel_diff = 0, out_diff = 0;
+    for (int64_t i = 0; i < (int64_t)rows * k; i++) sel_diff += hs1[i] != hs2[i];
+    for (int r = 0; r < rows; r++) sel_diff += hn1[r] != hn2[r];
+    for (int64_t i = 0; i < nq; i++) out_diff += ho1[i] != ho2[i];
+    char detail[200];
+    snprintf(detail, sizeof detail, "rc %d, %d chunk launches declined; %lld selection entries and %lld outputs differ",
+             rc, o.fails, (long long)sel_diff, (long long)out_diff);
+    record(op, shape, rc == 0 && o.fails == 0 && sel_diff == 0 && out_diff == 0, detail);
+    free(hq), free(hk), free(hv), free(hs1), free(hs2), free(hn1), free(hn2), free(ho1), free(ho2);
+    cuda_free(dq), cuda_free(dk), cuda_free(dv), cuda_free(bq), cuda_free(bk), cuda_free(bv);
+    cuda_free(sel1), cuda_free(n1), cuda_free(sel2), cuda_free(n2), cuda_free(out1), cuda_free(out2);
+    setup_free(&s);
+}
+
 static void check_select_fused(int T, int dI, int k, int ints) {
     char shape[160];
     snprintf(shape, sizeof shape, "T=%d dI=%d k=%d%s", T, dI, k, ints ? " ints" : "");
@@ -783,6 +851,11 @@ void twins_indexer(int quick) {
         if (c->T > 1 && (c->dI == 64 || c->dI == 128)) {  // the fused bf16 block sums (bsel 16, 64)
             check_select(c, 8, 16, IX_SCORES_BF16);
             check_select(c, 64, 64, IX_SCORES_BF16);
+        }
+        if (c->T > 1 && (c->dI == 64 || c->dI == 128) && (c->dh == 64 || c->dh == 128)) {
+            check_select_overlap(c, 8, 16, 1);
+            check_select_overlap(c, 64, 64, 3);
+            check_select_overlap(c, 16, 32, 1000);  // more chunks than blocks: one block a chunk
         }
         // Per query, bf16, through the fused selection (SPINDLE_FUSED_SELECT=1): judged like the
         // block sums' bf16 mode against the CPU twin's fp32 scores.
