@@ -8,6 +8,7 @@
 #include "cublas_check.cuh"
 #include "cuda_check.cuh"
 #include "device_util.cuh"
+#include "env.h"
 #include "ops_cuda.h"
 
 // ---- kernels --------------------------------------------------------------------
@@ -263,7 +264,14 @@ static cudaStream_t side_stream(int s) {
         fprintf(stderr, "spindle: stream %d: only 0, 1 and 2 exist (%s:%d)\n", s, __FILE__, __LINE__);
         abort();
     }
-    if (s > 0 && !g_streams[s]) CUDA_CHECK(cudaStreamCreate(&g_streams[s]));
+    if (s > 0 && !g_streams[s]) {
+        // SPINDLE_STREAM_PRIORITY=s (1 or 2): that side stream at the device's highest priority, its thread
+        // blocks dispatched first wherever both streams have some waiting; 0 (the default): equal.
+        const long hi = env_long("SPINDLE_STREAM_PRIORITY", 0, 0, 2);
+        int least = 0, greatest = 0;
+        CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+        CUDA_CHECK(cudaStreamCreateWithPriority(&g_streams[s], cudaStreamDefault, hi == s ? greatest : least));
+    }
     return g_streams[s];
 }
 
