@@ -73,7 +73,8 @@ void indexer_select_cuda(int32_t *sel, int32_t *n_sel, const IndexerConfig *cfg,
 
 // indexer_select_cuda for bsel > 1 with IX_SCORES_BF16, overlapped with the
 // work that reads its rows: the projections on the default stream, then the
-// query blocks in n_chunks chunks of equal size, each chunk's ranking values and
+// query blocks b_first … (the rows of the earlier ones are left as they are) in
+// n_chunks chunks of equal size, each chunk's ranking values and
 // top-k on side stream 1 (ops_cuda.h, cuda_stream_use), after which
 // attend(ctx, b0, nb) is called on the host with side stream 2 current and
 // ordered after that chunk's rows of sel, n_sel — so the callback's launches
@@ -83,7 +84,7 @@ void indexer_select_cuda(int32_t *sel, int32_t *n_sel, const IndexerConfig *cfg,
 // nothing done, where the block kernel does not take the shape (d_index 64 or
 // 128, bsel a multiple of 16 up to 128). (indexer.cu)
 int indexer_select_blocks_overlap_cuda(int32_t *sel, int32_t *n_sel, const IndexerConfig *cfg, const float *params,
-                                       const float *x, int T, int k, int bsel, int n_chunks,
+                                       const float *x, int T, int k, int bsel, int b_first, int n_chunks,
                                        void (*attend)(void *ctx, int b0, int nb), void *ctx);
 
 // indexer_select_refined_cpu on the GPU (two-stage supports, docs/design.md):

@@ -574,6 +574,17 @@ static void *cuda_begin(void *twin, const int32_t *ids, int T, const ForwardOpts
 // The rows of the chunk that starts at t0: rc, or what is left of T.
 static int chunk_rows(const CudaPass *p, int t0) { return p->T - t0 < p->rc ? p->T - t0 : p->rc; }
 
+// The first row chunk layer l's work after its attention has to produce: 0, except in the last layer of
+// a pass that ends in the last position's logits (time to first token, and the prefill of greedy
+// decoding), where only the chunk holding that position reaches the logits. Its o-projection, MLP and
+// norms are then the very calls the whole pass makes for that chunk, so the logits are the same bits;
+// the earlier rows of that layer are never formed (their k, v, in a decoding cache, are). Returns a
+// chunk start (a multiple of p->rc).
+static int rows_from(const CudaPass *p, int l) {
+    if (!p->last_logits_host || l != p->f->m->cfg.n_layers - 1) return 0;
+    return (p->T - 1) / p->rc * p->rc;
+}
+
 // Rows [t0, t0 + n) of an [T, C] array of 4-byte (fp32) or 2-byte (16-bit) elements.
 static float *rows_f32(float *a, int t0, int C) { return a + (size_t)t0 * C; }
 static void *rows_16(void *a, int t0, int C) { return (char *)a + 2 * (size_t)t0 * C; }
@@ -742,8 +753,10 @@ static int attend_overlapped(CudaPass *p, int l, const AttendPlan *a) {
         return -1;
     p->att_bf16 = p->f->half == HALF_BF16;
     OverlapCtx o = {p, a};
+    // The last layer of a time-to-first-token pass: only the blocks of the rows that reach the logits.
     const int rc = indexer_select_blocks_overlap_cuda(p->sel, p->n_sel, a->ix_cfg, p->ip[l], p->xn_all, p->T, a->topk,
-                                                      a->bsel, chunks, overlap_attend_chunk, &o);
+                                                      a->bsel, rows_from(p, l) / a->bsel, chunks,
+                                                      overlap_attend_chunk, &o);
     if (rc != 0) p->att_bf16 = 0;
     return rc;
 }
@@ -857,7 +870,7 @@ static void cuda_attn_out(void *tw, int l) {
     const LayerDev *w = &f->layers[l];
     const ModelConfig *c = &f->m->cfg;
     const int nq = c->n_heads * c->head_dim;
-    for (int t0 = 0; t0 < p->T; t0 += p->rc) {
+    for (int t0 = rows_from(p, l); t0 < p->T; t0 += p->rc) {
         const int n = chunk_rows(p, t0);
         const int64_t m = (int64_t)n * nq;
         const void *in;
@@ -919,7 +932,7 @@ static void cuda_mlp(void *tw, int l) {
     const ModelConfig *c = &f->m->cfg;
     const LayerDev *w = &f->layers[l];
     const int H = c->hidden, I = c->intermediate;
-    for (int t0 = 0; t0 < p->T; t0 += p->rc) {
+    for (int t0 = rows_from(p, l); t0 < p->T; t0 += p->rc) {
         const int n = chunk_rows(p, t0);
         const void *in = norm_input(f, p->xn, p->hb, rows_f32(p->x, t0, H), w->mlp_norm, n, H, (float)c->rms_eps, 0);
         const void *down_in = p->hb;  // the down projection's operand
@@ -950,7 +963,7 @@ static void cuda_moe(void *tw, int l) {
     const LayerDev *w = &f->layers[l];
     const MoeConfig *mo = &c->moe;
     const int H = c->hidden, E = mo->n_experts, k = mo->top_k, Is = mo->shared_intermediate;
-    for (int t0 = 0; t0 < p->T; t0 += p->rc) {
+    for (int t0 = rows_from(p, l); t0 < p->T; t0 += p->rc) {
         const int n = chunk_rows(p, t0);
         float *x = rows_f32(p->x, t0, H);
         const void *in = norm_input(f, p->xn, p->hb, x, w->mlp_norm, n, H, (float)c->rms_eps, 1);  // xn in fp32 too
@@ -984,14 +997,15 @@ static void cuda_finish(void *tw, int stopped, const ForwardOpts *o) {
     if (stopped) {  // teacher emission: the tap has everything; hidden stays unspecified
         cuda_sync();
     } else {
-        rmsnorm_forward_cuda(p->x, p->x, f->final_norm, T, H, (float)c->rms_eps);
-        if (p->last_logits_host) {
+        if (p->last_logits_host) {  // the last row alone (RMSNorm is row-local: the same bits)
+            rmsnorm_forward_cuda(p->x + (TT - 1) * H, p->x + (TT - 1) * H, f->final_norm, 1, H, (float)c->rms_eps);
             float *logits = cuda_malloc(sizeof(float) * (size_t)c->vocab);
             lm_head_logits(f, logits, p->x + (TT - 1) * H, 1);
             cuda_sync();
             cuda_to_host(p->last_logits_host, logits, sizeof(float) * (size_t)c->vocab);
             cuda_free(logits);
         } else {
+            rmsnorm_forward_cuda(p->x, p->x, f->final_norm, T, H, (float)c->rms_eps);
             cuda_sync();
             cuda_to_host(p->hidden_host, p->x, sizeof(float) * TT * H);
         }

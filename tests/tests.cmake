@@ -127,6 +127,18 @@ if(SPINDLE_CUDA)
   add_test(NAME goldens_cuda_rows37 COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_goldens_cuda.sh
            $<TARGET_FILE:spindle> ${GOLDENS} ${TEST_TMP}/goldens_cuda_rows37)
   set_tests_properties(goldens_cuda_rows37 PROPERTIES SKIP_RETURN_CODE 77 ENVIRONMENT SPINDLE_ROW_CHUNK=37)
+  # The time-to-first-token pass (its last layer cut to the last row chunk) against the whole pass's
+  # last row, bit for bit: head sizes 16 / 64 / 256, sliding and gated layers, DeltaNet and MoE.
+  add_executable(test_gpu_ttft tests/test_gpu_ttft.c)
+  target_link_libraries(test_gpu_ttft PRIVATE spindle_cli)
+  foreach(g llama_f32_default:48 gemma3_hd256_w16_softcap:80 gemma3_legacy_linear_w16:72 qwen3_5_interval3_bf16:200
+          qwen3_next_moe_f32:130)
+    string(REPLACE ":" ";" gp ${g})
+    list(GET gp 0 gname)
+    list(GET gp 1 glen)
+    add_test(NAME gpu_ttft_${gname} COMMAND test_gpu_ttft ${GOLDENS}/${gname} ${GOLDENS}/${gname}/ids.txt ${glen})
+    set_tests_properties(gpu_ttft_${gname} PROPERTIES SKIP_RETURN_CODE 77 ENVIRONMENT SPINDLE_ROW_CHUNK=7)
+  endforeach()
   # teacher and train with --device cuda against the CPU twin.
   add_test(NAME gpu_cli COMMAND bash ${CMAKE_SOURCE_DIR}/tests/test_gpu_cli.sh $<TARGET_FILE:spindle>
            $<TARGET_FILE:test_shard> ${GOLDENS} ${TEST_TMP}/gpu_cli)

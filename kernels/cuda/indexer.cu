@@ -1541,11 +1541,12 @@ extern "C" void indexer_select_cuda(int32_t *sel, int32_t *n_sel, const IndexerC
 
 extern "C" int indexer_select_blocks_overlap_cuda(int32_t *sel, int32_t *n_sel, const IndexerConfig *cfg,
                                                   const float *params, const float *x, int T, int k, int bsel,
-                                                  int n_chunks, void (*attend)(void *ctx, int b0, int nb),
+                                                  int b_first, int n_chunks, void (*attend)(void *ctx, int b0, int nb),
                                                   void *ctx) {
-    if (T < 0 || k < 1 || bsel < 1 || n_chunks < 1) {
-        fprintf(stderr, "spindle: %s: bad arguments T = %d, k = %d, bsel = %d, chunks = %d\n", __func__, T, k, bsel,
-                n_chunks);
+    const int n_blocks = T > 0 && bsel > 0 ? (T + bsel - 1) / bsel : 0;
+    if (T < 0 || k < 1 || bsel < 1 || n_chunks < 1 || b_first < 0 || (T > 0 && b_first >= n_blocks)) {
+        fprintf(stderr, "spindle: %s: bad arguments T = %d, k = %d, bsel = %d, first block %d, chunks = %d\n",
+                __func__, T, k, bsel, b_first, n_chunks);
         abort();
     }
     if (T == 0) return 0;
@@ -1560,12 +1561,11 @@ extern "C" int indexer_select_blocks_overlap_cuda(int32_t *sel, int32_t *n_sel, 
     cuda_f32_to_bf16(kb, kk, (int64_t)T * dI);
     cuda_free(q), cuda_free(kk);
     // Chunks of equal numbers of blocks (at most what select_blocks_bf16 takes at once).
-    const int n_blocks = (T + bsel - 1) / bsel;
-    int64_t cb = (n_blocks + (int64_t)n_chunks - 1) / n_chunks, cap = 4 * CHUNK_FLOATS / T;
+    int64_t cb = (n_blocks - b_first + (int64_t)n_chunks - 1) / n_chunks, cap = 4 * CHUNK_FLOATS / T;
     cb = cb > cap ? cap : cb;
     cb = cb < 1 ? 1 : cb;
     float *A = (float *)cuda_malloc(sizeof(float) * (size_t)cb * T);
-    for (int b0 = 0; b0 < n_blocks; b0 += (int)cb) {
+    for (int b0 = b_first; b0 < n_blocks; b0 += (int)cb) {
         const int nb = n_blocks - b0 < cb ? n_blocks - b0 : (int)cb;
         // Stream 1: the chunk's ranking values and top-k (A is free again: the previous chunk's top-k, which
         // read it, is queued before on the same stream). Stream 2: the caller's work on those rows, after them.

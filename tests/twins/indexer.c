@@ -633,7 +633,7 @@ static void check_select_overlap(const Case *c, int k, int bsel, int chunks) {
     // Overlapped.
     int32_t *sel2 = (int32_t *)dev_poisoned((int64_t)rows * k), *n2 = (int32_t *)dev_poisoned(rows);
     OverlapArgs o = {out2, bq, bk, bv, sel2, n2, T, c->Hq, c->Hkv, c->dh, k, bsel, 0, scale};
-    const int rc = indexer_select_blocks_overlap_cuda(sel2, n2, &s.cfg, s.d_params, s.d_x, T, k, bsel, chunks,
+    const int rc = indexer_select_blocks_overlap_cuda(sel2, n2, &s.cfg, s.d_params, s.d_x, T, k, bsel, 0, chunks,
                                                       overlap_chunk, &o);
     cuda_sync();
     int32_t *hs1 = host_from_dev_i32(sel1, (int64_t)rows * k), *hs2 = host_from_dev_i32(sel2, (int64_t)rows * k);
