@@ -579,9 +579,10 @@ static int chunk_rows(const CudaPass *p, int t0) { return p->T - t0 < p->rc ? p-
 // decoding), where only the chunk holding that position reaches the logits. Its o-projection, MLP and
 // norms are then the very calls the whole pass makes for that chunk, so the logits are the same bits;
 // the earlier rows of that layer are never formed (their k, v, in a decoding cache, are). Returns a
-// chunk start (a multiple of p->rc).
+// chunk start (a multiple of p->rc). SPINDLE_TTFT_ALL_ROWS=1 carries every row on (to time the difference).
 static int rows_from(const CudaPass *p, int l) {
-    if (!p->last_logits_host || l != p->f->m->cfg.n_layers - 1) return 0;
+    if (!p->last_logits_host || l != p->f->m->cfg.n_layers - 1 || env_long("SPINDLE_TTFT_ALL_ROWS", 0, 0, 1))
+        return 0;
     return (p->T - 1) / p->rc * p->rc;
 }
 
