@@ -23,7 +23,8 @@
 // the last query are zero). Two passes over the tiles, with mma.sync
 // m16n8k16 (mma.cuh) and keys after a query's position masked:
 //   pass 1 (query rows × keys): each warp its 16 q rows × the 64 keys of the
-//           tile; per row, the running maximum and sum of 2^(s·c·log2 e):
+//           tile; per row, the running maximum and sum of 2^(s·c·log2 e) (the
+//           maximum over the raw products, scaled once; fma into fast_exp2):
 //           lse in log2 units, fp32, then into shared memory;
 //   pass 2 (key rows × queries): work items (query block, group of 16 keys
 //           of the tile), shared out over the warps; an item is its 16 keys ×
@@ -60,23 +61,27 @@ enum {
 // Query blocks per thread block.
 static inline int ib_blocks_per_cta(int bsel) { return IB_MAX_ROWS / bsel; }
 
-// S for the warp's 16 rows × the 64 keys of the tile, masked (−∞ after a
-// row's position), in log2 units: s[j] holds keys c0 + 8j + 2c, +1 of rows
-// ta (0, 1) and tb (2, 3).
+// S = q·k (unscaled) for the warp's 16 rows × the 64 keys of the tile, masked
+// (−∞ after a row's position): s[j] holds keys c0 + 8j + 2c, +1 of rows
+// ta (0, 1) and tb (2, 3). Pass 1 takes the maximum over these raw products and
+// scales it once (c_log2 > 0 commutes with the maximum), so that a score costs
+// one maximum, one fused multiply-add into fast_exp2 and one add.
 // MASK = false: every key of the tile is at or before the warp's first row.
 template <int D, bool MASK>
 static __device__ __forceinline__ void ib_scores(float s[IB_BK / 8][4], const __nv_bfloat16 *qrow,
-                                                 const __nv_bfloat16 *Ks, int c0, int ta, int tb, float c_log2) {
+                                                 const __nv_bfloat16 *Ks, int c0, int ta, int tb) {
     constexpr int LDH = D + TILE_PAD, NS = IB_BK / 8;
     const int c = threadIdx.x % 4;
     mma_qk_tile<D, NS>(s, qrow, Ks, LDH);
+    if (MASK) {
 #pragma unroll
-    for (int j = 0; j < NS; j++) {
-        const int col = c0 + 8 * j + 2 * c;
+        for (int j = 0; j < NS; j++) {
+            const int col = c0 + 8 * j + 2 * c;
 #pragma unroll
-        for (int e = 0; e < 2; e++) {
-            s[j][e] = !MASK || col + e <= ta ? s[j][e] * c_log2 : -INFINITY;
-            s[j][2 + e] = !MASK || col + e <= tb ? s[j][2 + e] * c_log2 : -INFINITY;
+            for (int e = 0; e < 2; e++) {
+                if (col + e > ta) s[j][e] = -INFINITY;
+                if (col + e > tb) s[j][2 + e] = -INFINITY;
+            }
         }
     }
 }
@@ -135,25 +140,25 @@ __global__ void __launch_bounds__(IB_MAX_ROWS * 2)
             if (pass == 0) {
                 if (c0 <= t_warp) {  // warp-uniform
                     float s[NS][4];
-                    if (c0 + IB_BK - 1 > t0 + r0) ib_scores<D, true>(s, qrow, Ks, c0, ta, tb, c_log2);
-                    else ib_scores<D, false>(s, qrow, Ks, c0, ta, tb, c_log2);
+                    if (c0 + IB_BK - 1 > t0 + r0) ib_scores<D, true>(s, qrow, Ks, c0, ta, tb);
+                    else ib_scores<D, false>(s, qrow, Ks, c0, ta, tb);
                     float mx_a = -INFINITY, mx_b = -INFINITY;
 #pragma unroll
                     for (int j = 0; j < NS; j++) {
                         mx_a = fmaxf(mx_a, fmaxf(s[j][0], s[j][1]));
                         mx_b = fmaxf(mx_b, fmaxf(s[j][2], s[j][3]));
                     }
-                    const float mn_a = fmaxf(m_a, quad_max(mx_a)), mn_b = fmaxf(m_b, quad_max(mx_b));
+                    const float mn_a = fmaxf(m_a, quad_max(mx_a) * c_log2), mn_b = fmaxf(m_b, quad_max(mx_b) * c_log2);
                     // A row that has seen nothing yet keeps m = −∞ and l = 0.
-                    const float base_a = mn_a == -INFINITY ? 0.0f : mn_a, base_b = mn_b == -INFINITY ? 0.0f : mn_b;
+                    const float nb_a = mn_a == -INFINITY ? 0.0f : -mn_a, nb_b = mn_b == -INFINITY ? 0.0f : -mn_b;
                     float sum_a = 0.0f, sum_b = 0.0f;
 #pragma unroll
                     for (int j = 0; j < NS; j++) {
-                        sum_a += fast_exp2(s[j][0] - base_a) + fast_exp2(s[j][1] - base_a);
-                        sum_b += fast_exp2(s[j][2] - base_b) + fast_exp2(s[j][3] - base_b);
+                        sum_a += fast_exp2(fmaf(s[j][0], c_log2, nb_a)) + fast_exp2(fmaf(s[j][1], c_log2, nb_a));
+                        sum_b += fast_exp2(fmaf(s[j][2], c_log2, nb_b)) + fast_exp2(fmaf(s[j][3], c_log2, nb_b));
                     }
-                    l_a = l_a * fast_exp2(m_a - base_a) + quad_sum(sum_a);  // exp2(−∞) = 0 on a first tile
-                    l_b = l_b * fast_exp2(m_b - base_b) + quad_sum(sum_b);
+                    l_a = l_a * fast_exp2(m_a + nb_a) + quad_sum(sum_a);  // exp2(−∞) = 0 on a first tile
+                    l_b = l_b * fast_exp2(m_b + nb_b) + quad_sum(sum_b);
                     m_a = mn_a, m_b = mn_b;
                 }
             } else {
