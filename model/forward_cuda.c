@@ -579,9 +579,9 @@ static int chunk_rows(const CudaPass *p, int t0) { return p->T - t0 < p->rc ? p-
 // decoding), where only the chunk holding that position reaches the logits. Its o-projection, MLP and
 // norms are then the very calls the whole pass makes for that chunk, so the logits are the same bits;
 // the earlier rows of that layer are never formed (their k, v, in a decoding cache, are). Returns a
-// chunk start (a multiple of p->rc). SPINDLE_TTFT_ALL_ROWS=1 carries every row on (to time the difference).
+// chunk start (a multiple of p->rc). Opt-in while it is measured: SPINDLE_TTFT_LAST_CHUNK=1.
 static int rows_from(const CudaPass *p, int l) {
-    if (!p->last_logits_host || l != p->f->m->cfg.n_layers - 1 || env_long("SPINDLE_TTFT_ALL_ROWS", 0, 0, 1))
+    if (!p->last_logits_host || l != p->f->m->cfg.n_layers - 1 || !env_long("SPINDLE_TTFT_LAST_CHUNK", 0, 0, 1))
         return 0;
     return (p->T - 1) / p->rc * p->rc;
 }
@@ -726,7 +726,8 @@ static void oracle_attend_bf16(CudaPass *p, const AttendPlan *a, float *rec, flo
 // (indexer_select_blocks_overlap_cuda): both kernels are latency-bound at a few thread blocks an SM
 // (docs/performance.md), and a chunk's attention can share the SMs with the next chunk's selection.
 // SPINDLE_ATTEND_OVERLAP = the number of chunks (0: one after the other, as with statistics or
-// profiling, which time the two apart). The results are the sequential path's, bit for bit.
+// profiling, which time the two apart; the default while it is measured). The results are the
+// sequential path's, bit for bit.
 typedef struct {
     CudaPass *p;
     const AttendPlan *a;
@@ -747,7 +748,7 @@ static void overlap_attend_chunk(void *ctx, int b0, int nb) {
 
 static int attend_overlapped(CudaPass *p, int l, const AttendPlan *a) {
     const ModelConfig *c = &p->f->m->cfg;
-    const int chunks = (int)env_long("SPINDLE_ATTEND_OVERLAP", 8, 0, 1 << 20);
+    const int chunks = (int)env_long("SPINDLE_ATTEND_OVERLAP", 0, 0, 1 << 20);
     if (chunks == 0 || a->stats || p->prof || a->recent || a->sinks || !p->bf16_attn || a->bsel <= 1 ||
         p->scores != IX_SCORES_BF16 || env_long("SPINDLE_SPARSE_WGMMA", 0, 0, 2) != 0 ||
         !support_attention_block_tc_takes(c->n_heads, c->n_kv_heads, c->head_dim, a->topk, a->bsel))

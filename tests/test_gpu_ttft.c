@@ -10,7 +10,8 @@
 //   block-shared indexer is the overlapped selection and attention of
 //   indexer_select_blocks_overlap_cuda).
 // Run it with SPINDLE_ROW_CHUNK smaller than P so that the last layer's rows are
-// cut (ctest does); the row chunk in use is printed.
+// cut (ctest does); the row chunk in use is printed. It sets SPINDLE_TTFT_LAST_CHUNK=1
+// and SPINDLE_ATTEND_OVERLAP=3 itself (both opt-in while they are measured).
 // Usage: test_gpu_ttft MODEL_DIR IDS_FILE P. Exit 0 pass, 1 fail, 77 (skipped)
 // without a usable GPU or in a build without CUDA (SPINDLE_REQUIRE_GPU=1: fail).
 #include <math.h>
@@ -76,6 +77,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "test_gpu_ttft: P %d with %zu ids\n", P, n_ids);
         return 2;
     }
+    setenv("SPINDLE_TTFT_LAST_CHUNK", "1", 1);
+    setenv("SPINDLE_ATTEND_OVERLAP", "3", 1);
     const char *rc = getenv("SPINDLE_ROW_CHUNK");
     printf("%s, %d ids, SPINDLE_ROW_CHUNK=%s\n", argv[1], P, rc ? rc : "(unset: one chunk)");
     // A random indexer at every full-attention layer.
