@@ -25,6 +25,7 @@
 #include "indexer.h"
 #include "model.h"
 #include "ops.h"
+#include "test_model.h"
 
 static float max_abs(const float *x, size_t n) {
     float m = 0.0f;
@@ -120,17 +121,8 @@ static void check_oracle(const Model *m, const int32_t *ids, int P, int N, doubl
 // A random indexer at every full-attention layer: its prefill is the pass that
 // decoding continues from (first logits = the indexer forward's last row).
 static void check_indexer(const Model *m, const int32_t *ids, int P, double tol) {
-    const int V = m->cfg.vocab, L = m->cfg.n_layers;
-    IndexerSet set = {.cfg = {.variant = INDEXER_COLLAPSED, .d_model = m->cfg.hidden, .d_index = 16, .d_rope = 8,
-                              .n_heads = 1, .key_norm = INDEXER_NORM_RMS, .norm_eps = 1e-6f, .rope_theta = 1e4f},
-                      .n_model_layers = L};
-    set.params = calloc((size_t)L, sizeof *set.params);
-    const int64_t np = indexer_n_params(&set.cfg);
-    for (int l = 0; l < L; l++) {
-        if (m->cfg.layer_kinds[l] != LAYER_FULL_ATTENTION) continue;
-        set.params[l] = malloc(sizeof(float) * (size_t)np);
-        indexer_init(&set.cfg, set.params[l], 7 + (uint64_t)l);
-    }
+    const int V = m->cfg.vocab;
+    IndexerSet set = random_indexer_set(m, 16, 8, 7);
     const Sparsity sp = {.topk = P / 4 > 1 ? P / 4 : 1, .bsel = 1};
     const ForwardOpts o = {.sparse = &sp, .indexer = &set};
     int32_t gen[2];
@@ -149,8 +141,8 @@ static void check_indexer(const Model *m, const int32_t *ids, int P, double tol)
            from_dense);
     EXPECT(worst <= tol * fmax(1.0, scale), "indexer: first logits differ from the indexer forward by %.3g", worst);
     EXPECT(from_dense > 10 * tol * fmax(1.0, scale), "indexer: first logits equal dense's: prefill not sparse");
-    for (int l = 0; l < L; l++) free(set.params[l]);
-    free(set.params), free(glog), free(ref), free(dense);
+    random_indexer_free(&set);
+    free(glog), free(ref), free(dense);
 }
 
 int main(int argc, char **argv) {
@@ -182,16 +174,9 @@ int main(int argc, char **argv) {
     }
     const int P = atoi(argv[3]), N = atoi(argv[4]);
     const double tol = argc > 5 ? atof(argv[5]) : 1e-4;
-    if (model_load(&m, argv[1], &st)) {
-        fprintf(stderr, "%s\n", st.msg);
-        return 1;
-    }
     int32_t *ids;
     size_t n_ids;
-    if (ids_read(argv[2], m.cfg.vocab, &ids, &n_ids, &st)) {
-        fprintf(stderr, "%s\n", st.msg);
-        return 1;
-    }
+    if (load_model_and_ids(&m, argv[1], argv[2], &ids, &n_ids)) return 1;
     EXPECT((size_t)P <= n_ids && P > 1 && N > 1, "P %d N %d with %zu ids", P, N, n_ids);
     if (!failures) {
         check_dense(&m, ids, P, N, tol);

@@ -27,6 +27,7 @@
 #include "model.h"
 #include "ops.h"
 #include "ops_cuda.h"
+#include "test_model.h"
 
 static void check(FwdCuda *f, const Model *m, const int32_t *ids, int P, const ForwardOpts *o, const char *what) {
     const int V = m->cfg.vocab, H = m->cfg.hidden;
@@ -62,17 +63,10 @@ int main(int argc, char **argv) {
     }
     Status st;
     Model m;
-    if (model_load(&m, argv[1], &st)) {
-        fprintf(stderr, "%s\n", st.msg);
-        return 1;
-    }
     int32_t *ids;
     size_t n_ids;
-    if (ids_read(argv[2], m.cfg.vocab, &ids, &n_ids, &st)) {
-        fprintf(stderr, "%s\n", st.msg);
-        return 1;
-    }
-    const int P = atoi(argv[3]), L = m.cfg.n_layers;
+    if (load_model_and_ids(&m, argv[1], argv[2], &ids, &n_ids)) return 1;
+    const int P = atoi(argv[3]);
     if (P < 2 || (size_t)P > n_ids) {
         fprintf(stderr, "test_gpu_ttft: P %d with %zu ids\n", P, n_ids);
         return 2;
@@ -81,17 +75,7 @@ int main(int argc, char **argv) {
     setenv("SPINDLE_ATTEND_OVERLAP", "3", 1);
     const char *rc = getenv("SPINDLE_ROW_CHUNK");
     printf("%s, %d ids, SPINDLE_ROW_CHUNK=%s\n", argv[1], P, rc ? rc : "(unset: one chunk)");
-    // A random indexer at every full-attention layer.
-    IndexerSet set = {.cfg = {.variant = INDEXER_COLLAPSED, .d_model = m.cfg.hidden, .d_index = 64, .d_rope = 16,
-                              .n_heads = 1, .key_norm = INDEXER_NORM_RMS, .norm_eps = 1e-6f, .rope_theta = 1e4f},
-                      .n_model_layers = L};
-    set.params = calloc((size_t)L, sizeof *set.params);
-    const int64_t np = indexer_n_params(&set.cfg);
-    for (int l = 0; l < L; l++) {
-        if (m.cfg.layer_kinds[l] != LAYER_FULL_ATTENTION) continue;
-        set.params[l] = malloc(sizeof(float) * (size_t)np);
-        indexer_init(&set.cfg, set.params[l], 11 + (uint64_t)l);
-    }
+    IndexerSet set = random_indexer_set(&m, 64, 16, 11);  // d_index 64: the bf16 block kernel takes it
     const int k = P / 4 > 1 ? P / 4 : 1;
     const Sparsity per_query = {.topk = k, .bsel = 1}, blocks = {.topk = k, .bsel = 16};
     for (int prec = 0; prec < 2; prec++) {
@@ -114,8 +98,8 @@ int main(int argc, char **argv) {
         check(f, &m, ids, P, &(ForwardOpts){.sparse = &blocks, .indexer = &set}, what);
         fwd_cuda_free(f);
     }
-    for (int l = 0; l < L; l++) free(set.params[l]);
-    free(set.params), free(ids);
+    random_indexer_free(&set);
+    free(ids);
     model_free(&m);
     printf("test_gpu_ttft: %s\n", failures ? "FAIL" : "PASS");
     return failures ? 1 : 0;
