@@ -1434,26 +1434,40 @@ extern "C" double indexer_mass_recall_cuda(float *recall, const IndexerConfig *c
 }
 
 // The block-shared selection from bf16 copies of q and kk through
-// indexer_block_scores_bf16_cuda, a chunk of blocks at a time (A: the chunk's
-// [blocks, T] ranking values, ≤ 4·CHUNK_FLOATS, 1 GiB: all 2048 blocks of 64 at
-// 128K in one launch, whose longest-first order then balances the SMs; in
-// chunks of 512 the first chunks left SMs idle behind their longest block);
-// -1 when that kernel declines.
+// indexer_block_scores_bf16_cuda, for blocks b_first … in n_chunks chunks of
+// equal size, each at most 4·CHUNK_FLOATS of A (the chunk's [blocks, T]
+// ranking values, 1 GiB: all 2048 blocks of 64 at 128K in one launch when
+// n_chunks is 1, whose longest-first order then balances the SMs; in chunks of
+// 512 the first chunks left SMs idle behind their longest block). With attend
+// (indexer_select_blocks_overlap_cuda): each chunk's values and top-k on side
+// stream 1, then attend(ctx, b0, nb) with side stream 2 current and ordered
+// after them; A is free for the next chunk once the previous chunk's top-k,
+// queued before on stream 1, has read it. -1 when that kernel declines (it does
+// so for the first chunk or not at all, before anything reaches stream 2).
 static int select_blocks_bf16(int32_t *sel, int32_t *n_sel, const float *q, const float *kk, int T, int dI,
-                              float c_col, int k, int bsel) {
+                              float c_col, int k, int bsel, int b_first, int n_chunks,
+                              void (*attend)(void *ctx, int b0, int nb), void *ctx) {
     const int n_blocks = (T + bsel - 1) / bsel;
-    int64_t nb = 4 * CHUNK_FLOATS / T;
-    nb = nb < 1 ? 1 : nb > n_blocks ? n_blocks : nb;
+    int64_t nb = (n_blocks - b_first + (int64_t)n_chunks - 1) / n_chunks, cap = 4 * CHUNK_FLOATS / T;
+    nb = nb > cap ? cap : nb;
+    nb = nb < 1 ? 1 : nb;
     void *qb = cuda_malloc(2 * (size_t)T * dI), *kb = cuda_malloc(2 * (size_t)T * dI);
     cuda_f32_to_bf16(qb, q, (int64_t)T * dI);
     cuda_f32_to_bf16(kb, kk, (int64_t)T * dI);
     float *A = (float *)cuda_malloc(sizeof(float) * (size_t)nb * T);
     int rc = 0;
-    for (int b0 = 0; b0 < n_blocks && rc == 0; b0 += (int)nb) {
+    for (int b0 = b_first; b0 < n_blocks && rc == 0; b0 += (int)nb) {
         const int nbk = n_blocks - b0 < nb ? n_blocks - b0 : (int)nb;
+        if (attend) cuda_stream_use(1);
         rc = indexer_block_scores_bf16_cuda(A, T, qb, kb, T, dI, c_col, bsel, b0, nbk);
         if (rc == 0) topk_rows_cuda(sel + (int64_t)b0 * k, n_sel + b0, A, nbk, T, (b0 + 1) * bsel, bsel, T, k);
+        if (rc == 0 && attend) {
+            cuda_stream_after(2, 1);
+            cuda_stream_use(2);
+            attend(ctx, b0, nbk);
+        }
     }
+    if (attend) cuda_stream_use(0);  // the frees below wait for both side streams (blocking streams)
     cuda_free(qb), cuda_free(kb), cuda_free(A);
     return rc;
 }
@@ -1478,7 +1492,7 @@ static void select_projected(int32_t *sel, int32_t *n_sel, const float *q, const
     if (fused) {
         // done on tensor cores, without a score buffer
     } else if (bsel > 1 && scores == IX_SCORES_BF16 &&
-               select_blocks_bf16(sel, n_sel, q, kk, T, dI, c_col, k, bsel) == 0) {
+               select_blocks_bf16(sel, n_sel, q, kk, T, dI, c_col, k, bsel, 0, 1, NULL, NULL) == 0) {
         // done on tensor cores, without score buffers
     } else if (bsel == 1) {
         if (ch > T) ch = T;
@@ -1544,7 +1558,7 @@ extern "C" int indexer_select_blocks_overlap_cuda(int32_t *sel, int32_t *n_sel, 
                                                   int b_first, int n_chunks, void (*attend)(void *ctx, int b0, int nb),
                                                   void *ctx) {
     const int n_blocks = T > 0 && bsel > 0 ? (T + bsel - 1) / bsel : 0;
-    if (T < 0 || k < 1 || bsel < 1 || n_chunks < 1 || b_first < 0 || (T > 0 && b_first >= n_blocks)) {
+    if (T < 0 || k < 1 || bsel < 1 || n_chunks < 1 || b_first < 0 || (T > 0 && b_first >= n_blocks) || !attend) {
         fprintf(stderr, "spindle: %s: bad arguments T = %d, k = %d, bsel = %d, first block %d, chunks = %d\n",
                 __func__, T, k, bsel, b_first, n_chunks);
         abort();
@@ -1552,36 +1566,18 @@ extern "C" int indexer_select_blocks_overlap_cuda(int32_t *sel, int32_t *n_sel, 
     if (T == 0) return 0;
     require_collapsed(cfg, __func__);
     const int dI = cfg->d_index;
-    if ((dI != 64 && dI != 128) || bsel < 16 || bsel > 128 || bsel % 16) return -1;  // the block kernel's shapes
-    const float c_col = 1.0f / sqrtf((float)dI);
+    // The block kernel's shapes, asked before the projections so that a caller's fallback does not make them twice.
+    if ((dI != 64 && dI != 128) || bsel < 16 || bsel > 128 || bsel % 16) return -1;
     float *q, *kk;
     project_all(&q, &kk, cfg, params, x, T, 1);
-    void *qb = cuda_malloc(2 * (size_t)T * dI), *kb = cuda_malloc(2 * (size_t)T * dI);
-    cuda_f32_to_bf16(qb, q, (int64_t)T * dI);
-    cuda_f32_to_bf16(kb, kk, (int64_t)T * dI);
+    const int rc = select_blocks_bf16(sel, n_sel, q, kk, T, dI, 1.0f / sqrtf((float)dI), k, bsel, b_first, n_chunks,
+                                      attend, ctx);
     cuda_free(q), cuda_free(kk);
-    // Chunks of equal numbers of blocks (at most what select_blocks_bf16 takes at once).
-    int64_t cb = (n_blocks - b_first + (int64_t)n_chunks - 1) / n_chunks, cap = 4 * CHUNK_FLOATS / T;
-    cb = cb > cap ? cap : cb;
-    cb = cb < 1 ? 1 : cb;
-    float *A = (float *)cuda_malloc(sizeof(float) * (size_t)cb * T);
-    for (int b0 = b_first; b0 < n_blocks; b0 += (int)cb) {
-        const int nb = n_blocks - b0 < cb ? n_blocks - b0 : (int)cb;
-        // Stream 1: the chunk's ranking values and top-k (A is free again: the previous chunk's top-k, which
-        // read it, is queued before on the same stream). Stream 2: the caller's work on those rows, after them.
-        cuda_stream_use(1);
-        if (indexer_block_scores_bf16_cuda(A, T, qb, kb, T, dI, c_col, bsel, b0, nb) != 0) {
-            fprintf(stderr, "spindle: %s: the block kernel declined d_index %d, bsel %d (%s:%d)\n", __func__, dI,
-                    bsel, __FILE__, __LINE__);
-            abort();
-        }
-        topk_rows_cuda(sel + (int64_t)b0 * k, n_sel + b0, A, nb, T, (b0 + 1) * bsel, bsel, T, k);
-        cuda_stream_after(2, 1);
-        cuda_stream_use(2);
-        attend(ctx, b0, nb);
+    if (rc != 0) {
+        fprintf(stderr, "spindle: %s: the block kernel declined d_index %d, bsel %d (%s:%d)\n", __func__, dI, bsel,
+                __FILE__, __LINE__);
+        abort();
     }
-    cuda_stream_use(0);  // the frees below wait for both side streams (blocking streams)
-    cuda_free(qb), cuda_free(kb), cuda_free(A);
     return 0;
 }
 
